@@ -1,0 +1,309 @@
+"""The Mininet builder: a ``Fabric`` and a bandwidth scale become a running
+network of OVS switches and host namespaces, shaped on every egress.
+
+``FabricNetwork`` is a context manager. Its exit releases every namespace,
+veth, bridge, process and file it created, also on Ctrl-C and when the build
+fails half-way; a second Ctrl-C during teardown is held until teardown ends.
+This is the only module of ``topologies`` that imports Mininet.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import tempfile
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from controller.policy import compute
+from controller.rules import RuleSet, ofctl_flow, ofctl_group
+
+from .cleanup import RunRecord, remove_prefix, taken_prefixes
+from .fabric import Fabric, port_mac
+from .hostconfig import ip_commands
+from .naming import RunNames, new_prefix
+from .shaping import Egress, batch_text, check_scale, egress_plan, htb_commands
+from .system import ovs_kernel_datapath, preflight, run
+
+log = logging.getLogger("kvfabric.builder")
+
+HOST_OFFLOADS = ["tx", "off", "sg", "off", "tso", "off", "gso", "off", "gro", "off"]
+SWITCH_OFFLOADS = ["gso", "off", "gro", "off", "tso", "off"]
+HOST_SYSCTLS = [
+    "net.ipv6.conf.all.disable_ipv6=1",
+    "net.ipv6.conf.default.disable_ipv6=1",
+    "net.ipv4.conf.all.rp_filter=0",
+    "net.ipv4.conf.default.rp_filter=0",
+]
+
+
+class BuildError(RuntimeError):
+    """A step of the build failed; the message carries the command's output."""
+
+
+@dataclass(frozen=True)
+class Controller:
+    """A remote OpenFlow controller the switches connect to."""
+
+    host: str = "127.0.0.1"
+    port: int = 6653
+
+
+class FabricNetwork:
+    """A running emulation of ``fabric`` at bandwidth ``scale``.
+
+    ``datapath`` is ``auto`` (kernel if the openvswitch module is loaded,
+    else userspace), ``kernel`` or ``user``. With ``controller`` the switches
+    connect to it; without, ``policy`` rules are installed with ``ovs-ofctl``.
+    """
+
+    def __init__(
+        self,
+        fabric: Fabric,
+        scale: float = 1e-4,
+        *,
+        datapath: str = "auto",
+        controller: Controller | None = None,
+        policy: str = "shortest_path",
+    ) -> None:
+        self.fabric = fabric
+        self.scale = check_scale(scale)
+        if datapath not in ("auto", "kernel", "user"):
+            raise ValueError(f"datapath={datapath!r}: allowed auto, kernel, user")
+        self.datapath = datapath
+        self.controller = controller
+        self.policy = policy
+        self.plan: list[Egress] = egress_plan(fabric, self.scale)  # errors before building
+        self.names: RunNames | None = None
+        self.net: Any = None
+        self.record: RunRecord | None = None
+        self.workdir: Path | None = None
+        self.rules: RuleSet | None = None
+
+    # ----- lifetime ------------------------------------------------------
+    def __enter__(self) -> FabricNetwork:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        preflight()
+        dp = self.datapath
+        if dp == "auto":
+            dp = "kernel" if ovs_kernel_datapath() else "user"
+        self.datapath = dp
+        self.names = RunNames(new_prefix(taken_prefixes()))
+        self.record = RunRecord.mine(self.names.prefix)
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"kvfabric-{self.names.prefix}-"))
+        self.record.paths.append(str(self.workdir))
+        self.record.save()
+        self._create()
+        self._record_processes()
+        self._configure_hosts()
+        self._shape()
+        if self.controller is None:
+            self.install(compute(self.fabric, self.policy))
+        log.info("fabric %s up as %s (%s datapath)", self.fabric.kind, self.names.prefix, dp)
+
+    def stop(self) -> None:
+        """Release everything; safe to call twice and after a failed start."""
+        if self.names is None:
+            return
+        with _signals_held():
+            if self.net is not None:
+                try:
+                    self.net.stop()
+                except Exception as exc:  # fall through to the scoped sweep
+                    log.warning("Mininet stop failed (%s); sweeping by prefix", exc)
+                self.net = None
+            leftovers = remove_prefix(self.names.prefix, self.record)
+            if leftovers:
+                log.info("swept after stop: %s", ", ".join(leftovers))
+        self.names = None
+
+    # ----- build steps ---------------------------------------------------
+    def _create(self) -> None:
+        from mininet.link import Link as MnLink
+        from mininet.log import setLogLevel
+        from mininet.net import Mininet
+        from mininet.node import Host, OVSSwitch, RemoteController
+
+        setLogLevel("error")
+        switch_cls = partial(
+            OVSSwitch,
+            datapath=self.datapath,
+            protocols="OpenFlow13",
+            failMode="secure",
+            batch=True,
+        )
+        self.net = net = Mininet(
+            topo=None,
+            build=False,
+            controller=None,
+            switch=switch_cls,
+            host=Host,
+            link=MnLink,
+            autoSetMacs=False,
+            autoStaticArp=False,
+            waitConnected=False,
+        )
+        if self.controller is not None:
+            net.addController(
+                "c0",
+                controller=RemoteController,
+                ip=self.controller.host,
+                port=self.controller.port,
+            )
+        assert self.names is not None
+        for node in self.fabric.nodes:
+            name = self.names.node(node)
+            if node.is_host:
+                net.addHost(name, ip=f"{node.ip}/8", mac=None)
+            else:
+                net.addSwitch(name, dpid=f"{node.dpid:016x}")
+        for link in self.fabric.links:
+            a, b = self.fabric.node(link.a), self.fabric.node(link.b)
+            params: dict[str, Any] = {}
+            if a.is_host:
+                params["addr1"] = port_mac(a.number, link.a_port)
+            if b.is_host:
+                params["addr2"] = port_mac(b.number, link.b_port)
+            net.addLink(
+                self.names.node(a),
+                self.names.node(b),
+                port1=link.a_port,
+                port2=link.b_port,
+                **params,
+            )
+        net.build()
+        net.start()
+
+    def _record_processes(self) -> None:
+        import psutil
+
+        assert self.record is not None
+        for node in self.net.hosts + self.net.switches:
+            try:
+                self.record.processes.append((node.pid, psutil.Process(node.pid).create_time()))
+            except psutil.Error:
+                continue
+        self.record.save()
+
+    def _configure_hosts(self) -> None:
+        for host in self.fabric.hosts:
+            mn = self.mn(host.name)
+            for port in sorted(p for p in self._ports(host.name)):
+                self._check(mn.pexec("ethtool", "-K", self.intf(host.name, port), *HOST_OFFLOADS),
+                            f"ethtool on {host.name}")  # fmt: skip
+            self._check(mn.pexec("sysctl", "-q", "-w", *HOST_SYSCTLS), f"sysctl on {host.name}")
+            cmds = ip_commands(self.fabric, host.name, self.intf)
+            batch = self._write(f"ip-{host.name}.batch", batch_text(cmds))
+            self._check(mn.pexec("ip", "-batch", str(batch)), f"static ARP/routes on {host.name}")
+        for sw in self.fabric.switches:
+            for port in self._ports(sw.name):
+                # Best effort: some offloads are fixed on veth; the qdisc sees MTU packets anyway.
+                run(["ethtool", "-K", self.intf(sw.name, port), *SWITCH_OFFLOADS])
+
+    def _shape(self) -> None:
+        by_ns: dict[str, list[list[str]]] = defaultdict(list)
+        for eg in self.plan:
+            ns = eg.node if self.fabric.node(eg.node).is_host else ""
+            by_ns[ns] += htb_commands(self.intf(eg.node, eg.port), eg.rate_bps, eg.buffer_pkts)
+        for ns, cmds in by_ns.items():
+            batch = self._write(f"tc-{ns or 'switches'}.batch", batch_text(cmds))
+            if ns:
+                self._check(self.mn(ns).pexec("tc", "-batch", str(batch)), f"tc on {ns}")
+            else:
+                proc = run(["tc", "-batch", str(batch)], timeout=120)
+                self._check((proc.stdout, proc.stderr, proc.returncode), "tc on switch ports")
+
+    def install(self, ruleset: RuleSet) -> None:
+        """Replace every switch's flows and groups with ``ruleset`` (ovs-ofctl)."""
+        self.rules = ruleset
+        for sw in self.fabric.switches:
+            rules, groups = ruleset.for_switch(sw.name)
+            bridge = self.bridge(sw.name)
+            flows = self._write(f"flows-{sw.name}", "".join(ofctl_flow(r) + "\n" for r in rules))
+            grps = self._write(f"groups-{sw.name}", "".join(ofctl_group(g) + "\n" for g in groups))
+            of = ["ovs-ofctl", "-O", "OpenFlow13"]
+            for args in (
+                [*of, "del-flows", bridge],
+                [*of, "del-groups", bridge],
+                [*of, "add-groups", bridge, str(grps)],
+                [*of, "add-flows", bridge, str(flows)],
+            ):
+                proc = run(args)
+                self._check((proc.stdout, proc.stderr, proc.returncode), " ".join(args[3:5]))
+
+    # ----- run-time operations --------------------------------------------
+    def set_link(self, a: str, b: str, up: bool) -> None:
+        """Take the link between fabric nodes ``a`` and ``b`` down (both ends) or up."""
+        link = self.fabric.link_between(a, b)
+        state = "up" if up else "down"
+        for node, port in ((link.a, link.a_port), (link.b, link.b_port)):
+            args = ["ip", "link", "set", "dev", self.intf(node, port), state]
+            if self.fabric.node(node).is_host:
+                self._check(self.mn(node).pexec(*args), f"link {state} on {node}")
+            else:
+                proc = run(args)
+                self._check((proc.stdout, proc.stderr, proc.returncode), f"link {state} on {node}")
+
+    # ----- names -----------------------------------------------------------
+    def mn(self, name: str) -> Any:
+        """The Mininet node of fabric node ``name``."""
+        assert self.names is not None and self.net is not None
+        return self.net.get(self.names.node(self.fabric.node(name)))
+
+    def bridge(self, switch: str) -> str:
+        assert self.names is not None
+        return self.names.node(self.fabric.node(switch))
+
+    def intf(self, node: str, port: int) -> str:
+        assert self.names is not None
+        return self.names.intf(self.fabric.node(node), port)
+
+    @property
+    def prefix(self) -> str | None:
+        return self.names.prefix if self.names else None
+
+    # ----- helpers -----------------------------------------------------------
+    def _ports(self, node: str) -> list[int]:
+        return [lk.port_of(node) for lk in self.fabric.links_of(node)]
+
+    def _write(self, name: str, text: str) -> Path:
+        assert self.workdir is not None
+        path = self.workdir / name
+        path.write_text(text)
+        return path
+
+    @staticmethod
+    def _check(result: tuple[str, str, int], what: str) -> None:
+        out, err, code = result
+        if code != 0:
+            raise BuildError(f"{what} failed (exit {code}): {(err or out).strip()[:500]}")
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM while tearing down; they are delivered afterwards."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    except (ValueError, OSError):  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)

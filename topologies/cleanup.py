@@ -1,0 +1,138 @@
+"""Scoped cleanup: remove what kvfabric runs left behind, and nothing else.
+
+A run records itself in ``STATE_DIR/<prefix>.json`` before it creates
+anything. Leftovers are the bridges and interfaces whose names carry a
+kvfabric run prefix (see ``naming``) and the processes a dead run recorded
+(matched by pid *and* start time, never by name). A run whose owner process
+is still alive is left alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from .naming import owned
+from .system import run
+
+STATE_DIR = Path(os.environ.get("KVFABRIC_STATE_DIR", "/run/kvfabric"))
+
+
+@dataclass
+class RunRecord:
+    """What one run owns; written before the first resource is created."""
+
+    prefix: str
+    owner_pid: int
+    owner_started: float
+    processes: list[tuple[int, float]] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+
+    @property
+    def path(self) -> Path:
+        return STATE_DIR / f"{self.prefix}.json"
+
+    def save(self) -> None:
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.__dict__))
+        tmp.replace(self.path)
+
+    def forget(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+    @classmethod
+    def mine(cls, prefix: str) -> RunRecord:
+        me = psutil.Process()
+        return cls(prefix, me.pid, me.create_time())
+
+    def owner_alive(self) -> bool:
+        return _alive(self.owner_pid, self.owner_started)
+
+
+def _alive(pid: int, started: float) -> bool:
+    try:
+        return abs(psutil.Process(pid).create_time() - started) < 0.01
+    except psutil.Error:
+        return False
+
+
+def records() -> list[RunRecord]:
+    out = []
+    for path in sorted(STATE_DIR.glob("kf*.json")):
+        try:
+            data = json.loads(path.read_text())
+            data["processes"] = [tuple(p) for p in data.get("processes", [])]
+            out.append(RunRecord(**data))
+        except (ValueError, TypeError):
+            continue
+    return out
+
+
+def bridges() -> list[str]:
+    proc = run(["ovs-vsctl", "-t", "5", "list-br"]) if shutil.which("ovs-vsctl") else None
+    return proc.stdout.split() if proc and proc.returncode == 0 else []
+
+
+def interfaces() -> list[str]:
+    """Interface names in this (root) network namespace."""
+    return sorted(os.listdir("/sys/class/net"))
+
+
+def active_prefixes() -> set[str]:
+    """Prefixes of runs whose owner process is still alive."""
+    return {r.prefix for r in records() if r.owner_alive()}
+
+
+def taken_prefixes() -> set[str]:
+    names = bridges() + interfaces()
+    return {p for p in map(owned, names) if p} | {r.prefix for r in records()}
+
+
+def remove_prefix(prefix: str, record: RunRecord | None = None) -> list[str]:
+    """Remove every bridge, interface, process and path of run ``prefix``.
+    Returns a line per thing removed."""
+    removed = []
+    for proc_pid, started in record.processes if record else []:
+        if _alive(proc_pid, started):
+            with contextlib.suppress(psutil.Error):
+                p = psutil.Process(proc_pid)
+                p.kill()
+                p.wait(timeout=5)
+                removed.append(f"process {proc_pid}")
+    for br in bridges():
+        if owned(br) == prefix and run(["ovs-vsctl", "--if-exists", "del-br", br]).returncode == 0:
+            removed.append(f"bridge {br}")
+    for intf in interfaces():
+        if owned(intf) == prefix and run(["ip", "link", "del", intf]).returncode == 0:
+            removed.append(f"interface {intf}")
+    for path in record.paths if record else []:
+        if Path(path).exists():
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(f"directory {path}")
+    if record:
+        record.forget()
+    return removed
+
+
+def clean(force: bool = False) -> tuple[list[str], list[str]]:
+    """Remove leftovers of kvfabric runs that are no longer running.
+
+    Returns (removed, skipped): skipped names runs still alive (``force``
+    removes those too)."""
+    by_prefix = {r.prefix: r for r in records()}
+    found = set(by_prefix) | {p for p in map(owned, bridges() + interfaces()) if p}
+    removed, skipped = [], []
+    for prefix in sorted(found):
+        record = by_prefix.get(prefix)
+        if record and record.owner_alive() and not force:
+            skipped.append(f"run {prefix} (pid {record.owner_pid} is still running)")
+            continue
+        removed += remove_prefix(prefix, record)
+    return removed, skipped

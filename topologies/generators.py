@@ -1,0 +1,187 @@
+"""Fabric generators: spine-leaf, k-ary fat-tree and rail-optimized GPU fabrics.
+
+Every parameter is checked before anything is made; an error names the
+generator, the parameter, its value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+from typing import Any
+
+from .fabric import Fabric, FabricBuilder, FabricError
+
+MAX_BUFFER_PKTS = 100_000
+
+
+def _check_int(gen: str, name: str, value: Any, low: int, high: int | None = None) -> int:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= low
+    ok = ok and (high is None or value <= high)
+    if not ok:
+        allowed = f"an integer from {low} to {high}" if high else f"an integer >= {low}"
+        raise FabricError(f"{gen}: {name}={value!r} is not allowed: must be {allowed}")
+    return value
+
+
+def _check_gbps(gen: str, name: str, value: Any) -> float:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or value <= 0:
+        raise FabricError(f"{gen}: {name}={value!r} is not allowed: must be a rate in Gbit/s > 0")
+    return float(value)
+
+
+def spine_leaf(
+    spines: int = 2,
+    leaves: int = 2,
+    hosts_per_leaf: int = 4,
+    host_gbps: float = 100.0,
+    uplink_gbps: float = 400.0,
+    buffer_pkts: int = 64,
+) -> Fabric:
+    """Two-tier Clos: every leaf connects to every spine."""
+    g = "spine_leaf"
+    _check_int(g, "spines", spines, 1, 64)
+    _check_int(g, "leaves", leaves, 1, 256)
+    _check_int(g, "hosts_per_leaf", hosts_per_leaf, 1, 256)
+    _check_gbps(g, "host_gbps", host_gbps)
+    _check_gbps(g, "uplink_gbps", uplink_gbps)
+    _check_int(g, "buffer_pkts", buffer_pkts, 1, MAX_BUFFER_PKTS)
+    fb = FabricBuilder(g, _params(spine_leaf, locals()))
+    leaf_names = [fb.switch(f"leaf{i}", "leaf") for i in range(leaves)]
+    spine_names = [fb.switch(f"spine{j}", "spine") for j in range(spines)]
+    number = 0
+    for leaf in leaf_names:
+        for _ in range(hosts_per_leaf):
+            h = fb.host(f"h{number}", server=number)
+            fb.link(h, leaf, host_gbps, buffer_pkts, "host")
+            number += 1
+    for leaf in leaf_names:
+        for spine in spine_names:
+            fb.link(leaf, spine, uplink_gbps, buffer_pkts, "fabric")
+    return fb.build()
+
+
+def fat_tree(
+    k: int = 4,
+    host_gbps: float = 100.0,
+    fabric_gbps: float = 100.0,
+    buffer_pkts: int = 64,
+) -> Fabric:
+    """The k-ary fat-tree: k pods of k/2 edge (leaf) and k/2 aggregation
+    (spine) switches, (k/2)² core switches, k³/4 hosts, 5k²/4 switches."""
+    g = "fat_tree"
+    if not (isinstance(k, int) and not isinstance(k, bool) and 2 <= k <= 16 and k % 2 == 0):
+        raise FabricError(f"{g}: k={k!r} is not allowed: must be an even integer from 2 to 16")
+    _check_gbps(g, "host_gbps", host_gbps)
+    _check_gbps(g, "fabric_gbps", fabric_gbps)
+    _check_int(g, "buffer_pkts", buffer_pkts, 1, MAX_BUFFER_PKTS)
+    fb = FabricBuilder(g, _params(fat_tree, locals()))
+    half = k // 2
+    edges = [[fb.switch(f"leaf{p}_{i}", "leaf", pod=p) for i in range(half)] for p in range(k)]
+    aggs = [[fb.switch(f"spine{p}_{i}", "spine", pod=p) for i in range(half)] for p in range(k)]
+    cores = [fb.switch(f"core{j}", "core") for j in range(half * half)]
+    number = 0
+    for p in range(k):
+        for edge in edges[p]:
+            for _ in range(half):
+                h = fb.host(f"h{number}", server=number, pod=p)
+                fb.link(h, edge, host_gbps, buffer_pkts, "host")
+                number += 1
+    for p in range(k):
+        for edge in edges[p]:
+            for agg in aggs[p]:
+                fb.link(edge, agg, fabric_gbps, buffer_pkts, "fabric")
+    for p in range(k):
+        for i, agg in enumerate(aggs[p]):
+            for j in range(half):
+                fb.link(agg, cores[i * half + j], fabric_gbps, buffer_pkts, "fabric")
+    return fb.build()
+
+
+def rail_optimized(
+    servers: int = 4,
+    gpus_per_server: int = 4,
+    spines: int = 2,
+    rail_gbps: float = 400.0,
+    spine_gbps: float = 400.0,
+    nvlink_gbps: float = 3600.0,
+    buffer_pkts: int = 64,
+) -> Fabric:
+    """GPU i of every server connects to rail switch i; every rail switch
+    connects to every spine; a server's GPUs share its NVLink switch, so
+    traffic between two GPUs of one server never touches the network."""
+    g = "rail_optimized"
+    _check_int(g, "servers", servers, 1, 256)
+    _check_int(g, "gpus_per_server", gpus_per_server, 1, 16)
+    _check_int(g, "spines", spines, 1, 64)
+    _check_gbps(g, "rail_gbps", rail_gbps)
+    _check_gbps(g, "spine_gbps", spine_gbps)
+    _check_gbps(g, "nvlink_gbps", nvlink_gbps)
+    _check_int(g, "buffer_pkts", buffer_pkts, 1, MAX_BUFFER_PKTS)
+    fb = FabricBuilder(g, _params(rail_optimized, locals()))
+    rails = [fb.switch(f"rail{i}", "rail", rail=i) for i in range(gpus_per_server)]
+    spine_names = [fb.switch(f"spine{j}", "spine") for j in range(spines)]
+    nvl = [
+        fb.switch(f"nvl{s}", "nvlink", server=s) if gpus_per_server > 1 else None
+        for s in range(servers)
+    ]
+    for s in range(servers):
+        for i in range(gpus_per_server):
+            h = fb.host(f"gpu{s}_{i}", server=s, index=i, rail=i)
+            fb.link(h, rails[i], rail_gbps, buffer_pkts, "host")
+            if nvl[s] is not None:
+                fb.link(h, nvl[s], nvlink_gbps, buffer_pkts, "nvlink")
+    for rail in rails:
+        for spine in spine_names:
+            fb.link(rail, spine, spine_gbps, buffer_pkts, "fabric")
+    return fb.build()
+
+
+GENERATORS: dict[str, Callable[..., Fabric]] = {
+    "spine_leaf": spine_leaf,
+    "fat_tree": fat_tree,
+    "rail_optimized": rail_optimized,
+}
+
+
+def _params(gen: Callable[..., Fabric], local: dict[str, Any]) -> dict[str, Any]:
+    return {name: local[name] for name in inspect.signature(gen).parameters}
+
+
+def defaults(kind: str) -> dict[str, Any]:
+    """The generator's parameters and their defaults."""
+    gen = generator(kind)
+    return {n: p.default for n, p in inspect.signature(gen).parameters.items()}
+
+
+def generator(kind: str) -> Callable[..., Fabric]:
+    try:
+        return GENERATORS[kind]
+    except KeyError:
+        raise FabricError(
+            f"fabric kind {kind!r} is not known: allowed {', '.join(GENERATORS)}"
+        ) from None
+
+
+def make_fabric(kind: str, **params: Any) -> Fabric:
+    """Build a fabric by kind name; unknown parameters are errors."""
+    gen = generator(kind)
+    allowed = defaults(kind)
+    for name in params:
+        if name not in allowed:
+            raise FabricError(f"{kind}: unknown parameter {name!r}: allowed {', '.join(allowed)}")
+    return gen(**params)
+
+
+def parse_param(kind: str, name: str, text: str) -> Any:
+    """Parse ``text`` as the type of ``kind``'s parameter ``name`` (for k=v on a CLI)."""
+    allowed = defaults(kind)
+    if name not in allowed:
+        raise FabricError(f"{kind}: unknown parameter {name!r}: allowed {', '.join(allowed)}")
+    try:
+        return int(text) if isinstance(allowed[name], int) else float(text)
+    except ValueError:
+        kind_word = "an integer" if isinstance(allowed[name], int) else "a number"
+        raise FabricError(f"{kind}: {name}={text!r} is not allowed: must be {kind_word}") from None

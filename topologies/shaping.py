@@ -1,0 +1,105 @@
+"""Egress shaping as data: emulated rates, the limits this emulation honours,
+and the ``tc`` argument lists that put an HTB class with a bounded pfifo on
+every egress. Nothing here runs a command.
+
+Netem is deliberately not used (delay, loss and Mininet's ``max_queue_size``
+all need it, and many kernels, this project's CI included, lack it).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .fabric import Fabric, FabricError, Link
+
+MTU_BYTES = 1514
+# A link slower than this serialises one full packet in more than 120 ms: TCP's
+# timers, not the link, would then decide what is measured.
+MIN_RATE_BPS = 100_000
+# Above this one emulated link would outrun what one OVS userspace hop on a
+# small machine switches (about 1.4 Gbit/s measured), so the rate is not honoured.
+MAX_RATE_BPS = 1_000_000_000
+MAX_BUFFER_PKTS = 100_000
+
+
+@dataclass(frozen=True)
+class Egress:
+    """One shaped egress: ``node``'s ``port`` sending over ``link``."""
+
+    node: str
+    port: int
+    rate_bps: int
+    buffer_pkts: int
+    link: Link
+
+
+def emulated_rate_bps(real_gbps: float, scale: float) -> int:
+    return int(round(real_gbps * 1e9 * scale))
+
+
+def check_scale(scale: float) -> float:
+    if not isinstance(scale, int | float) or not math.isfinite(scale) or not 0 < scale <= 1:
+        raise FabricError(f"scale.bandwidth={scale!r} is not allowed: must be in (0, 1]")
+    return float(scale)
+
+
+def egress_plan(fabric: Fabric, scale: float) -> list[Egress]:
+    """Every egress of the fabric (both ends of every link) at ``scale``.
+
+    Raises FabricError naming the first link whose emulated rate or buffer
+    cannot be honoured, and what to change, before anything is built.
+    """
+    check_scale(scale)
+    plan: list[Egress] = []
+    for link in fabric.links:
+        rate = emulated_rate_bps(link.real_gbps, scale)
+        where = f"link {link.a}-{link.b} ({link.real_gbps:g} Gbit/s at scale {scale:g})"
+        if rate < MIN_RATE_BPS:
+            raise FabricError(
+                f"{where} would run at {rate / 1e6:.3f} Mbit/s, below the "
+                f"{MIN_RATE_BPS / 1e6:g} Mbit/s this emulation can shape faithfully: "
+                "raise scale.bandwidth or the link rate"
+            )
+        if rate > MAX_RATE_BPS:
+            raise FabricError(
+                f"{where} would run at {rate / 1e6:.0f} Mbit/s, above the "
+                f"{MAX_RATE_BPS / 1e6:g} Mbit/s one emulated hop can carry here: "
+                "lower scale.bandwidth"
+            )
+        if not 1 <= link.buffer_pkts <= MAX_BUFFER_PKTS:
+            raise FabricError(
+                f"{where}: buffer_pkts={link.buffer_pkts} is not allowed: "
+                f"must be from 1 to {MAX_BUFFER_PKTS}"
+            )
+        for node, port in ((link.a, link.a_port), (link.b, link.b_port)):
+            plan.append(Egress(node, port, rate, link.buffer_pkts, link))
+    return plan
+
+
+def burst_bytes(rate_bps: int) -> int:
+    """HTB burst: one millisecond at the rate, never below two full packets.
+
+    Smaller bursts undershoot the rate (timer granularity); larger ones let
+    line-rate bursts past the queue we mean to measure.
+    """
+    return max(2 * MTU_BYTES, rate_bps // 8 // 1000)
+
+
+def htb_commands(dev: str, rate_bps: int, buffer_pkts: int) -> list[list[str]]:
+    """``tc`` argument lists (without the leading ``tc``) for one shaped egress:
+    root HTB, class 1:1 at ``rate_bps``, pfifo child bounded at ``buffer_pkts``."""
+    burst = str(burst_bytes(rate_bps))
+    return [
+        ["qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"],
+        ["class", "replace", "dev", dev, "parent", "1:", "classid", "1:1", "htb",
+         "rate", f"{rate_bps}bit", "ceil", f"{rate_bps}bit",
+         "burst", burst, "cburst", burst, "quantum", str(MTU_BYTES)],
+        ["qdisc", "replace", "dev", dev, "parent", "1:1", "handle", "10:",
+         "pfifo", "limit", str(buffer_pkts)],
+    ]  # fmt: skip
+
+
+def batch_text(commands: list[list[str]]) -> str:
+    """Argument lists as the text ``tc -batch`` / ``ip -batch`` reads."""
+    return "".join(" ".join(args) + "\n" for args in commands)
