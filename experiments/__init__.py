@@ -1,0 +1,1 @@
+"""kvfabric experiments: specs, runner, samplers, fidelity monitor, metrics, results, report."""
