@@ -1,0 +1,1 @@
+"""Traffic: workload schedules, presets, traces and the application header (data, no sockets)."""
