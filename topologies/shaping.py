@@ -103,3 +103,22 @@ def htb_commands(dev: str, rate_bps: int, buffer_pkts: int) -> list[list[str]]:
 def batch_text(commands: list[list[str]]) -> str:
     """Argument lists as the text ``tc -batch`` / ``ip -batch`` reads."""
     return "".join(" ".join(args) + "\n" for args in commands)
+
+
+# Switch-hop throughput of this machine's OVS datapath (Mbit/s summed over every
+# hop of every flow). 1,400 was measured for one TCP stream through one
+# userspace switch on a 2-core VM; the `capacity` benchmark measures yours, and
+# KVFABRIC_SWITCH_CAPACITY_MBPS overrides it.
+DEFAULT_SWITCH_CAPACITY_MBPS = 1400.0
+
+
+def switch_capacity_mbps() -> float:
+    import os
+
+    return float(os.environ.get("KVFABRIC_SWITCH_CAPACITY_MBPS", DEFAULT_SWITCH_CAPACITY_MBPS))
+
+
+def switching_demand_mbps(fabric: Fabric, scale: float) -> float:
+    """Switch-hop work if every host sent at its emulated line rate: the sum of
+    host link rates times the mean number of switches a flow crosses."""
+    return fabric.host_capacity_gbps() * 1e3 * scale * fabric.mean_switch_hops()

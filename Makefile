@@ -1,0 +1,62 @@
+# kvfabric: `sudo make demo` and `sudo make test` install whatever is missing first.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+APT_PACKAGES := mininet openvswitch-switch iperf3 iputils-ping ethtool tcpdump python3-venv
+# The binary each Debian package provides, to decide idempotently what is missing.
+APT_CHECKS := mn:mininet ovs-vsctl:openvswitch-switch iperf3:iperf3 ping:iputils-ping \
+              ethtool:ethtool tcpdump:tcpdump
+OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
+
+.PHONY: setup demo test unit lint clean bench bench-quick help
+
+help:
+	@echo "sudo make demo   install what is missing, then run the flagship experiment"
+	@echo "sudo make test   install what is missing, then run every test (unit + root integration)"
+	@echo "make unit        unit tests only (no root)"
+	@echo "make lint        ruff"
+	@echo "sudo make clean  remove leftovers of kvfabric runs (only those)"
+
+setup: .setup-root apt ovs venv
+
+.setup-root:
+	@if [ "$$(id -u)" != 0 ]; then echo "make setup needs root: run 'sudo make $(MAKECMDGOALS)'"; exit 1; fi
+
+apt: .setup-root
+	@missing=""; \
+	for pair in $(APT_CHECKS); do command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair##*:}"; done; \
+	/usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || missing="$$missing python3-venv"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGES) >/dev/null; \
+	else echo "Debian packages: present"; fi
+
+ovs: apt
+	@if ovs-appctl -t ovs-vswitchd version >/dev/null 2>&1 && ovs-vsctl -t 2 show >/dev/null 2>&1; then \
+	  echo "Open vSwitch: running"; \
+	else echo "starting Open vSwitch"; $(OVS_CTL) start >/dev/null 2>&1 || $(OVS_CTL) start; fi
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@[ -x $(PY) ] || /usr/bin/python3 -m venv --system-site-packages $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]' 2>&1 | grep -v "^WARNING: Location" || true
+	$(PY) -c "import mininet.net, os_ken, topologies, experiments" && touch $@
+
+demo: setup
+	$(VENV)/bin/kvfabric demo
+
+test: setup
+	$(PY) -m pytest -q tests
+
+unit: venv-user
+	$(PY) -m pytest -q tests/unit
+
+venv-user:
+	@[ -x $(PY) ] || { echo "no $(VENV): run 'sudo make setup' once"; exit 1; }
+
+lint: venv-user
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+clean: .setup-root
+	$(VENV)/bin/kvfabric clean

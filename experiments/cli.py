@@ -1,0 +1,218 @@
+"""The ``kvfabric`` command line. Exit codes: 0 ok, 1 failed run or missing
+capability, 2 usage error (bad arguments, spec or parameter)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from topologies import FabricError, defaults, make_fabric
+from topologies.generators import GENERATORS, parse_param
+from topologies.shaping import (
+    emulated_rate_bps,
+    switch_capacity_mbps,
+    switching_demand_mbps,
+)
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+console = Console(stderr=False)
+err = Console(stderr=True)
+
+
+class UsageError(Exception):
+    """Bad input from the user: exit code 2."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kvfabric", description=__doc__)
+    p.add_argument("--verbose", "-v", action="store_true", help="log what is being done")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser("doctor", help="what this machine can emulate, and what to install")
+    d.add_argument("--json", action="store_true")
+
+    t = sub.add_parser("topo", help="fabrics as data")
+    tsub = t.add_subparsers(dest="topo_command", required=True)
+    tsub.add_parser("list", help="fabric kinds and their parameters")
+    ts = tsub.add_parser("show", help="one fabric: counts, links, oversubscription, bisection")
+    ts.add_argument("kind", choices=sorted(GENERATORS))
+    ts.add_argument("params", nargs="*", metavar="k=v", help="generator parameters")
+    ts.add_argument("--scale", type=float, default=1e-4, help="bandwidth scale (default 1e-4)")
+    ts.add_argument("--json", action="store_true")
+
+    c = sub.add_parser("clean", help="remove leftovers of kvfabric runs only")
+    c.add_argument("--force", action="store_true", help="also runs whose owner is alive")
+
+    calc = sub.add_parser("calc", help="back-of-envelope numbers")
+    csub = calc.add_subparsers(dest="calc_command", required=True)
+    kv = csub.add_parser("kv", help="KV-cache bytes of a prompt and its transfer time")
+    kv.add_argument("--model", required=True)
+    kv.add_argument("--tokens", type=int, required=True)
+    kv.add_argument("--dtype", choices=["fp16", "int8"], default="fp16")
+    kv.add_argument("--link-gbps", type=float, default=400.0, help="real link rate (400)")
+
+    demo = sub.add_parser("demo", help="build the default rail-optimized fabric and measure it")
+    demo.add_argument("--scale", type=float, default=1e-4)
+    demo.add_argument("--seconds", type=float, default=5.0)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    try:
+        return COMMANDS[args.command](args)
+    except (UsageError, FabricError, ValueError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted[/yellow]: everything this run created was removed")
+        return EXIT_FAILED
+    except Exception as exc:  # a failed run: one clear line, the cause logged with -v
+        from topologies.system import EnvironmentProblem
+
+        logging.getLogger("kvfabric").debug("failure", exc_info=True)
+        label = "cannot run" if isinstance(exc, EnvironmentProblem) else "failed"
+        err.print(f"[red]{label}:[/red] {exc}")
+        return EXIT_FAILED
+
+
+def _sigterm_as_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from topologies.system import capabilities
+
+    caps = capabilities()
+    if args.json:
+        print(json.dumps(caps.as_json(), indent=2))
+        return EXIT_OK if caps.ok else EXIT_FAILED
+    table = Table(title="kvfabric doctor", show_header=True)
+    table.add_column("capability")
+    table.add_column("here")
+    for name, value in caps.as_json()["capabilities"].items():
+        shown = ", ".join(value) if isinstance(value, list) else value
+        mark = {True: "[green]yes[/green]", False: "[yellow]no[/yellow]"}.get(shown, shown)
+        table.add_row(name, str(mark))
+    console.print(table)
+    if caps.ok:
+        dp = "kernel" if caps.ovs_kernel_datapath else "userspace"
+        console.print(f"[green]ok[/green]: this machine can emulate a fabric ({dp} datapath)")
+        return EXIT_OK
+    for fix in caps.fixes:
+        console.print(f"[red]missing[/red]: {fix}")
+    return EXIT_FAILED
+
+
+def _fabric_from_args(kind: str, params: list[str]):
+    values = {}
+    for item in params:
+        if "=" not in item:
+            raise UsageError(f"parameter {item!r} must look like name=value")
+        name, text = item.split("=", 1)
+        values[name] = parse_param(kind, name, text)
+    return make_fabric(kind, **values)
+
+
+def cmd_topo(args: argparse.Namespace) -> int:
+    if args.topo_command == "list":
+        table = Table(title="fabric kinds (kvfabric topo show KIND k=v ...)")
+        table.add_column("kind")
+        table.add_column("parameters (defaults)")
+        table.add_column("what")
+        for kind, gen in GENERATORS.items():
+            params = " ".join(f"{k}={v}" for k, v in defaults(kind).items())
+            table.add_row(kind, params, (gen.__doc__ or "").strip().splitlines()[0])
+        console.print(table)
+        return EXIT_OK
+    fabric = _fabric_from_args(args.kind, args.params)
+    info = fabric.summary()
+    demand = switching_demand_mbps(fabric, args.scale)
+    capacity = switch_capacity_mbps()
+    info.update(
+        scale=args.scale,
+        emulated_mbps_by_real_gbps={
+            f"{g:g}": emulated_rate_bps(g, args.scale) / 1e6
+            for g in sorted({lk.real_gbps for lk in fabric.links})
+        },
+        switching_demand_mbps=round(demand, 1),
+        switch_capacity_mbps=capacity,
+        fits=demand <= capacity,
+    )
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return EXIT_OK
+    table = Table(title=f"{fabric.kind} " + " ".join(f"{k}={v}" for k, v in fabric.params.items()))
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    table.add_row("hosts (GPUs)", str(info["hosts"]))
+    table.add_row("switches", str(info["switches"]))
+    for kind, n in info["links_by_kind"].items():
+        if n:
+            table.add_row(f"{kind} links", str(n))
+    table.add_row("max oversubscription", f"{info['max_oversubscription']:.2f}:1")
+    table.add_row("bisection (real)", f"{info['bisection_gbps']:g} Gbit/s")
+    table.add_row("mean switches per path", f"{info['mean_switch_hops']:.2f}")
+    for real, emu in info["emulated_mbps_by_real_gbps"].items():
+        table.add_row(f"{real} Gbit/s link at scale {args.scale:g}", f"{emu:g} Mbit/s")
+    fits = "[green]yes[/green]" if info["fits"] else "[red]no[/red]"
+    table.add_row(
+        "fits this machine", f"{fits} ({demand:.0f} of {capacity:.0f} Mbit/s switch-hop capacity)"
+    )
+    console.print(table)
+    return EXIT_OK
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    from topologies.cleanup import clean
+    from topologies.system import is_root
+
+    if not is_root():
+        err.print("[red]error:[/red] kvfabric clean needs root (fix: sudo kvfabric clean)")
+        return EXIT_FAILED
+    removed, skipped = clean(force=args.force)
+    for line in removed:
+        console.print(f"removed {line}")
+    for line in skipped:
+        console.print(f"[yellow]kept[/yellow] {line}; --force removes it")
+    if not removed:
+        console.print("nothing of kvfabric's was left behind")
+    return EXIT_OK
+
+
+def cmd_calc(args: argparse.Namespace) -> int:
+    from traffic.presets import format_kv_calc, kv_calc, model
+
+    result = kv_calc(model(args.model), args.tokens, args.dtype, args.link_gbps)
+    console.print(format_kv_calc(result), highlight=False)
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(console, scale=args.scale, seconds=args.seconds)
+
+
+COMMANDS = {
+    "doctor": cmd_doctor,
+    "topo": cmd_topo,
+    "clean": cmd_clean,
+    "calc": cmd_calc,
+    "demo": cmd_demo,
+}
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""Real fabrics on Mininet + OVS: reachability, rates, bounded queues, teardown."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+
+import psutil
+import pytest
+
+from experiments.iperf import TCP_GOODPUT_FRACTION, iperf3
+from experiments.qstats import QdiscReader
+from experiments.reach import all_pairs_ping
+from topologies import fat_tree, rail_optimized, spine_leaf
+from topologies.builder import BuildError, FabricNetwork
+from topologies.cleanup import bridges, interfaces
+from topologies.naming import owned
+
+pytestmark = pytest.mark.root
+
+SMALL = {
+    "spine_leaf": lambda: spine_leaf(spines=2, leaves=2, hosts_per_leaf=2),
+    "fat_tree": lambda: fat_tree(4),
+    "rail_optimized": lambda: rail_optimized(servers=2, gpus_per_server=2, spines=2),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SMALL))
+def test_all_pairs_ping(kind):
+    fabric = SMALL[kind]()
+    with FabricNetwork(fabric, 1e-4) as net:
+        reach = all_pairs_ping(net)
+    failed = [pair for pair, ok in reach.items() if not ok]
+    assert not failed, f"{len(failed)} of {len(reach)} pairs unreachable, e.g. {failed[:5]}"
+    assert len(reach) == len(fabric.hosts) * (len(fabric.hosts) - 1)
+
+
+def test_transfer_across_the_spine_runs_at_the_emulated_rate():
+    fabric = rail_optimized(servers=2, gpus_per_server=2, spines=2)
+    assert "spine0" in fabric.shortest_paths("gpu0_0", "gpu1_1")[0]
+    with FabricNetwork(fabric, 1e-4) as net:
+        t = iperf3(net, "gpu0_0", "gpu1_1", seconds=4)
+    configured = 400e9 * 1e-4 / 1e6  # 40 Mbit/s
+    # goodput excludes headers: compare the wire rate it implies
+    wire = t.goodput_mbps / TCP_GOODPUT_FRACTION
+    assert 0.90 * configured <= wire <= 1.05 * configured, (t.goodput_mbps, configured)
+
+
+def _incast_queue(buffer_pkts: int) -> tuple[int, int, int]:
+    """3-to-1 incast at 10 Mbit/s; returns (max backlog, drops, samples) at
+    the receiver's leaf egress."""
+    fabric = spine_leaf(spines=1, leaves=2, hosts_per_leaf=3, host_gbps=100, uplink_gbps=400,
+                        buffer_pkts=buffer_pkts)  # fmt: skip
+    with FabricNetwork(fabric, 1e-4) as net:
+        egress = net.intf("leaf0", fabric.port("leaf0", "h0"))
+        servers = [net.mn("h0").popen(["iperf3", "-s", "-1", "-p", str(5201 + i)],
+                                      stdout=subprocess.DEVNULL) for i in range(3)]  # fmt: skip
+        samples: list = []
+        stop = threading.Event()
+        try:
+            time.sleep(0.3)
+            with QdiscReader([egress]) as reader:
+
+                def sample():
+                    while not stop.is_set():
+                        samples.append(reader.read()[egress])
+                        time.sleep(0.005)
+
+                th = threading.Thread(target=sample)
+                th.start()
+                clients = [
+                    net.mn(src).popen(
+                        ["iperf3", "-c", "10.0.0.1", "-p", str(5201 + i), "-t", "3", "-C", "cubic"],
+                        stdout=subprocess.DEVNULL,
+                    )  # fmt: skip
+                    for i, src in enumerate(["h3", "h4", "h5"])
+                ]
+                for c in clients:
+                    c.wait(timeout=30)
+                stop.set()
+                th.join()
+        finally:
+            stop.set()
+            for s in servers:
+                s.kill()
+                s.wait()
+    return max(s.backlog_pkts for s in samples), samples[-1].drops, len(samples)
+
+
+def test_incast_builds_a_bounded_queue_and_drops_when_the_buffer_is_small():
+    peak, drops, n = _incast_queue(buffer_pkts=8)
+    assert n > 100
+    assert 4 <= peak <= 8, peak
+    assert drops > 0
+    peak_big, _drops_big, _ = _incast_queue(buffer_pkts=64)
+    assert peak_big > 8, "a deeper buffer should hold a longer queue"
+    assert peak_big <= 64
+
+
+def _owned_by(prefix: str) -> list[str]:
+    return [n for n in bridges() + interfaces() if owned(n) == prefix]
+
+
+def test_exit_removes_every_bridge_veth_and_process():
+    net = FabricNetwork(rail_optimized(servers=2, gpus_per_server=2, spines=1), 1e-4)
+    with net:
+        prefix = net.prefix
+        pids = [n.pid for n in net.net.hosts + net.net.switches]
+        assert len(_owned_by(prefix)) > 0
+    assert _owned_by(prefix) == []
+    assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+
+
+@pytest.mark.parametrize("step", ["_configure_hosts", "_shape"])
+def test_a_failure_half_way_through_the_build_leaves_nothing(monkeypatch, step):
+    seen = {}
+
+    def boom(self):
+        seen["prefix"] = self.prefix
+        seen["before"] = len(_owned_by(self.prefix))
+        raise BuildError("injected failure")
+
+    monkeypatch.setattr(FabricNetwork, step, boom)
+    with pytest.raises(BuildError, match="injected"), FabricNetwork(spine_leaf(), 1e-4):
+        pass
+    assert seen["before"] > 0, "the failure should strike after resources exist"
+    assert _owned_by(seen["prefix"]) == []
+
+
+def test_ctrl_c_during_use_tears_down():
+    with pytest.raises(KeyboardInterrupt), FabricNetwork(spine_leaf(), 1e-4) as net:
+        prefix = net.prefix
+        raise KeyboardInterrupt
+    assert _owned_by(prefix) == []
