@@ -1,73 +1,133 @@
-"""Routing policies: fabric + state in, rules and groups out (no OpenFlow library).
+"""Routing policies: fabric + state + parameters in, rules and groups out (no
+OpenFlow library). ``compute`` is the one entry point for every policy.
 
-``shortest_path`` is the baseline: every switch forwards each destination to
-its lowest-numbered equal-cost port, so all traffic between two leaves shares
-one spine. Other policies build on the same next-hop table.
+- ``shortest_path``: every switch forwards each destination to its
+  lowest-numbered equal-cost port, so all traffic between two leaves shares
+  one spine (a baseline that concentrates load).
+- ``ecmp``: a select group over every equal-cost next hop.
+- ``adaptive``: ECMP, plus a rule at each host's network port that copies new
+  TCP/UDP flows to the controller, which places them with
+  ``adaptive.place_flow``.
+- ``tenant_paths``: ECMP, plus per-tenant source+destination routes confined
+  to the tenant's spines (``tenants.py``).
+
+Any policy takes ``params["qos"]`` (DSCP marking at host ports, ``qos.py``)
+and ``params["tenants"]``. The table and priority layout is in ``core.py``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
 from topologies import Fabric
 
+from . import adaptive, qos, tenants
+from .core import (
+    PRIORITY_DEFAULT,
+    TABLE_CLASSIFY,
+    TABLE_PLACE,
+    TABLE_ROUTE,
+    FabricState,
+    Forward,
+    PolicyError,
+    check_keys,
+)
+from .ecmp import destination_routes, materialise
 from .paths import next_hops
-from .rules import IPV4, Rule, RuleSet
+from .rules import Rule, RuleSet, diff
 
-PRIORITY_ROUTE = 100
+__all__ = ["FabricState", "PolicyError", "compute", "diff", "known_policies", "POLICIES"]
 
-
-class PolicyError(ValueError):
-    """A policy name or parameter that cannot be honoured."""
+COMMON_PARAMS = ("tenants", "qos")
 
 
 @dataclass(frozen=True)
-class FabricState:
-    """What the controller knows at an instant: links that are down."""
-
-    down: frozenset[frozenset[str]] = field(default_factory=frozenset)
-
-    def with_link(self, a: str, b: str, up: bool) -> FabricState:
-        pair = frozenset((a, b))
-        return FabricState(self.down - {pair} if up else self.down | {pair})
-
-    def down_pairs(self) -> list[tuple[str, str]]:
-        return [tuple(sorted(p)) for p in self.down]  # type: ignore[misc]
+class Context:
+    fabric: Fabric
+    state: FabricState
+    params: dict[str, Any]
+    hops: dict[str, dict[str, list[tuple[str, int]]]]
+    tenants: dict[str, tuple[str, ...]]
 
 
-def shortest_path(fabric: Fabric, state: FabricState | None = None) -> RuleSet:
-    """One deterministic path per destination: the lowest equal-cost port."""
-    state = state or FabricState()
-    table = next_hops(fabric, state.down_pairs())
-    rules = []
-    for sw, per_dst in table.items():
-        for dst, hops in per_dst.items():
-            rules.append(_route(sw, fabric.node(dst).ip or "", hops[0][1]))
-    return RuleSet(rules=rules)
+@dataclass(frozen=True)
+class Policy:
+    routes: Callable[[Context], tuple[list[Forward], list[Rule]]]
+    params: tuple[str, ...] = ()
 
 
-def _route(switch: str, dst_ip: str, port: int) -> Rule:
-    return Rule(
-        switch=switch,
-        priority=PRIORITY_ROUTE,
-        match=(("eth_type", IPV4), ("ipv4_dst", dst_ip)),
-        actions=(("output", port),),
+def _shortest_path(ctx: Context) -> tuple[list[Forward], list[Rule]]:
+    return destination_routes(ctx.fabric, ctx.hops, spread=False), []
+
+
+def _ecmp(ctx: Context) -> tuple[list[Forward], list[Rule]]:
+    return destination_routes(ctx.fabric, ctx.hops, spread=True), []
+
+
+def _adaptive(ctx: Context) -> tuple[list[Forward], list[Rule]]:
+    adaptive.idle_timeout(ctx.params)  # validated here, before anything is built
+    return destination_routes(ctx.fabric, ctx.hops, spread=True), adaptive.packet_in_rules(
+        ctx.fabric
     )
 
 
-POLICIES: dict[str, Callable[..., RuleSet]] = {"shortest_path": shortest_path}
+def _tenant_paths(ctx: Context) -> tuple[list[Forward], list[Rule]]:
+    if not ctx.tenants:
+        raise PolicyError("policy tenant_paths needs params['tenants']: {tenant: [host, ...]}")
+    spines = tenants.assign_spines(ctx.fabric, ctx.tenants, ctx.params.get("spines"))
+    forwards = destination_routes(ctx.fabric, ctx.hops, spread=True)
+    forwards += tenants.tenant_routes(ctx.fabric, ctx.state, ctx.hops, ctx.tenants, spines)
+    return forwards, []
 
 
-def compute(fabric: Fabric, policy: str, state: FabricState | None = None) -> RuleSet:
-    """The rules ``policy`` wants on ``fabric`` in ``state``."""
+POLICIES: dict[str, Policy] = {
+    "shortest_path": Policy(_shortest_path),
+    "ecmp": Policy(_ecmp),
+    "adaptive": Policy(_adaptive, ("idle_timeout_s",)),
+    "tenant_paths": Policy(_tenant_paths, ("spines",)),
+}
+
+
+def compute(
+    fabric: Fabric,
+    policy: str,
+    state: FabricState | None = None,
+    params: dict[str, Any] | None = None,
+) -> RuleSet:
+    """Every rule and group ``policy`` wants on ``fabric`` in ``state``.
+
+    Links down in ``state`` appear in no rule and no group; a destination a
+    switch cannot reach gets no rule there. Raises PolicyError naming any
+    unknown policy or bad parameter.
+    """
     try:
-        fn = POLICIES[policy]
+        spec = POLICIES[policy]
     except KeyError:
         raise PolicyError(
             f"policy {policy!r} is not known: allowed {', '.join(POLICIES)}"
         ) from None
-    return fn(fabric, state)
+    state = state or FabricState()
+    params = dict(params or {})
+    check_keys(f"policy {policy}", params, spec.params + COMMON_PARAMS)
+    groups = tenants.parse_tenants(fabric, params["tenants"]) if "tenants" in params else {}
+    hops = next_hops(fabric, state.down_pairs())
+    forwards, extra = spec.routes(Context(fabric, state, params, hops, groups))
+    if "qos" in params:
+        extra = extra + qos.marking_rules(fabric, groups, params["qos"])
+    ruleset = materialise(forwards)
+    ruleset.rules = _table_defaults(fabric) + extra + ruleset.rules
+    return ruleset
+
+
+def _table_defaults(fabric: Fabric) -> list[Rule]:
+    """Table-miss entries that pass packets down the pipeline to the routing table."""
+    return [
+        Rule(sw.name, PRIORITY_DEFAULT, (), (("goto_table", nxt),), table=table)
+        for sw in fabric.switches
+        for table, nxt in ((TABLE_CLASSIFY, TABLE_PLACE), (TABLE_PLACE, TABLE_ROUTE))
+    ]
 
 
 def known_policies() -> Iterable[str]:

@@ -1,0 +1,161 @@
+"""QoS classes on every egress as data: HTB classes per traffic class, each
+with its own bounded pfifo, and u32 filters on DSCP. Nothing here runs a command.
+
+Layout of one egress at rate R (class ids and handles are hex, as tc reads them)::
+
+    1:     root HTB, "default 1": unclassified traffic goes to class 1:1
+    1:100  parent class, rate R, ceil R: the link
+    1:1    the default class -> pfifo 10:   (same ids as without QoS, so
+                                             samplers reading 10: still work)
+    1:11, 1:12, ...  the other classes in spec order -> pfifo 11:, 12:, ...
+
+Weighted shares: a class with ``rate_share`` s is assured s × R and may borrow
+up to R. Strict priority: ``priority`` p (0 is served first) is HTB's ``prio``:
+spare capacity goes to the lowest p first; a class with only a priority is
+assured ``PRIORITY_FLOOR_SHARE`` × R. Each class's filter matches its DSCP in
+the IP TOS byte (``dscp << 2``, mask ``0xfc``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .fabric import FabricError
+from .shaping import MAX_BUFFER_PKTS, MTU_BYTES, burst_bytes
+
+MAX_CLASSES = 8
+LOWEST_PRIO = 7  # HTB prio of a class that gives none
+PRIORITY_FLOOR_SHARE = 0.01
+CLASS_KEYS = ("name", "dscp", "rate_share", "priority", "buffer_pkts")
+PARENT = "1:100"
+
+
+class QosError(FabricError):
+    """A QoS class specification that cannot be honoured."""
+
+
+@dataclass(frozen=True)
+class TrafficClass:
+    name: str
+    dscp: int
+    rate_share: float | None = None
+    priority: int | None = None
+    buffer_pkts: int | None = None
+
+
+@dataclass(frozen=True)
+class ClassPlan:
+    """Validated classes; ``default`` takes unclassified traffic."""
+
+    classes: tuple[TrafficClass, ...]
+    default: str
+
+    def by_name(self, name: str) -> TrafficClass:
+        for c in self.classes:
+            if c.name == name:
+                return c
+        raise QosError(f"no QoS class named {name!r}: allowed {', '.join(self.names())}")
+
+    def names(self) -> list[str]:
+        return [c.name for c in self.classes]
+
+    def ids(self) -> dict[str, tuple[str, str]]:
+        """Class name -> (HTB classid, pfifo handle)."""
+        ids = {self.default: ("1:1", "10:")}
+        others = [c for c in self.classes if c.name != self.default]
+        for i, c in enumerate(others):
+            ids[c.name] = (f"1:{0x11 + i:x}", f"{0x11 + i:x}:")
+        return ids
+
+    def commands(self, dev: str, rate_bps: int, buffer_pkts: int) -> list[list[str]]:
+        """``tc`` argument lists (without the leading ``tc``) for one egress."""
+        link_burst = str(burst_bytes(rate_bps))
+        cmds = [
+            ["qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"],
+            ["class", "replace", "dev", dev, "parent", "1:", "classid", PARENT, "htb",
+             "rate", f"{rate_bps}bit", "ceil", f"{rate_bps}bit",
+             "burst", link_burst, "cburst", link_burst, "quantum", str(MTU_BYTES)],
+        ]  # fmt: skip
+        ids = self.ids()
+        for c in sorted(self.classes, key=lambda c: ids[c.name][0] != "1:1"):
+            classid, handle = ids[c.name]
+            share = c.rate_share if c.rate_share is not None else PRIORITY_FLOOR_SHARE
+            rate = max(1, round(share * rate_bps))
+            prio = c.priority if c.priority is not None else LOWEST_PRIO
+            limit = c.buffer_pkts or buffer_pkts
+            cmds += [
+                ["class", "replace", "dev", dev, "parent", PARENT, "classid", classid, "htb",
+                 "rate", f"{rate}bit", "ceil", f"{rate_bps}bit",
+                 "burst", str(burst_bytes(rate)), "cburst", link_burst,
+                 "quantum", str(MTU_BYTES), "prio", str(prio)],
+                ["qdisc", "replace", "dev", dev, "parent", classid, "handle", handle,
+                 "pfifo", "limit", str(limit)],
+            ]  # fmt: skip
+        for c in self.classes:
+            classid, _ = ids[c.name]
+            cmds.append(
+                ["filter", "replace", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1",
+                 "handle", f"800::{classid.split(':')[1]}", "u32",
+                 "match", "ip", "tos", f"{c.dscp << 2:#04x}", "0xfc", "flowid", classid]
+            )  # fmt: skip
+        return cmds
+
+
+def class_plan(classes: Any, default_class: str | None = None) -> ClassPlan:
+    """Check a spec's ``qos.classes`` (a list of {name, dscp, rate_share and/or
+    priority, buffer_pkts?}); the default class is ``default_class`` or the last listed."""
+    if not isinstance(classes, list) or not 1 <= len(classes) <= MAX_CLASSES:
+        raise QosError(f"qos.classes must be a list of 1 to {MAX_CLASSES} classes, got {classes!r}")
+    parsed = [_parse_class(i, c) for i, c in enumerate(classes)]
+    for key in ("name", "dscp"):
+        values = [getattr(c, key) for c in parsed]
+        dup = next((v for v in values if values.count(v) > 1), None)
+        if dup is not None:
+            raise QosError(f"qos.classes: two classes have {key} {dup!r}")
+    total = sum(c.rate_share if c.rate_share is not None else PRIORITY_FLOOR_SHARE for c in parsed)
+    if total > 1 + 1e-9:
+        raise QosError(
+            f"qos.classes: assured rates sum to {total:g} of the link (rate_share, and "
+            f"{PRIORITY_FLOOR_SHARE:g} per priority-only class): must be at most 1"
+        )
+    default = parsed[-1].name if default_class is None else default_class
+    if default not in [c.name for c in parsed]:
+        raise QosError(
+            f"qos.default_class={default!r} is not a class: allowed "
+            f"{', '.join(c.name for c in parsed)}"
+        )
+    return ClassPlan(tuple(parsed), default)
+
+
+def _parse_class(i: int, spec: Any) -> TrafficClass:
+    if not isinstance(spec, dict):
+        raise QosError(f"qos.classes[{i}] must be a mapping, got {spec!r}")
+    name = spec.get("name")
+    if not isinstance(name, str) or not name:
+        raise QosError(f"qos.classes[{i}]: name={name!r} must be a non-empty string")
+    where = f"qos class {name!r}"
+    unknown = sorted(set(spec) - set(CLASS_KEYS))
+    if unknown:
+        raise QosError(f"{where}: unknown key {unknown[0]!r}: allowed {', '.join(CLASS_KEYS)}")
+    dscp = spec.get("dscp")
+    if not _is_int(dscp, 0, 63):
+        raise QosError(f"{where}: dscp={dscp!r} must be an integer from 0 to 63")
+    share, prio = spec.get("rate_share"), spec.get("priority")
+    if share is None and prio is None:
+        raise QosError(f"{where} has neither a rate_share nor a priority: give one")
+    if share is not None:
+        ok = isinstance(share, int | float) and not isinstance(share, bool)
+        if not ok or not math.isfinite(share) or not 0 < share <= 1:
+            raise QosError(f"{where}: rate_share={share!r} must be a fraction in (0, 1]")
+    if prio is not None and not _is_int(prio, 0, LOWEST_PRIO):
+        raise QosError(f"{where}: priority={prio!r} must be an integer from 0 to {LOWEST_PRIO}")
+    buf = spec.get("buffer_pkts")
+    if buf is not None and not _is_int(buf, 1, MAX_BUFFER_PKTS):
+        raise QosError(f"{where}: buffer_pkts={buf!r} must be from 1 to {MAX_BUFFER_PKTS}")
+    return TrafficClass(name, dscp, None if share is None else float(share), prio, buf)
+
+
+def _is_int(value: Any, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
