@@ -1,0 +1,92 @@
+"""The agents and their fleet on loopback addresses (127.0.0.x), without root or Mininet:
+a stand-in for ``FabricNetwork`` starts the agents as ordinary processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from types import SimpleNamespace
+
+import pytest
+
+from traffic.fleet import FLOW_COLUMNS, AgentFleet, FleetError
+from traffic.workloads import concat_schedules, incast, probe
+
+CC = "cubic" if os.geteuid() == 0 else "reno"  # non-root may only pick allowed algorithms
+
+
+class LoopbackNet:
+    """Enough of FabricNetwork for AgentFleet: host hN has address 127.0.0.(N+1)."""
+
+    def __init__(self, n: int) -> None:
+        hosts = [SimpleNamespace(name=f"h{i}", ip=f"127.0.0.{i + 1}") for i in range(n)]
+        by_name = {h.name: h for h in hosts}
+        self.fabric = SimpleNamespace(hosts=hosts, node=by_name.__getitem__)
+        self.started: list[subprocess.Popen] = []
+
+    def mn(self, host: str) -> SimpleNamespace:
+        def popen(args, **kw):
+            proc = subprocess.Popen(args, **kw)
+            self.started.append(proc)
+            return proc
+
+        return SimpleNamespace(popen=popen)
+
+
+@pytest.mark.parametrize("connection", ["persistent", "per_flow"])
+def test_incast_and_probes_complete_over_loopback(tmp_path, connection):
+    net = LoopbackNet(4)
+    schedule = concat_schedules([incast("h0", ["h1", "h2", "h3"], 20_000_000, 4),
+                                 probe([("h1", "h2")], 50, 200, 0.2)])  # fmt: skip
+    with AgentFleet(net, tmp_path, schedule, 1e-3, cc=CC, connection=connection) as fleet:
+        flows = fleet.run(timeout_s=20)
+    assert all(p.poll() is not None for p in net.started), "an agent outlived the fleet"
+    assert list(flows.columns) == FLOW_COLUMNS
+    assert len(flows) == len(schedule)
+    assert flows["ok"].all(), flows.loc[~flows["ok"], "error"].tolist()
+    inc = flows[flows["kind"] == "incast"]
+    assert (inc["bytes"] == 20_000).all()
+    assert (inc["t_end_ns"] > inc["t_start_ns"]).all()
+    # round r + 1 is released exactly when round r's last message arrived
+    ends = inc.groupby("round")["t_end_ns"].max()
+    rel = inc.groupby("round")["t_release_ns"].min()
+    assert all(rel[r + 1] == ends[r] for r in range(3))
+    assert (flows["lateness_ms"] >= 0).all()
+    assert set(flows["cc"]) == {CC} and set(flows["connection"]) == {connection}
+    assert (tmp_path / "agents" / "h1.records.json").exists()
+
+
+def test_a_stopped_peer_is_refused_and_the_run_goes_on(tmp_path):
+    net = LoopbackNet(4)
+    schedule = concat_schedules([incast("h0", ["h1", "h2"], 10_000_000, 2),
+                                 incast("h3", ["h1"], 10_000_000, 2)])  # fmt: skip
+    with AgentFleet(net, tmp_path, schedule, 1e-3, cc=CC) as fleet:
+        fleet.stop_agent("h3")
+        flows = fleet.run(timeout_s=20)
+    to_h3 = flows[flows["dst"] == "h3"]
+    assert not to_h3["ok"].any()
+    first, second = to_h3.sort_values("flow_id")["error"].tolist()
+    assert "refused" in first.lower()
+    assert "never released" in second
+    assert flows.loc[flows["dst"] == "h0", "ok"].all()
+
+
+def test_an_agent_that_cannot_listen_is_named(tmp_path):
+    net = LoopbackNet(2)
+    net.fabric.hosts[1].ip = "192.0.2.99"  # not an address of this machine: bind fails
+    fleet = AgentFleet(net, tmp_path, incast("h0", ["h1"], 1000, 1), 1e-3, cc=CC)
+    with pytest.raises(FleetError, match="h1"), fleet:
+        pass
+    assert all(p.poll() is not None for p in net.started)
+
+
+def test_bad_arguments_are_refused_before_anything_starts(tmp_path):
+    net = LoopbackNet(2)
+    s = incast("h0", ["h1"], 1000, 1)
+    with pytest.raises(ValueError, match="connection"):
+        AgentFleet(net, tmp_path, s, 1e-3, connection="pooled")
+    with pytest.raises(ValueError, match="cc="):
+        AgentFleet(net, tmp_path, s, 1e-3, cc="dctcp-nope")
+    with pytest.raises(ValueError, match="h7"):
+        AgentFleet(net, tmp_path, incast("h0", ["h7"], 1000, 1), 1e-3)
+    assert not net.started
