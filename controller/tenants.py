@@ -52,7 +52,7 @@ def parse_tenants(fabric: Fabric, tenants: Any) -> dict[str, tuple[str, ...]]:
                     f"in this {fabric.kind} fabric"
                 )
             if owner.get(host, name) != name:
-                raise PolicyError(f"host {host!r} is in two tenants: {owner[host]!r} and {name!r}")
+                raise PolicyError(f"host {host!r} is in two tenants: {owner[host]!r}, {name!r}")
             owner[host] = name
         parsed[str(name)] = tuple(dict.fromkeys(hosts))
     return parsed
