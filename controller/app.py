@@ -1,0 +1,288 @@
+"""The os-ken application: waits for every switch of the fabric, installs the
+policy core's rules proactively, follows port status to reroute, polls port
+counters, and answers a local JSON control channel. All routing decisions
+come from ``controller.policy``; this module only translates and sends.
+
+Configured by the JSON file named in ``KVFABRIC_CONTROLLER_CONFIG``:
+``{"fabric": <Fabric dict>, "policy": str, "params": {...}, "socket": path,
+"poll_s": float}``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+import traceback
+from dataclasses import asdict
+from typing import Any
+
+from os_ken.base import app_manager
+from os_ken.controller import ofp_event
+from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
+from os_ken.lib import hub
+from os_ken.ofproto import ofproto_v1_3
+
+from topologies import Fabric
+
+from . import ofp
+from .channel import ChannelServer
+from .policy import FabricState, compute
+from .rules import RuleSet
+
+log = logging.getLogger("kvfabric.controller")
+
+
+def _as_data(rules: RuleSet) -> dict:
+    return {"rules": [asdict(r) for r in rules.rules], "groups": [asdict(g) for g in rules.groups]}
+
+
+class KvFabricController(app_manager.OSKenApp):
+    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        with open(os.environ["KVFABRIC_CONTROLLER_CONFIG"]) as fh:
+            cfg = json.load(fh)
+        self.fabric = Fabric.from_dict(cfg["fabric"])
+        self.policy: str = cfg["policy"]
+        self.params: dict = cfg.get("params") or {}
+        self.poll_s: float = cfg.get("poll_s", 0.2)
+        self.by_dpid = {sw.dpid: sw.name for sw in self.fabric.switches}
+        self.lock = threading.RLock()
+        self.datapaths: dict[str, Any] = {}
+        self.state = FabricState()
+        self.ports_down: set[tuple[str, int]] = set()
+        self.installed = RuleSet()
+        self.pending_barriers: dict[str, int] = {}
+        self.events: list[dict] = []
+        self.errors: list[str] = []
+        self.port_stats: dict[str, dict[int, dict]] = {}
+        self.ready_ns: int | None = None
+        self.last_connect_ns: int | None = None
+        self.channel = ChannelServer(cfg["socket"], self.handle_request)
+        self.channel.start()
+        self.poller = hub.spawn(self._poll_ports)
+
+    # ----- guarded handlers -------------------------------------------------
+    def _guard(self, what: str, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception:
+            tb = traceback.format_exc()
+            log.error("controller exception in %s:\n%s", what, tb)
+            with self.lock:
+                self.errors.append(f"{what}: {tb}")
+            return None
+
+    @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
+    def on_features(self, ev: Any) -> None:
+        self._guard("switch features", self._connected, ev.msg.datapath)
+
+    @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    def on_port_status(self, ev: Any) -> None:
+        self._guard("port status", self._port_status, ev.msg)
+
+    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    def on_barrier(self, ev: Any) -> None:
+        self._guard("barrier", self._barrier, ev.msg.datapath)
+
+    @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
+    def on_port_stats(self, ev: Any) -> None:
+        self._guard("port stats", self._port_stats_reply, ev.msg)
+
+    @set_ev_cls(ofp_event.EventOFPErrorMsg, MAIN_DISPATCHER)
+    def on_error(self, ev: Any) -> None:
+        msg = ev.msg
+        switch = self.by_dpid.get(msg.datapath.id, msg.datapath.id)
+        with self.lock:
+            self.errors.append(f"OpenFlow error from {switch}: type={msg.type} code={msg.code}")
+        log.error("OpenFlow error from %s: type=%s code=%s", switch, msg.type, msg.code)
+
+    # ----- switches and rules -----------------------------------------------
+    def _connected(self, dp: Any) -> None:
+        name = self.by_dpid.get(dp.id)
+        if name is None:
+            log.warning("ignoring switch with unknown dpid %s", dp.id)
+            return
+        with self.lock:
+            self.datapaths[name] = dp
+            self.last_connect_ns = time.monotonic_ns()
+            complete = len(self.datapaths) == len(self.by_dpid)
+        log.info("switch %s connected (%d/%d)", name, len(self.datapaths), len(self.by_dpid))
+        if complete:
+            self._install_all("all switches connected")
+
+    def _install_all(self, reason: str) -> None:
+        with self.lock:
+            rules = compute(self.fabric, self.policy, self.state)
+            for name, dp in self.datapaths.items():
+                for msg in ofp.wipe(dp):
+                    dp.send_msg(msg)
+                self._send(name, dp, rules, add_only=True)
+            self.installed = rules
+            self._event("install", reason=reason, rules=len(rules.rules), groups=len(rules.groups))
+
+    def _send(self, name: str, dp: Any, rules: RuleSet, add_only: bool) -> None:
+        flows, groups = rules.for_switch(name)
+        for group in groups:
+            dp.send_msg(ofp.group_mod(dp, group, "add"))
+        for rule in flows:
+            dp.send_msg(ofp.flow_mod(dp, rule))
+        dp.send_msg(dp.ofproto_parser.OFPBarrierRequest(dp))
+        self.pending_barriers[name] = self.pending_barriers.get(name, 0) + 1
+
+    def _barrier(self, dp: Any) -> None:
+        name = self.by_dpid.get(dp.id)
+        with self.lock:
+            left = self.pending_barriers.get(name, 0) - 1
+            self.pending_barriers[name] = max(left, 0)
+            if self.ready_ns is None and self._all_acknowledged():
+                self.ready_ns = time.monotonic_ns()
+                self._event("ready", install_ms=(self.ready_ns - self.last_connect_ns) / 1e6)
+            elif self.events and self.events[-1]["event"] == "reroute" and self._all_acknowledged():
+                ev = self.events[-1]
+                ev.setdefault("t_installed_ns", time.monotonic_ns())
+                ev["installed_ms"] = (ev["t_installed_ns"] - ev["t_ns"]) / 1e6
+
+    def _all_acknowledged(self) -> bool:
+        return len(self.datapaths) == len(self.by_dpid) and not any(self.pending_barriers.values())
+
+    def _port_status(self, msg: Any) -> None:
+        t_ns = time.monotonic_ns()
+        dp, desc = msg.datapath, msg.desc
+        name = self.by_dpid.get(dp.id)
+        ofproto = dp.ofproto
+        down = (
+            bool(desc.state & ofproto.OFPPS_LINK_DOWN)
+            or bool(desc.config & ofproto.OFPPC_PORT_DOWN)
+            or msg.reason == ofproto.OFPPR_DELETE
+        )
+        if name is None:
+            return
+        key = (name, desc.port_no)
+        with self.lock:
+            was_down = key in self.ports_down
+            if down == was_down:
+                return
+            (self.ports_down.add if down else self.ports_down.discard)(key)
+            self._event(
+                "port_down" if down else "port_up", switch=name, port=desc.port_no, t_ns=t_ns
+            )
+            self._reroute(t_ns)
+
+    def _link_state(self) -> FabricState:
+        state = FabricState()
+        for link in self.fabric.links:
+            if (link.a, link.a_port) in self.ports_down or (link.b, link.b_port) in self.ports_down:
+                state = state.with_link(link.a, link.b, up=False)
+        return state
+
+    def _reroute(self, t_ns: int) -> None:
+        new_state = self._link_state()
+        if new_state == self.state:
+            return
+        self.state = new_state
+        rules = compute(self.fabric, self.policy, self.state)
+        changed = self._apply_diff(self.installed, rules)
+        self.installed = rules
+        t_sent = time.monotonic_ns()
+        self._event(
+            "reroute", t_ns=t_ns, t_last_sent_ns=t_sent, reroute_ms=(t_sent - t_ns) / 1e6,
+            switches=changed, down=sorted("-".join(sorted(p)) for p in self.state.down),
+        )  # fmt: skip
+
+    def _apply_diff(self, old: RuleSet, new: RuleSet) -> list[str]:
+        """Send only what changed, per switch: new groups, then flows, then deletions."""
+        changed = []
+        for name, dp in self.datapaths.items():
+            old_flows, old_groups = old.for_switch(name)
+            new_flows, new_groups = new.for_switch(name)
+            old_g = {g.group_id: g for g in old_groups}
+            new_g = {g.group_id: g for g in new_groups}
+            adds = [r for r in new_flows if r not in set(old_flows)]
+            keys_new = {(r.table, r.priority, r.match) for r in new_flows}
+            dels = [r for r in old_flows if (r.table, r.priority, r.match) not in keys_new]
+            msgs = []
+            for gid, g in new_g.items():
+                if gid not in old_g:
+                    msgs.append(ofp.group_mod(dp, g, "add"))
+                elif old_g[gid] != g:
+                    msgs.append(ofp.group_mod(dp, g, "modify"))
+            msgs += [ofp.flow_mod(dp, r) for r in adds]
+            msgs += [ofp.flow_mod(dp, r, delete=True) for r in dels]
+            msgs += [ofp.group_mod(dp, g, "delete") for gid, g in old_g.items() if gid not in new_g]
+            if msgs:
+                for m in msgs:
+                    dp.send_msg(m)
+                dp.send_msg(dp.ofproto_parser.OFPBarrierRequest(dp))
+                self.pending_barriers[name] = self.pending_barriers.get(name, 0) + 1
+                changed.append(name)
+        return changed
+
+    # ----- counters ----------------------------------------------------------
+    def _poll_ports(self) -> None:
+        while True:
+            with self.lock:
+                dps = list(self.datapaths.values())
+            for dp in dps:
+                try:
+                    dp.send_msg(dp.ofproto_parser.OFPPortStatsRequest(dp, 0, dp.ofproto.OFPP_ANY))
+                except Exception:  # a switch going away is not a controller failure
+                    log.debug("port stats request failed", exc_info=True)
+            hub.sleep(self.poll_s)
+
+    def _port_stats_reply(self, msg: Any) -> None:
+        name = self.by_dpid.get(msg.datapath.id)
+        now = time.monotonic_ns()
+        with self.lock:
+            ports = self.port_stats.setdefault(name, {})
+            for st in msg.body:
+                if st.port_no > 0xFFFFFF00:
+                    continue
+                prev = ports.get(st.port_no)
+                entry = {"t_ns": now, "tx_bytes": st.tx_bytes, "rx_bytes": st.rx_bytes,
+                         "tx_packets": st.tx_packets, "rx_packets": st.rx_packets,
+                         "tx_dropped": st.tx_dropped, "tx_bps": 0.0, "rx_bps": 0.0}  # fmt: skip
+                if prev and now > prev["t_ns"]:
+                    dt = (now - prev["t_ns"]) / 1e9
+                    entry["tx_bps"] = max(0, st.tx_bytes - prev["tx_bytes"]) * 8 / dt
+                    entry["rx_bps"] = max(0, st.rx_bytes - prev["rx_bytes"]) * 8 / dt
+                ports[st.port_no] = entry
+
+    # ----- control channel -----------------------------------------------------
+    def _event(self, event: str, **fields: Any) -> None:
+        fields.setdefault("t_ns", time.monotonic_ns())
+        self.events.append({"event": event, **fields})
+        log.info("%s %s", event, {k: v for k, v in fields.items() if k != "t_ns"})
+
+    def handle_request(self, req: dict) -> dict:
+        cmd = req.get("cmd")
+        with self.lock:
+            if cmd == "status":
+                return {
+                    "ready": self.ready_ns is not None,
+                    "policy": self.policy,
+                    "switches_connected": sorted(self.datapaths),
+                    "switches_missing": sorted(set(self.by_dpid.values()) - set(self.datapaths)),
+                    "rules_installed": len(self.installed.rules),
+                    "groups_installed": len(self.installed.groups),
+                    "links_down": sorted("-".join(sorted(p)) for p in self.state.down),
+                    "errors": list(self.errors),
+                }
+            if cmd == "rules":
+                return {"rules": _as_data(self.installed)}
+            if cmd == "ports":
+                return {"ports": {sw: {str(p): v for p, v in ports.items()}
+                                  for sw, ports in self.port_stats.items()}}  # fmt: skip
+            if cmd == "events":
+                return {"events": list(self.events)}
+            if cmd == "set_policy":
+                compute(self.fabric, req["policy"], self.state)  # raises on a bad policy
+                old = self.policy
+                self.policy = req["policy"]
+                self._install_all(f"policy {old} -> {self.policy}")
+                return {"policy": self.policy}
+        return {"error": f"unknown command {cmd!r}: status, rules, ports, events, set_policy"}

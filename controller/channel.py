@@ -1,0 +1,92 @@
+"""The controller's local control channel: one JSON object per line over a
+Unix socket (never a TCP port), request in, answer out."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import socket
+import socketserver
+import threading
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger("kvfabric.controller.channel")
+
+
+class ChannelServer:
+    """Serves ``handler(request_dict) -> answer_dict`` on ``path`` in a thread.
+    A handler exception becomes ``{"error": ..., "traceback": ...}``."""
+
+    def __init__(self, path: str, handler: Callable[[dict], dict]) -> None:
+        self.path = path
+
+        class _Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                for line in self.rfile:
+                    try:
+                        answer = handler(json.loads(line))
+                    except Exception as exc:
+                        log.error("channel request failed:\n%s", traceback.format_exc())
+                        answer = {"error": str(exc), "traceback": traceback.format_exc()}
+                    self.wfile.write(json.dumps(answer, default=str).encode() + b"\n")
+                    self.wfile.flush()
+
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        self.server = socketserver.ThreadingUnixStreamServer(path, _Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class ChannelError(RuntimeError):
+    """The controller answered a request with an error."""
+
+
+class ChannelClient:
+    """Asks the controller over its Unix socket."""
+
+    def __init__(self, path: str, timeout_s: float = 10.0) -> None:
+        self.path = path
+        self.timeout_s = timeout_s
+
+    def ask(self, cmd: str, **fields: Any) -> dict:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(self.timeout_s)
+            sock.connect(self.path)
+            sock.sendall(json.dumps({"cmd": cmd, **fields}).encode() + b"\n")
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        answer = json.loads(data)
+        if "error" in answer:
+            raise ChannelError(answer["error"])
+        return answer
+
+    def status(self) -> dict:
+        return self.ask("status")
+
+    def rules(self) -> dict:
+        return self.ask("rules")["rules"]
+
+    def ports(self) -> dict:
+        return self.ask("ports")["ports"]
+
+    def events(self) -> list[dict]:
+        return self.ask("events")["events"]
+
+    def set_policy(self, policy: str) -> dict:
+        return self.ask("set_policy", policy=policy)
