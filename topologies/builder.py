@@ -27,6 +27,7 @@ from .cleanup import RunRecord, remove_prefix, taken_prefixes
 from .fabric import Fabric, port_mac
 from .hostconfig import ip_commands
 from .naming import RunNames, new_prefix
+from .qos import ClassPlan
 from .shaping import Egress, batch_text, check_scale, egress_plan, htb_commands
 from .system import ovs_kernel_datapath, preflight, run
 
@@ -70,6 +71,8 @@ class FabricNetwork:
         datapath: str = "auto",
         controller: Controller | None = None,
         policy: str = "shortest_path",
+        policy_params: dict[str, Any] | None = None,
+        qos: ClassPlan | None = None,
     ) -> None:
         self.fabric = fabric
         self.scale = check_scale(scale)
@@ -78,6 +81,8 @@ class FabricNetwork:
         self.datapath = datapath
         self.controller = controller
         self.policy = policy
+        self.policy_params = policy_params or {}
+        self.qos = qos
         self.plan: list[Egress] = egress_plan(fabric, self.scale)  # errors before building
         self.names: RunNames | None = None
         self.net: Any = None
@@ -113,7 +118,7 @@ class FabricNetwork:
         self._configure_hosts()
         self._shape()
         if self.controller is None:
-            self.install(compute(self.fabric, self.policy))
+            self.install(compute(self.fabric, self.policy, params=self.policy_params))
         log.info("fabric %s up as %s (%s datapath)", self.fabric.kind, self.names.prefix, dp)
 
     def stop(self) -> None:
@@ -218,8 +223,15 @@ class FabricNetwork:
     def _shape(self) -> None:
         by_ns: dict[str, list[list[str]]] = defaultdict(list)
         for eg in self.plan:
-            ns = eg.node if self.fabric.node(eg.node).is_host else ""
-            by_ns[ns] += htb_commands(self.intf(eg.node, eg.port), eg.rate_bps, eg.buffer_pkts)
+            is_host = self.fabric.node(eg.node).is_host
+            ns = eg.node if is_host else ""
+            dev = self.intf(eg.node, eg.port)
+            if self.qos is not None and not is_host:
+                # Switch egresses get one HTB class per traffic class; the leaf
+                # (trust boundary) marks DSCP, hosts keep a single queue.
+                by_ns[ns] += self.qos.commands(dev, eg.rate_bps, eg.buffer_pkts)
+            else:
+                by_ns[ns] += htb_commands(dev, eg.rate_bps, eg.buffer_pkts)
         for ns, cmds in by_ns.items():
             batch = self._write(f"tc-{ns or 'switches'}.batch", batch_text(cmds))
             if ns:
