@@ -16,32 +16,36 @@ import os
 import threading
 import time
 import traceback
-from dataclasses import asdict
 from typing import Any
 
 from os_ken.base import app_manager
 from os_ken.controller import ofp_event
 from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
 from os_ken.lib import hub
+from os_ken.lib.packet import ipv4, packet, tcp, udp
 from os_ken.ofproto import ofproto_v1_3
 
 from topologies import Fabric
 
-from . import ofp
+from . import adaptive, ofp
 from .channel import ChannelServer
 from .policy import FabricState, compute
-from .rules import RuleSet
+from .rules import TCP, UDP, Rule, RuleSet, SwitchChanges, diff
 
 log = logging.getLogger("kvfabric.controller")
 
 
-def _as_data(rules: RuleSet) -> dict:
-    return {"rules": [asdict(r) for r in rules.rules], "groups": [asdict(g) for g in rules.groups]}
+# A 5-tuple seen in a packet-in is not placed again for this long: its
+# packets keep reaching the controller until the placed rules are in.
+PLACING_HOLD_S = 1.0
 
 
 class KvFabricController(app_manager.OSKenApp):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
 
+    # NOTE: OSKenApp keeps its own event queue in ``self.events`` (and uses
+    # ``name``, ``threads``, ``observers``, ``logger`` ...): never assign
+    # those here. Shadowing ``events`` made every switch hang in CONFIG.
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         with open(os.environ["KVFABRIC_CONTROLLER_CONFIG"]) as fh:
@@ -57,11 +61,15 @@ class KvFabricController(app_manager.OSKenApp):
         self.ports_down: set[tuple[str, int]] = set()
         self.installed = RuleSet()
         self.pending_barriers: dict[str, int] = {}
-        self.events: list[dict] = []
+        self.event_log: list[dict] = []
         self.errors: list[str] = []
         self.port_stats: dict[str, dict[int, dict]] = {}
+        self.placing: dict[tuple, float] = {}  # flow match -> monotonic time placed
+        self.placed: dict[tuple, list[Rule]] = {}  # flow match -> its placed rules
+        self.placements = 0
         self.ready_ns: int | None = None
         self.last_connect_ns: int | None = None
+        compute(self.fabric, self.policy, self.state, self.params)  # fail early on bad params
         self.channel = ChannelServer(cfg["socket"], self.handle_request)
         self.channel.start()
         self.poller = hub.spawn(self._poll_ports)
@@ -93,6 +101,10 @@ class KvFabricController(app_manager.OSKenApp):
     def on_port_stats(self, ev: Any) -> None:
         self._guard("port stats", self._port_stats_reply, ev.msg)
 
+    @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
+    def on_packet_in(self, ev: Any) -> None:
+        self._guard("packet in", self._packet_in, ev.msg)
+
     @set_ev_cls(ofp_event.EventOFPErrorMsg, MAIN_DISPATCHER)
     def on_error(self, ev: Any) -> None:
         msg = ev.msg
@@ -102,6 +114,9 @@ class KvFabricController(app_manager.OSKenApp):
         log.error("OpenFlow error from %s: type=%s code=%s", switch, msg.type, msg.code)
 
     # ----- switches and rules -----------------------------------------------
+    def _compute(self, policy: str | None = None) -> RuleSet:
+        return compute(self.fabric, policy or self.policy, self.state, self.params)
+
     def _connected(self, dp: Any) -> None:
         name = self.by_dpid.get(dp.id)
         if name is None:
@@ -111,40 +126,62 @@ class KvFabricController(app_manager.OSKenApp):
             self.datapaths[name] = dp
             self.last_connect_ns = time.monotonic_ns()
             complete = len(self.datapaths) == len(self.by_dpid)
-        log.info("switch %s connected (%d/%d)", name, len(self.datapaths), len(self.by_dpid))
-        if complete:
-            self._install_all("all switches connected")
+            log.info("switch %s connected (%d/%d)", name, len(self.datapaths), len(self.by_dpid))
+            if complete:
+                self._install_all("all switches connected")
 
     def _install_all(self, reason: str) -> None:
+        """Wipe every switch and install the whole rule set (first install,
+        or a switch that reconnected)."""
         with self.lock:
-            rules = compute(self.fabric, self.policy, self.state)
+            rules = self._compute()
             for name, dp in self.datapaths.items():
                 for msg in ofp.wipe(dp):
                     dp.send_msg(msg)
-                self._send(name, dp, rules, add_only=True)
+                flows, groups = rules.for_switch(name)
+                self._send(name, dp, SwitchChanges(rules_add=flows, groups_add=groups))
             self.installed = rules
+            self.placed.clear()
+            self.placing.clear()
             self._event("install", reason=reason, rules=len(rules.rules), groups=len(rules.groups))
 
-    def _send(self, name: str, dp: Any, rules: RuleSet, add_only: bool) -> None:
-        flows, groups = rules.for_switch(name)
-        for group in groups:
-            dp.send_msg(ofp.group_mod(dp, group, "add"))
-        for rule in flows:
-            dp.send_msg(ofp.flow_mod(dp, rule))
+    def _send(self, name: str, dp: Any, ch: SwitchChanges) -> None:
+        """Groups first (flows point at them), then flows, deletions last, then a barrier."""
+        msgs = [ofp.group_mod(dp, g, "add") for g in ch.groups_add]
+        msgs += [ofp.group_mod(dp, g, "modify") for g in ch.groups_modify]
+        msgs += [ofp.flow_mod(dp, r) for r in ch.rules_add]
+        msgs += [ofp.flow_mod(dp, r, delete=True) for r in ch.rules_delete]
+        msgs += [ofp.group_mod(dp, g, "delete") for g in ch.groups_delete]
+        for msg in msgs:
+            dp.send_msg(msg)
         dp.send_msg(dp.ofproto_parser.OFPBarrierRequest(dp))
         self.pending_barriers[name] = self.pending_barriers.get(name, 0) + 1
+
+    def _apply(self, new: RuleSet) -> list[str]:
+        """Move the switches from ``self.installed`` to ``new``; the switches changed."""
+        changed = []
+        for name, ch in diff(self.installed, new).items():
+            dp = self.datapaths.get(name)
+            if dp is not None:
+                self._send(name, dp, ch)
+                changed.append(name)
+        self.installed = new
+        return changed
 
     def _barrier(self, dp: Any) -> None:
         name = self.by_dpid.get(dp.id)
         with self.lock:
             left = self.pending_barriers.get(name, 0) - 1
             self.pending_barriers[name] = max(left, 0)
-            if self.ready_ns is None and self._all_acknowledged():
+            if not self._all_acknowledged():
+                return
+            if self.ready_ns is None:
                 self.ready_ns = time.monotonic_ns()
                 self._event("ready", install_ms=(self.ready_ns - self.last_connect_ns) / 1e6)
-            elif self.events and self.events[-1]["event"] == "reroute" and self._all_acknowledged():
-                ev = self.events[-1]
-                ev.setdefault("t_installed_ns", time.monotonic_ns())
+                return
+            ev = next((e for e in reversed(self.event_log) if e["event"] == "reroute"), None)
+            if ev is not None and "installed_ms" not in ev:
+                ev["t_installed_ns"] = time.monotonic_ns()
                 ev["installed_ms"] = (ev["t_installed_ns"] - ev["t_ns"]) / 1e6
 
     def _all_acknowledged(self) -> bool:
@@ -185,42 +222,65 @@ class KvFabricController(app_manager.OSKenApp):
         if new_state == self.state:
             return
         self.state = new_state
-        rules = compute(self.fabric, self.policy, self.state)
-        changed = self._apply_diff(self.installed, rules)
-        self.installed = rules
+        if self.ready_ns is None:  # the first install will use the new state
+            return
+        changed = self._apply(self._compute())
+        stale = adaptive.stale_placements(
+            self.fabric, self.state, [r for rules in self.placed.values() for r in rules]
+        )
+        by_switch: dict[str, list[Rule]] = {}
+        for rule in stale:
+            by_switch.setdefault(rule.switch, []).append(rule)
+            self.placed.pop(rule.match, None)
+            self.placing.pop(rule.match, None)
+        for name, rules in by_switch.items():
+            dp = self.datapaths.get(name)
+            if dp is not None:
+                self._send(name, dp, SwitchChanges(rules_delete=rules))
         t_sent = time.monotonic_ns()
         self._event(
             "reroute", t_ns=t_ns, t_last_sent_ns=t_sent, reroute_ms=(t_sent - t_ns) / 1e6,
-            switches=changed, down=sorted("-".join(sorted(p)) for p in self.state.down),
+            switches=sorted(set(changed) | set(by_switch)), stale_placed=len(stale),
+            down=sorted("-".join(sorted(p)) for p in self.state.down),
         )  # fmt: skip
 
-    def _apply_diff(self, old: RuleSet, new: RuleSet) -> list[str]:
-        """Send only what changed, per switch: new groups, then flows, then deletions."""
-        changed = []
-        for name, dp in self.datapaths.items():
-            old_flows, old_groups = old.for_switch(name)
-            new_flows, new_groups = new.for_switch(name)
-            old_g = {g.group_id: g for g in old_groups}
-            new_g = {g.group_id: g for g in new_groups}
-            adds = [r for r in new_flows if r not in set(old_flows)]
-            keys_new = {(r.table, r.priority, r.match) for r in new_flows}
-            dels = [r for r in old_flows if (r.table, r.priority, r.match) not in keys_new]
-            msgs = []
-            for gid, g in new_g.items():
-                if gid not in old_g:
-                    msgs.append(ofp.group_mod(dp, g, "add"))
-                elif old_g[gid] != g:
-                    msgs.append(ofp.group_mod(dp, g, "modify"))
-            msgs += [ofp.flow_mod(dp, r) for r in adds]
-            msgs += [ofp.flow_mod(dp, r, delete=True) for r in dels]
-            msgs += [ofp.group_mod(dp, g, "delete") for gid, g in old_g.items() if gid not in new_g]
-            if msgs:
-                for m in msgs:
-                    dp.send_msg(m)
-                dp.send_msg(dp.ofproto_parser.OFPBarrierRequest(dp))
-                self.pending_barriers[name] = self.pending_barriers.get(name, 0) + 1
-                changed.append(name)
-        return changed
+    # ----- adaptive placement -------------------------------------------------
+    def _packet_in(self, msg: Any) -> None:
+        if self.policy != "adaptive":
+            return
+        pkt = packet.Packet(bytes(msg.data))
+        ip = pkt.get_protocol(ipv4.ipv4)
+        if ip is None or ip.proto not in (TCP, UDP):
+            return
+        l4 = pkt.get_protocol(tcp.tcp) if ip.proto == TCP else pkt.get_protocol(udp.udp)
+        if l4 is None:
+            return
+        five = (ip.src, ip.dst, ip.proto, l4.src_port, l4.dst_port)
+        match = adaptive.flow_match(*five)
+        now = time.monotonic()
+        with self.lock:
+            if now - self.placing.get(match, -1e9) < PLACING_HOLD_S:
+                return
+            self.placing[match] = now
+            loads = {
+                (sw, port): st["tx_bps"]
+                for sw, ports in self.port_stats.items()
+                for port, st in ports.items()
+            }
+            rules = adaptive.place_flow(
+                self.fabric, self.state, *five, loads,
+                idle_timeout_s=adaptive.idle_timeout(self.params),
+            )  # fmt: skip
+            for rule in rules:  # egress switch first
+                dp = self.datapaths.get(rule.switch)
+                if dp is not None:
+                    dp.send_msg(ofp.flow_mod(dp, rule))
+            self.placed[match] = rules
+            self.placements += 1
+            if len(self.placing) > 4096:  # forget old entries
+                cutoff = now - 600
+                self.placing = {m: t for m, t in self.placing.items() if t > cutoff}
+            log.info("placed %s via %s", five, [r.switch for r in rules])
 
     # ----- counters ----------------------------------------------------------
     def _poll_ports(self) -> None:
@@ -255,7 +315,7 @@ class KvFabricController(app_manager.OSKenApp):
     # ----- control channel -----------------------------------------------------
     def _event(self, event: str, **fields: Any) -> None:
         fields.setdefault("t_ns", time.monotonic_ns())
-        self.events.append({"event": event, **fields})
+        self.event_log.append({"event": event, **fields})
         log.info("%s %s", event, {k: v for k, v in fields.items() if k != "t_ns"})
 
     def handle_request(self, req: dict) -> dict:
@@ -269,20 +329,22 @@ class KvFabricController(app_manager.OSKenApp):
                     "switches_missing": sorted(set(self.by_dpid.values()) - set(self.datapaths)),
                     "rules_installed": len(self.installed.rules),
                     "groups_installed": len(self.installed.groups),
+                    "flows_placed": self.placements,
                     "links_down": sorted("-".join(sorted(p)) for p in self.state.down),
                     "errors": list(self.errors),
                 }
             if cmd == "rules":
-                return {"rules": _as_data(self.installed)}
+                placed = [r.to_dict() for rules in self.placed.values() for r in rules]
+                return {"rules": self.installed.to_dict(), "placed": placed}
             if cmd == "ports":
                 return {"ports": {sw: {str(p): v for p, v in ports.items()}
                                   for sw, ports in self.port_stats.items()}}  # fmt: skip
             if cmd == "events":
-                return {"events": list(self.events)}
+                return {"events": list(self.event_log)}
             if cmd == "set_policy":
-                compute(self.fabric, req["policy"], self.state)  # raises on a bad policy
-                old = self.policy
-                self.policy = req["policy"]
-                self._install_all(f"policy {old} -> {self.policy}")
+                new = self._compute(req["policy"])  # raises on a bad policy
+                old, self.policy = self.policy, req["policy"]
+                changed = self._apply(new) if self.ready_ns is not None else []
+                self._event("policy", old=old, new=self.policy, switches=changed)
                 return {"policy": self.policy}
         return {"error": f"unknown command {cmd!r}: status, rules, ports, events, set_policy"}

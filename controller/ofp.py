@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .rules import Group, Rule
+from .rules import PACKET_IN_BYTES, Group, Rule
 
 COOKIE = 0x6B76  # "kv": every flow kvfabric installs carries it
 
@@ -15,7 +15,7 @@ def _actions(parser: Any, ofp: Any, actions: tuple) -> tuple[list, int | None]:
     for name, value in actions:
         if name == "output":
             if value == "CONTROLLER":
-                out.append(parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER))
+                out.append(parser.OFPActionOutput(ofp.OFPP_CONTROLLER, PACKET_IN_BYTES))
             else:
                 out.append(parser.OFPActionOutput(int(value)))
         elif name == "group":
