@@ -348,6 +348,20 @@ class Agent:
         self._emit(["f", fid, err])
 
 
+PRIORITIES = ("normal", "nice", "rt")
+
+
+def set_priority(priority: str) -> None:
+    """Raise this process's CPU priority (root only; a failure is logged, not fatal)."""
+    try:
+        if priority == "nice":
+            os.nice(-10)
+        elif priority == "rt":
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    except OSError as exc:
+        log.warning("could not set priority %s: %s", priority, exc)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m traffic.agent", description=__doc__.split("\n")[0])
     p.add_argument("--host", required=True)
@@ -357,8 +371,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--connection", default="persistent", choices=["persistent", "per_flow"])
     p.add_argument("--early-us", type=int, default=1500)
     p.add_argument("--log-level", default="INFO")
+    p.add_argument("--priority", default="normal", choices=PRIORITIES,
+                   help="normal; nice (-10); rt (SCHED_FIFO 1): prompter wake-ups")  # fmt: skip
     args = p.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s: %(message)s")
+    set_priority(args.priority)
     agent = Agent(args.host, args.ip, args.control, args.cc, args.connection,
                   args.early_us * 1000)  # fmt: skip
     asyncio.run(agent.serve())
