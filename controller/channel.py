@@ -80,7 +80,12 @@ class ChannelClient:
         return self.ask("status")
 
     def rules(self) -> dict:
+        """The proactive rule set (``RuleSet.to_dict``)."""
         return self.ask("rules")["rules"]
+
+    def placed(self) -> list[dict]:
+        """The exact-match rules the ``adaptive`` policy placed (``Rule.to_dict``)."""
+        return self.ask("rules")["placed"]
 
     def ports(self) -> dict:
         return self.ask("ports")["ports"]
