@@ -152,6 +152,16 @@ def fresh_port_counters(proc: ControllerProcess, fabric: Fabric) -> None:
     raise AssertionError("port counters were not refreshed within 3 s")
 
 
+def ping_until_all(net: FabricNetwork, within_s: float) -> list[tuple[str, str]]:
+    """All-pairs ping, repeated until every pair answers or ``within_s`` passed;
+    the pairs still failing."""
+    deadline = time.monotonic() + within_s
+    while True:
+        failed = [pair for pair, ok in all_pairs_ping(net).items() if not ok]
+        if not failed or time.monotonic() > deadline:
+            return failed
+
+
 # ----- tests ---------------------------------------------------------------------
 @pytest.mark.parametrize("kind", sorted(SMALL))
 def test_controller_up_reaches_all_pairs_and_installs_the_computed_rules(kind, tmp_path):
@@ -274,13 +284,7 @@ def test_link_down_during_traffic_reroutes_and_ping_recovers(tmp_path):
         try:
             time.sleep(1.0)
             net.set_link("leaf0", "spine0", up=False)
-            deadline = time.monotonic() + 5
-            reach = {}
-            while time.monotonic() < deadline:
-                reach = all_pairs_ping(net)
-                if all(reach.values()):
-                    break
-            failed = [pair for pair, ok in reach.items() if not ok]
+            failed = ping_until_all(net, within_s=5)
             assert not failed, f"after link down, unreachable: {failed[:5]}"
             assert proc.client.status()["links_down"] == ["leaf0-spine0"]
             reroutes = [e for e in proc.client.events() if e["event"] == "reroute"]
@@ -298,7 +302,8 @@ def test_link_down_during_traffic_reroutes_and_ping_recovers(tmp_path):
                 time.sleep(0.05)
             assert proc.client.status()["links_down"] == []
             assert RuleSet.from_dict(proc.client.rules()) == compute(fabric, "ecmp")
-            assert all(all_pairs_ping(net).values())
+            failed = ping_until_all(net, within_s=5)
+            assert not failed, f"after link up, unreachable: {failed[:5]}"
         finally:
             for p in (client, server):
                 if p.poll() is None:
