@@ -2,8 +2,8 @@
 deframer, byte scaling and the control protocol's line encoding.
 
 The agent must start fast in every namespace, so it does not import
-``traffic.header`` (which loads scapy); this module repeats the header's struct
-layout and a unit test checks that both produce identical bytes.
+``traffic.header`` (which loads scapy); this module owns the header's struct
+layout and ``traffic.header`` builds its scapy layer and helpers on it.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import json
 import struct
 from typing import Any
 
-AGENT_PORT = 47000  # == traffic.header.AGENT_PORT (checked by a unit test)
+AGENT_PORT = 47000
 MAGIC = 0x4B56
 VERSION = 1
-_FORMAT = struct.Struct("!HBBQqhHiQQ")  # == traffic.header._FORMAT
+_FORMAT = struct.Struct("!HBBQqhHiQQ")
 HEADER_LEN = _FORMAT.size  # 44
 # Indices into the unpacked header tuple.
 F_KIND, F_FLOW, F_REQ, F_LAYER, F_TENANT, F_CHUNK, F_LEN, F_TSEND = 2, 3, 4, 5, 6, 7, 8, 9

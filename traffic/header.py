@@ -45,9 +45,9 @@ from scapy.fields import (
 from scapy.layers.inet import TCP, UDP
 from scapy.packet import Packet, Raw, bind_layers
 
-AGENT_PORT = 47000
-MAGIC = 0x4B56
-VERSION = 1
+# One wire format: the scapy-free agent module owns the struct layout.
+from .agent_wire import _FORMAT, AGENT_PORT, HEADER_LEN, MAGIC, VERSION, pack  # noqa: E402
+
 # Wire codes of the message kinds; the names are the ``kind`` column of flows.parquet.
 KINDS = {
     1: "kv_transfer",
@@ -62,8 +62,6 @@ KINDS = {
 }
 KIND_CODES = {name: code for code, name in KINDS.items()}
 
-_FORMAT = struct.Struct("!HBBQqhHiQQ")
-HEADER_LEN = _FORMAT.size
 _FIELDS = (
     "magic",
     "version",
@@ -128,9 +126,7 @@ def pack_header(
     if code is None:
         raise HeaderError(f"unknown kind {kind!r}; known kinds: {', '.join(KIND_CODES)}")
     try:
-        return _FORMAT.pack(
-            MAGIC, VERSION, code, flow_id, request_id, layer, tenant, chunk, length, t_send_ns
-        )
+        return pack(code, flow_id, length, request_id, layer, chunk, tenant, t_send_ns)
     except struct.error as exc:
         raise HeaderError(f"header field out of range: {exc}") from None
 
