@@ -138,3 +138,39 @@ def test_eight_senders_overflow_a_small_buffer(tmp_path):
             after = reader.read()[egress].drops
     assert flows["ok"].all(), flows.loc[~flows["ok"], "error"].unique().tolist()
     assert after - before > 0, (before, after)
+
+
+def test_a_capture_of_a_kv_transfer_dissects_into_the_header_fields(net, tmp_path):
+    """tcpdump on the decode GPU; scapy reads flow, request and layer back."""
+    import subprocess
+    import time
+
+    from scapy.utils import rdpcap
+
+    from traffic.header import KVHeader
+    from traffic.workloads import kv_transfer
+
+    sched = kv_transfer(["h1"], ["h6"], "llama-3-8b", 1000, mode="layer_pipelined")
+    assert len(sched) == 32  # one chunk per layer
+    pcap = tmp_path / "kv.pcap"
+    dev = net.intf("h6", 0)
+    dump = net.mn("h6").popen(
+        ["tcpdump", "-i", dev, "-U", "-w", str(pcap), "tcp", "dst", "port", "47000"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        time.sleep(1.0)
+        with AgentFleet(net, tmp_path, sched, SCALE, connection="per_flow") as fleet:
+            flows = fleet.run(timeout_s=30)
+        time.sleep(0.5)
+    finally:
+        dump.terminate()
+        dump.wait(timeout=10)
+    assert flows["ok"].all()
+    headers = [p[KVHeader] for p in rdpcap(str(pcap)) if p.haslayer(KVHeader)]
+    seen = {(h.flow_id, h.request_id, h.layer, h.chunk) for h in headers}
+    expected = set(
+        sched[["flow_id", "request_id", "layer", "chunk"]].itertuples(index=False, name=None)
+    )
+    assert seen == expected
+    assert {h.kind for h in headers} == {2}  # kv_layer
