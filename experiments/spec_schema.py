@@ -251,6 +251,19 @@ def unknown_keys(raw: dict[Any, Any], allowed: Iterable[str], path: str) -> None
             )
 
 
+def kind_of(raw: Any, path: str, kinds: Iterable[str], allowed: str) -> str:
+    """The ``kind`` of a mapping whose kind picks the schema of its other keys."""
+    kinds = list(kinds)
+    if not isinstance(raw, dict):
+        raise bad(path, raw, allowed)
+    if "kind" not in raw:
+        raise missing(join(path, "kind"), f"one of {', '.join(kinds)}")
+    kind = raw["kind"]
+    if not isinstance(kind, str) or kind not in kinds:
+        raise bad(join(path, "kind"), kind, f"one of {', '.join(kinds)}")
+    return kind
+
+
 def missing(path: str, allowed: str) -> SpecError:
     return SpecError(f"{path}: missing: required, {allowed}", path)
 

@@ -31,6 +31,7 @@ from .spec_schema import (
     host,
     integer,
     join,
+    kind_of,
     list_of,
     listing,
     mapping,
@@ -71,13 +72,7 @@ def _fabric() -> Check:
     allowed = f"a mapping with kind ({kinds}) and that generator's parameters"
 
     def fn(raw: Any, path: str, ctx: Ctx) -> dict[str, Any]:
-        if not isinstance(raw, dict):
-            raise bad(path, raw, allowed)
-        if "kind" not in raw:
-            raise missing(join(path, "kind"), f"one of {kinds}")
-        kind = raw["kind"]
-        if not isinstance(kind, str) or kind not in GENERATORS:
-            raise bad(join(path, "kind"), kind, f"one of {kinds}")
+        kind = kind_of(raw, path, GENERATORS, allowed)
         params = defaults(kind)
         unknown_keys(raw, ["kind", *params], path)
         out: dict[str, Any] = {"kind": kind}

@@ -37,8 +37,8 @@ from .spec_schema import (
     host,
     integer,
     join,
+    kind_of,
     list_of,
-    missing,
     name_text,
     number,
     optional,
@@ -219,13 +219,6 @@ def workload() -> Check:
     allowed = f"a mapping with kind ({', '.join(KINDS)}) and that kind's parameters"
 
     def fn(raw: Any, path: str, ctx: Ctx) -> dict[str, Any]:
-        if not isinstance(raw, dict):
-            raise bad(path, raw, allowed)
-        if "kind" not in raw:
-            raise missing(join(path, "kind"), f"one of {', '.join(KINDS)}")
-        kind = raw["kind"]
-        if not isinstance(kind, str) or kind not in KINDS:
-            raise bad(join(path, "kind"), kind, f"one of {', '.join(KINDS)}")
-        return KINDS[kind](raw, path, ctx)
+        return KINDS[kind_of(raw, path, KINDS, allowed)](raw, path, ctx)
 
     return Check(fn, allowed, lambda v: isinstance(v, dict))

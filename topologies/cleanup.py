@@ -85,11 +85,6 @@ def interfaces() -> list[str]:
     return sorted(os.listdir("/sys/class/net"))
 
 
-def active_prefixes() -> set[str]:
-    """Prefixes of runs whose owner process is still alive."""
-    return {r.prefix for r in records() if r.owner_alive()}
-
-
 def taken_prefixes() -> set[str]:
     names = bridges() + interfaces()
     return {p for p in map(owned, names) if p} | {r.prefix for r in records()}

@@ -8,7 +8,7 @@ were added, and they are the OpenFlow port numbers the builder requests.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from functools import cached_property
 from typing import Any
@@ -163,11 +163,15 @@ class Fabric:
         """The port of ``node`` that faces ``neighbour``."""
         return self.link_between(node, neighbour).port_of(node)
 
+    @cached_property
+    def _by_ip(self) -> dict[str, Node]:
+        return {h.ip: h for h in self.hosts if h.ip}
+
     def host_by_ip(self, ip: str) -> Node:
-        for h in self.hosts:
-            if h.ip == ip:
-                return h
-        raise FabricError(f"no host has address {ip}")
+        try:
+            return self._by_ip[ip]
+        except KeyError:
+            raise FabricError(f"no host has address {ip}") from None
 
     def same_server(self, a: str, b: str) -> bool:
         """Do two GPUs share a server with an NVLink switch between them?"""
@@ -306,9 +310,6 @@ class Fabric:
     @classmethod
     def from_json(cls, text: str) -> Fabric:
         return cls.from_dict(json.loads(text))
-
-    def __iter__(self) -> Iterator[Node]:
-        return iter(self.nodes)
 
 
 def _server_key(host: Node) -> int:

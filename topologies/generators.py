@@ -12,8 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .fabric import Fabric, FabricBuilder, FabricError
-
-MAX_BUFFER_PKTS = 100_000
+from .shaping import MAX_BUFFER_PKTS
 
 
 def _check_int(gen: str, name: str, value: Any, low: int, high: int | None = None) -> int:
