@@ -142,6 +142,7 @@ def test_eight_senders_overflow_a_small_buffer(tmp_path):
 
 def test_a_capture_of_a_kv_transfer_dissects_into_the_header_fields(net, tmp_path):
     """tcpdump on the decode GPU; scapy reads flow, request and layer back."""
+    import select
     import subprocess
     import time
 
@@ -156,18 +157,24 @@ def test_a_capture_of_a_kv_transfer_dissects_into_the_header_fields(net, tmp_pat
     dev = net.intf("h6", 0)
     dump = net.mn("h6").popen(
         ["tcpdump", "-i", dev, "-U", "-w", str(pcap), "tcp", "dst", "port", "47000"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        time.sleep(1.0)
+        # Send only once tcpdump says it listens: a fixed sleep lost the
+        # whole transfer on a slow, cold CI machine.
+        ready, _, _ = select.select([dump.stderr], [], [], 30)
+        banner = dump.stderr.readline() if ready else ""
+        assert "listening on" in banner, f"tcpdump did not start: {banner!r}"
         with AgentFleet(net, tmp_path, sched, SCALE, connection="per_flow") as fleet:
             flows = fleet.run(timeout_s=30)
         time.sleep(0.5)
     finally:
         dump.terminate()
-        dump.wait(timeout=10)
+        _, err = dump.communicate(timeout=10)
     assert flows["ok"].all()
-    headers = [p[KVHeader] for p in rdpcap(str(pcap)) if p.haslayer(KVHeader)]
+    packets = rdpcap(str(pcap))
+    headers = [p[KVHeader] for p in packets if p.haslayer(KVHeader)]
+    assert headers, f"{len(packets)} packets captured, none with a header; tcpdump: {err!r}"
     seen = {(h.flow_id, h.request_id, h.layer, h.chunk) for h in headers}
     expected = set(
         sched[["flow_id", "request_id", "layer", "chunk"]].itertuples(index=False, name=None)
