@@ -1,0 +1,304 @@
+"""The results directory of one run: ``results/<experiment>/<run-id>/``.
+
+    run_dir = new_run_dir(Path("results"), "incast-basic", seed=7)   # .../20250101-120000-7
+    write_table(run_dir, "flows", flows)          # flows.parquet, atomically
+    write_json(run_dir, "summary", summary)       # summary.json, strict JSON, sorted keys
+    run = load_run(run_dir)
+    run.summary["metrics"], run.spec["fabric"], run.flows  # tables load on first use
+
+Every file is written to a temporary name in the same directory, flushed, then renamed
+over the final name (``os.replace``), so a crash or Ctrl-C never leaves a half-written
+table or summary: a reader sees the old file, the new one, or none. Any table may be
+absent or empty (an interrupted run); readers get ``None`` or an empty frame and must
+cope. The file layout is the results contract of the design (``spec.yaml``,
+``env.json``, ``summary.json``, ``events.json`` and one parquet file per table).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import re
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+__all__ = [
+    "TABLES",
+    "NotARunError",
+    "ResultsError",
+    "Run",
+    "is_run_dir",
+    "load_run",
+    "new_run_dir",
+    "read_json",
+    "read_table",
+    "run_id",
+    "to_jsonable",
+    "write_json",
+    "write_table",
+]
+
+# The tables of the results contract, one ``<name>.parquet`` each.
+TABLES = ("flows", "requests", "tokens", "queues", "links", "cpu")
+SUMMARY = "summary.json"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class ResultsError(Exception):
+    """A results directory cannot be created, written or read; the message says which
+    path and why."""
+
+
+class NotARunError(ResultsError):
+    """A directory given as a run is not a kvfabric run directory (no summary.json)."""
+
+
+# ---- creating a run directory --------------------------------------------------------------
+
+
+def run_id(seed: int, now: datetime | None = None) -> str:
+    """``YYYYmmdd-HHMMSS-<seed>``: sortable by start time, no colons (portable file names)."""
+    now = now or datetime.now()
+    return f"{now:%Y%m%d-%H%M%S}-{int(seed)}"
+
+
+def new_run_dir(root: Path, experiment: str, seed: int, now: datetime | None = None) -> Path:
+    """Create and return ``root/<experiment>/<run-id>``.
+
+    Two runs of a sweep that start in the same second get ``<run-id>-2``, ``-3``, ...
+    (the directory is created with ``exist_ok=False``, so concurrent runs cannot share
+    one). Raises :class:`ResultsError` when the experiment name is not a plain name or
+    ``root`` cannot be written.
+    """
+    _check_name(experiment, "experiment name")
+    parent = Path(root) / experiment
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        why = exc.strerror or exc
+        raise ResultsError(f"cannot create results directory {parent}: {why}") from exc
+    base = run_id(seed, now)
+    for n in range(1, 10_000):
+        path = parent / (base if n == 1 else f"{base}-{n}")
+        try:
+            path.mkdir(exist_ok=False)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            why = exc.strerror or exc
+            raise ResultsError(f"cannot create run directory {path}: {why}") from exc
+        return path
+    raise ResultsError(f"too many runs named {base} in {parent}")
+
+
+# ---- writing -------------------------------------------------------------------------------
+
+
+def write_table(run_dir: Path, name: str, df: pd.DataFrame) -> Path:
+    """Write ``df`` to ``run_dir/<name>.parquet`` atomically; returns the path.
+
+    ``name`` is a table name such as ``flows`` (a ``.parquet`` suffix is accepted). The
+    index is not stored. Object columns that mix ``None`` and strings are kept as is.
+    """
+    path = Path(run_dir) / _file_name(name, ".parquet")
+    _atomic_write(path, lambda tmp: df.to_parquet(tmp, index=False, engine="pyarrow"))
+    return path
+
+
+def write_json(run_dir: Path, name: str, obj: Any) -> Path:
+    """Write ``obj`` as ``run_dir/<name>.json`` atomically: sorted keys, 2-space indent,
+    strict JSON (NaN and infinities become ``null``, numpy scalars plain numbers, see
+    :func:`to_jsonable`), so the same object always gives the same bytes."""
+    path = Path(run_dir) / _file_name(name, ".json")
+    text = json.dumps(to_jsonable(obj), indent=2, sort_keys=True, allow_nan=False) + "\n"
+    _atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    return path
+
+
+def to_jsonable(obj: Any) -> Any:
+    """``obj`` as plain JSON data: dict keys become strings, tuples/sets/arrays lists
+    (sets sorted), numpy scalars Python numbers, NaN/inf/``pd.NA``/``NaT`` ``None``,
+    paths and datetimes strings. Anything else unknown is an error rather than a
+    silent ``str()``."""
+    if obj is None or isinstance(obj, bool | str):
+        return obj
+    if isinstance(obj, np.generic):
+        return to_jsonable(obj.item())
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, Mapping):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple | np.ndarray | pd.Series):
+        return [to_jsonable(v) for v in list(obj)]
+    if isinstance(obj, set | frozenset):
+        return sorted((to_jsonable(v) for v in obj), key=repr)
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, datetime | date | pd.Timestamp):
+        return obj.isoformat()
+    if obj is pd.NA or obj is pd.NaT:
+        return None
+    raise TypeError(f"cannot store {type(obj).__name__} {obj!r} in JSON")
+
+
+# ---- reading -------------------------------------------------------------------------------
+
+
+def read_table(run_dir: Path, name: str) -> pd.DataFrame | None:
+    """The table ``run_dir/<name>.parquet``, or ``None`` when the run did not write it.
+    An unreadable file is a :class:`ResultsError` naming it."""
+    path = Path(run_dir) / _file_name(name, ".parquet")
+    if not path.is_file():
+        return None
+    try:
+        return pd.read_parquet(path, engine="pyarrow")
+    except Exception as exc:  # pyarrow raises several unrelated types for a corrupt file
+        raise ResultsError(f"cannot read table {path}: {exc}") from exc
+
+
+def read_json(run_dir: Path, name: str) -> Any | None:
+    """``run_dir/<name>.json`` parsed, or ``None`` when absent."""
+    path = Path(run_dir) / _file_name(name, ".json")
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ResultsError(f"cannot read {path}: {exc}") from exc
+
+
+def is_run_dir(path: Path) -> bool:
+    """Whether ``path`` is a kvfabric run directory (it has a summary.json)."""
+    return (Path(path) / SUMMARY).is_file()
+
+
+@dataclass
+class Run:
+    """One run's results. ``summary`` is summary.json, ``spec`` the resolved spec.yaml
+    (``{}`` if absent), ``events`` events.json (``[]`` if absent). Tables are read on
+    first access and are ``None`` when the run did not write them."""
+
+    path: Path
+    summary: dict[str, Any]
+    spec: dict[str, Any] = field(default_factory=dict)
+    events: list[Any] = field(default_factory=list)
+    _tables: dict[str, pd.DataFrame | None] = field(default_factory=dict, repr=False)
+
+    def table(self, name: str) -> pd.DataFrame | None:
+        if name not in self._tables:
+            self._tables[name] = read_table(self.path, name)
+        return self._tables[name]
+
+    @property
+    def flows(self) -> pd.DataFrame | None:
+        return self.table("flows")
+
+    @property
+    def requests(self) -> pd.DataFrame | None:
+        return self.table("requests")
+
+    @property
+    def tokens(self) -> pd.DataFrame | None:
+        return self.table("tokens")
+
+    @property
+    def queues(self) -> pd.DataFrame | None:
+        return self.table("queues")
+
+    @property
+    def links(self) -> pd.DataFrame | None:
+        return self.table("links")
+
+    @property
+    def cpu(self) -> pd.DataFrame | None:
+        return self.table("cpu")
+
+    @property
+    def run_id(self) -> str:
+        return str(self.summary.get("run_id") or self.path.name)
+
+    @property
+    def label(self) -> str:
+        """The run's sweep label (``senders=3,seed=8``), else its run id."""
+        return str(self.summary.get("label") or self.run_id)
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.summary.get("partial"))
+
+
+def load_run(run_dir: Path) -> Run:
+    """Open a run directory. Raises :class:`NotARunError` when ``run_dir`` does not exist
+    or has no summary.json (it is not a kvfabric run), :class:`ResultsError` when a file
+    of it is unreadable."""
+    path = Path(run_dir)
+    if not path.is_dir():
+        raise NotARunError(f"{path} is not a directory (expected a kvfabric run directory)")
+    if not is_run_dir(path):
+        hint = ""
+        if any(is_run_dir(child) for child in sorted(path.iterdir()) if child.is_dir()):
+            hint = "; it holds runs: pass them, e.g. " + str(path / "*")
+        raise NotARunError(f"{path} is not a kvfabric run directory (no {SUMMARY}){hint}")
+    summary = read_json(path, "summary")
+    if not isinstance(summary, dict):
+        raise ResultsError(f"{path / SUMMARY} is not a JSON object")
+    spec: dict[str, Any] = {}
+    spec_path = path / "spec.yaml"
+    if spec_path.is_file():
+        try:
+            loaded = yaml.safe_load(spec_path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise ResultsError(f"cannot read {spec_path}: {exc}") from exc
+        spec = loaded if isinstance(loaded, dict) else {}
+    events = read_json(path, "events")
+    return Run(path=path, summary=summary, spec=spec, events=list(events or []))
+
+
+# ---- helpers -------------------------------------------------------------------------------
+
+
+def _check_name(name: str, what: str) -> None:
+    if not isinstance(name, str) or not _NAME.match(name) or name in (".", ".."):
+        raise ResultsError(
+            f"{what} {name!r} must be a plain file name (letters, digits, '_', '.', '-')"
+        )
+
+
+def _file_name(name: str, suffix: str) -> str:
+    stem = name[: -len(suffix)] if name.endswith(suffix) else name
+    _check_name(stem, "results file name")
+    return stem + suffix
+
+
+def _atomic_write(path: Path, write: Callable[[str], object]) -> None:
+    """Call ``write(tmp)`` on a temporary file next to ``path``, fsync it, then rename it
+    over ``path``; the temporary file is removed if anything fails."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise ResultsError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    os.close(fd)
+    try:
+        write(tmp)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise ResultsError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        raise
