@@ -196,6 +196,10 @@ class Agent:
             for row in rows:
                 self._schedule(row, t + row["t"])
             return {"released": len(rows)}
+        if cmd == "add":  # rows of a live driver, each at its absolute instant "t"
+            for row in msg["rows"]:
+                self._schedule(row, int(row["t"]))
+            return {"added": len(msg["rows"])}
         if cmd == "status":
             ok = sum(1 for r in self.sent.values() if r[4])
             return self.counts | {"rows": len(self.rows), "sent_ok": ok,

@@ -57,6 +57,7 @@ class DependencyTracker:
             )
         self.active = 0  # released, or TCP sent and not yet received
         self.completed: dict[int, int] = {}  # group -> completion instant
+        self.failures: list[int] = []  # flow ids in the order they failed
 
     @classmethod
     def from_schedule(cls, schedule) -> DependencyTracker:
@@ -91,6 +92,18 @@ class DependencyTracker:
             self.active -= 1
         self.state[fid] = FAILED
         self.errors[fid] = error
+        self.failures.append(fid)
+
+    def add(self, fid: int, udp: bool, t_ns: int) -> None:
+        """A row a live driver added during the run, released at ``t_ns``; it waits
+        for no group and belongs to none."""
+        if fid in self.state:
+            raise ValueError(f"flow id {fid} is already in the run")
+        self.order.append(fid)
+        self.barrier[fid] = self.after[fid] = -1
+        if udp:
+            self.udp.add(fid)
+        self._release(fid, t_ns)
 
     def received(self, fid: int, t_end_ns: int) -> list[tuple[int, int, list[int]]]:
         """A message arrived in full. Returns the groups this completes, as
@@ -157,10 +170,15 @@ class DependencyTracker:
             return False
         return True
 
-    def outcomes(self, now_ns: int, grace_ns: int, timed_out: bool) -> dict[int, tuple[bool, str]]:
-        """``{flow_id: (ok, error)}`` at the end of the run; nothing is dropped silently."""
+    def outcomes(
+        self, now_ns: int, grace_ns: int, ended: str | bool = ""
+    ) -> dict[int, tuple[bool, str]]:
+        """``{flow_id: (ok, error)}`` at the end of the run; nothing is dropped silently.
+        ``ended`` says how the run ended early ("timed out after 60 s"), if it did."""
         dead = self.dead_groups(now_ns, grace_ns)
-        end = "before the run timed out" if timed_out else "before the run ended"
+        if ended is True:
+            ended = "timed out"
+        end = f"before the run {ended}" if ended else "before the run ended"
         out: dict[int, tuple[bool, str]] = {}
         for fid in self.order:
             s = self.state[fid]

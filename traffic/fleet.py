@@ -32,6 +32,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,7 @@ import pandas as pd
 
 from .agent_deps import DependencyTracker
 from .agent_wire import decode, encode, scale_bytes
+from .driver import Driver, Message
 from .header import KIND_CODES
 from .workloads.schedule import validate_schedule
 
@@ -66,9 +69,17 @@ def available_cc() -> list[str]:
         return []
 
 
-def plan(schedule: pd.DataFrame, scale: float) -> pd.DataFrame:
+def tenant_codes(schedule: pd.DataFrame, more: list[str] | None = None) -> dict[str, int]:
+    """Tenants numbered in sorted order (the header's tenant field)."""
+    names = set(schedule["tenant"].astype(str)) | set(more or [])
+    return {t: i for i, t in enumerate(sorted(names))}
+
+
+def plan(
+    schedule: pd.DataFrame, scale: float, tenants: dict[str, int] | None = None
+) -> pd.DataFrame:
     """The schedule with what agents need: ``bytes_emulated`` (scaled, header included),
-    ``kind_code`` and ``tenant_code`` (tenants numbered in sorted order)."""
+    ``kind_code`` and ``tenant_code`` (``tenants``, default: ``tenant_codes``)."""
     if not scale > 0:
         raise ValueError(f"scale={scale!r}; must be > 0")
     out = schedule.copy()
@@ -77,9 +88,19 @@ def plan(schedule: pd.DataFrame, scale: float) -> pd.DataFrame:
         for b, s in zip(out["bytes"], out["scaled"], strict=True)
     ]
     out["kind_code"] = out["kind"].map(KIND_CODES).astype("int64")
-    tenants = {t: i for i, t in enumerate(sorted(out["tenant"].astype(str).unique()))}
+    tenants = tenants if tenants is not None else tenant_codes(out)
     out["tenant_code"] = out["tenant"].astype(str).map(tenants).astype("int64")
     return out
+
+
+def message_row(m: Message, scale: float, tenants: dict[str, int], ips: dict[str, str]) -> dict:
+    """A live driver's message in the agent's compact form, ``t`` absolute."""
+    if m.src == m.dst:
+        raise ValueError(f"flow {m.flow_id}: src and dst are both {m.src}")
+    return {"fid": m.flow_id, "kind": KIND_CODES[m.kind], "tenant": tenants[m.tenant],
+            "dst": m.dst, "ip": ips[m.dst], "bytes": scale_bytes(m.bytes, m.scaled, scale),
+            "t": int(m.t_ns), "req": m.request_id, "layer": m.layer, "chunk": m.chunk,
+            "dscp": m.dscp, "after": -1, "proto": m.proto}  # fmt: skip
 
 
 def agent_rows(planned: pd.DataFrame, host: str, ips: dict[str, str]) -> list[dict]:
@@ -146,6 +167,9 @@ class AgentFleet:
       0.6 ms with rt, 3-4 ms with nice.
     - ``early_us``: how long before a send instant the loop wakes (epoll waits in
       whole ms); the rest is slept precisely.
+    - ``driver``: a live workload (``traffic.driver``) run alongside the schedule:
+      its messages are handed to the agents as the run goes, it hears of each of
+      them received or failed, and the run is settled only once it is finished.
     - ``ready_timeout_s``, ``start_delay_s`` (t0 = now + this), ``udp_grace_s``
       (a datagram not received this long after it was sent is lost),
       ``stop_grace_s`` (terminate, then kill).
@@ -155,7 +179,8 @@ class AgentFleet:
                  scale: float, cc: str = "cubic", connection: str = "persistent", *,
                  ready_timeout_s: float = 20.0, start_delay_s: float = 0.3,
                  udp_grace_s: float = 0.5, stop_grace_s: float = 3.0,
-                 early_us: int = 1500, priority: str = "rt") -> None:  # fmt: skip
+                 early_us: int = 1500, priority: str = "rt",
+                 driver: Driver | None = None) -> None:  # fmt: skip
         if connection not in CONNECTIONS:
             raise ValueError(f"connection={connection!r}; allowed: {', '.join(CONNECTIONS)}")
         known = available_cc()
@@ -164,10 +189,13 @@ class AgentFleet:
         validate_schedule(schedule)
         self.net, self.cc, self.connection = net, cc, connection
         self.run_dir = Path(run_dir)
-        self.planned = plan(schedule, scale)
+        self.driver = driver
+        self.tenants = tenant_codes(schedule, driver.tenants if driver else None)
+        self.planned = plan(schedule, scale, self.tenants)
         self.scale = scale
         fabric_hosts = [h.name for h in net.fabric.hosts]
         named = set(self.planned["src"]) | set(self.planned["dst"])
+        named |= set(driver.hosts if driver else [])
         unknown = sorted(named - set(fabric_hosts))
         if unknown:
             raise ValueError(f"schedule names hosts the fabric lacks: {unknown}")
@@ -182,6 +210,10 @@ class AgentFleet:
         self.stopped: dict[str, str] = {}  # host -> why its agent is gone
         self.flows: pd.DataFrame | None = None
         self._dst_of: dict[int, str] = {}
+        self._live: list[dict] = []  # the driver's messages, as planned rows
+        self._live_set: set[int] = set()
+        self._src_of: dict[int, str] = {}
+        self.t0_ns: int | None = None
         self._sock_dir: Path | None = None
         self._tmp_sock_dir = False
 
@@ -314,20 +346,28 @@ class AgentFleet:
         """Each live agent's counters (rows, released, fired, sent_ok, received, ...)."""
         return {h: c.request("status") for h, c in self.clients.items()}
 
-    def run(self, timeout_s: float = 60.0) -> pd.DataFrame:
-        """Start every agent at a common t0, resolve dependencies until all flows are
-        settled or ``timeout_s`` passed, collect and return the merged flows table."""
+    def run(self, timeout_s: float = 60.0, *, should_stop: Callable[[], bool] | None = None,
+            on_start: Callable[[int], None] | None = None) -> pd.DataFrame:  # fmt: skip
+        """Start every agent at a common t0, resolve dependencies (and run the driver)
+        until all flows are settled, ``timeout_s`` passed or ``should_stop()`` is true;
+        collect and return the merged flows table. ``on_start(t0_ns)`` is called once
+        t0 is fixed (fault injection times itself from it)."""
         if self.flows is not None:
             raise FleetError("a fleet runs its schedule once; make a new AgentFleet")
         p = self.planned
         tracker = DependencyTracker.from_schedule(p)
-        src_of = dict(zip(p["flow_id"].tolist(), p["src"].tolist(), strict=True))
+        self._src_of = dict(zip(p["flow_id"].tolist(), p["src"].tolist(), strict=True))
         self._dst_of = dict(zip(p["flow_id"].tolist(), p["dst"].tolist(), strict=True))
         for host, why in self.stopped.items():
             self._fail_host(tracker, host, why)
-        t0 = time.monotonic_ns() + int(self.start_delay_s * 1e9)
+        t0 = self.t0_ns = time.monotonic_ns() + int(self.start_delay_s * 1e9)
+        if on_start is not None:
+            on_start(t0)
         self._send(tracker, list(self.clients), "start", t0_ns=t0)
         tracker.start(t0)
+        driver = self.driver
+        if driver is not None:
+            self._dispatch(tracker, driver.start(t0))
         sel = selectors.DefaultSelector()
         bufs: dict[str, bytes] = {}
         for host, ev in self.events.items():
@@ -336,10 +376,15 @@ class AgentFleet:
         grace = int(self.udp_grace_s * 1e9)
         deadline = time.monotonic_ns() + int(timeout_s * 1e9)
         next_check = 0
-        timed_out = False
+        ended = ""
+        told_failed = 0
         try:
             while True:
-                for key, _ in sel.select(timeout=0.05):
+                wait = 0.05
+                due = driver.next_timer_ns() if driver is not None else None
+                if due is not None:
+                    wait = min(wait, max(0.0, (due - time.monotonic_ns()) / 1e9))
+                for key, _ in sel.select(timeout=wait):
                     host = key.data
                     data = b""
                     with contextlib.suppress(BlockingIOError):
@@ -351,24 +396,62 @@ class AgentFleet:
                     lines = (bufs[host] + data).split(b"\n")
                     bufs[host] = lines.pop()
                     for line in lines:
-                        self._events(tracker, decode(line)["ev"], src_of)
+                        self._events(tracker, decode(line)["ev"])
                 now = time.monotonic_ns()
+                if driver is not None:
+                    due = driver.next_timer_ns()
+                    if due is not None and due <= now:
+                        self._dispatch(tracker, driver.on_timer(now))
+                    while told_failed < len(tracker.failures):
+                        fid = tracker.failures[told_failed]
+                        told_failed += 1
+                        if fid in self._live_set:
+                            self._dispatch(tracker, driver.on_failed(fid, tracker.errors[fid], now))
                 for host, proc in self.procs.items():
                     if host not in self.stopped and proc.poll() is not None:
                         self._agent_gone(tracker, host)
                 if now >= next_check:
                     next_check = now + 50_000_000
-                    if tracker.settled(now, grace):
+                    if tracker.settled(now, grace) and (driver is None or driver.finished()):
                         break
                 if now > deadline:
-                    timed_out = True
-                    log.warning("run timed out after %g s", timeout_s)
+                    ended = f"timed out after {timeout_s:g} s"
+                    log.warning("run %s", ended)
+                    break
+                if should_stop is not None and should_stop():
+                    ended = "was interrupted"
+                    log.warning("run interrupted")
                     break
         finally:
             sel.close()
+            if driver is not None and not driver.finished():
+                driver.finish(time.monotonic_ns(), ended or "the run ended")
         records = self._collect()
-        self.flows = self._table(tracker, records, timed_out)
+        self.flows = self._table(tracker, records, ended)
         return self.flows
+
+    def _dispatch(self, tracker: DependencyTracker, messages: list[Message]) -> None:
+        """Hand a driver's messages to their senders' agents (one ``add`` per host)."""
+        if not messages:
+            return
+        by_host: dict[str, list[dict]] = {}
+        for m in messages:
+            row = message_row(m, self.scale, self.tenants, self.ips)
+            tracker.add(m.flow_id, m.proto == "udp", m.t_ns)
+            self._live_set.add(m.flow_id)
+            self._src_of[m.flow_id], self._dst_of[m.flow_id] = m.src, m.dst
+            self._live.append({**asdict(m), "bytes_emulated": row["bytes"]})
+            by_host.setdefault(m.src, []).append(row)
+        for host, rows in by_host.items():
+            client = self.clients.get(host)
+            if client is None:
+                for row in rows:
+                    tracker.failed(row["fid"], self.stopped.get(host, f"no agent on {host}"))
+                continue
+            try:
+                client.request("add", rows=rows)
+            except (OSError, FleetError, ValueError) as exc:
+                self._agent_gone(tracker, host, f"agent on {host} failed add: {exc}")
 
     def _send(self, tracker: DependencyTracker, hosts: list[str], cmd: str, **kw: Any) -> None:
         """``cmd`` to several agents at once: all requests go out before any reply is read."""
@@ -389,14 +472,18 @@ class AgentFleet:
                 log.warning("agent on %s failed %s: %s", host, cmd, exc)
                 self._agent_gone(tracker, host, f"agent on {host} failed {cmd}: {exc}")
 
-    def _events(self, tracker: DependencyTracker, items: list, src_of: dict) -> None:
+    def _events(self, tracker: DependencyTracker, items: list) -> None:
         now = time.monotonic_ns()
         for item in items:
             tag, fid = item[0], item[1]
             if tag == "r":
+                fresh = tracker.state.get(fid) not in (None, "done", "failed")
                 for group, t_done, released in tracker.received(fid, item[2]):
-                    hosts = sorted({src_of[f] for f in released})
+                    hosts = sorted({self._src_of[f] for f in released})
                     self._send(tracker, hosts, "release", group=group, t_ns=t_done)
+                if fresh and fid in self._live_set:
+                    assert self.driver is not None
+                    self._dispatch(tracker, self.driver.on_received(fid, item[2]))
             elif tag == "s":
                 tracker.sent(fid, now)
                 dst = self._dst_of[fid]
@@ -417,10 +504,21 @@ class AgentFleet:
                 client.close()
         self._fail_host(tracker, host, why)
 
+    def _all_rows(self) -> pd.DataFrame:
+        """The schedule's rows and then the driver's, as planned rows."""
+        if not self._live:
+            return self.planned
+        live = pd.DataFrame(self._live)
+        live["t_sched_ns"] = 0  # sent at their release instant (``t_ns``)
+        for col in ("round", "barrier", "after"):
+            live[col] = -1
+        return pd.concat([self.planned, live[[c for c in self.planned.columns if c in live]]],
+                         ignore_index=True)  # fmt: skip
+
     def _fail_host(self, tracker: DependencyTracker, host: str, why: str) -> None:
         """The agent on ``host`` is gone: its unsent rows fail, and so do messages already
         sent to it (nobody will receive them)."""
-        p = self.planned
+        p = self._all_rows()
         for fid in p.loc[p["src"] == host, "flow_id"].tolist():
             if tracker.state[fid] in ("waiting", "released"):
                 tracker.failed(fid, why)
@@ -440,7 +538,7 @@ class AgentFleet:
         return out
 
     def _table(self, tracker: DependencyTracker, records: dict[str, dict],
-               timed_out: bool) -> pd.DataFrame:  # fmt: skip
+               ended: str) -> pd.DataFrame:  # fmt: skip
         sent: dict[int, list] = {}
         recv: dict[int, list] = {}
         for rec in records.values():
@@ -449,8 +547,8 @@ class AgentFleet:
             for r in rec["recv"]:
                 recv[r[0]] = r
         now = time.monotonic_ns()
-        outcomes = tracker.outcomes(now, int(self.udp_grace_s * 1e9), timed_out)
-        p = self.planned
+        outcomes = tracker.outcomes(now, int(self.udp_grace_s * 1e9), ended)
+        p = self._all_rows()
         fids = p["flow_id"].tolist()
         cols: dict[str, list] = {c: [] for c in _NS_COLUMNS + ["ok", "error"]}
         del cols["t_sched_ns"]

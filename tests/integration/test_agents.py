@@ -181,3 +181,69 @@ def test_a_capture_of_a_kv_transfer_dissects_into_the_header_fields(net, tmp_pat
     )
     assert seen == expected
     assert {h.kind for h in headers} == {2}  # kv_layer
+
+
+class PingPong:
+    """A live driver: h2 and h7 answer each other's message ``rounds`` times, each reply
+    sent ``gap_ns`` after the last one arrived."""
+
+    hosts = ["h2", "h7"]
+    tenants = ["live"]
+
+    def __init__(self, rounds: int, gap_ns: int, first_flow_id: int) -> None:
+        self.rounds, self.gap_ns, self.next_id = rounds, gap_ns, first_flow_id
+        self.arrivals: list[int] = []
+        self.failed: list[str] = []
+        self.sent_at: dict[int, int] = {}
+
+    def _msg(self, src: str, dst: str, t_ns: int) -> list:
+        from traffic.driver import Message
+
+        fid, self.next_id = self.next_id, self.next_id + 1
+        self.sent_at[fid] = t_ns
+        return [Message(fid, "token", src, dst, 2_000_000, t_ns, tenant="live")]
+
+    def start(self, t0_ns):
+        return self._msg("h2", "h7", t0_ns)
+
+    def on_received(self, flow_id, t_end_ns):
+        self.arrivals.append(t_end_ns)
+        if len(self.arrivals) >= self.rounds:
+            return []
+        src, dst = ("h7", "h2") if len(self.arrivals) % 2 else ("h2", "h7")
+        return self._msg(src, dst, t_end_ns + self.gap_ns)
+
+    def on_failed(self, flow_id, error, now_ns):
+        self.failed.append(error)
+        return []
+
+    def next_timer_ns(self):
+        return None
+
+    def on_timer(self, now_ns):
+        return []
+
+    def finished(self):
+        return len(self.arrivals) >= self.rounds or bool(self.failed)
+
+    def finish(self, now_ns, why):
+        self.failed.append(why)
+
+
+def test_a_live_driver_sends_each_message_after_the_previous_one_arrived(net, tmp_path):
+    """The fleet hands a driver's messages to the agents as the run goes: each reply
+    starts exactly ``gap`` after the previous message's receiver timestamp."""
+    sched = probe([("h0", "h5")], 50, 200, 0.2)  # a static schedule alongside
+    driver = PingPong(rounds=6, gap_ns=20_000_000, first_flow_id=len(sched))
+    with AgentFleet(net, tmp_path, sched, SCALE, driver=driver) as fleet:
+        flows = fleet.run(timeout_s=30)
+    live = flows[flows["tenant"] == "live"].sort_values("flow_id")
+    assert driver.failed == [] and len(driver.arrivals) == 6
+    assert len(live) == 6 and live["ok"].all(), live["error"].tolist()
+    assert list(live["src"]) == ["h2", "h7"] * 3
+    assert (flows["tenant"] != "live").sum() == len(sched)
+    # Each message was scheduled from the previous arrival and started on time.
+    arrivals = live["t_end_ns"].to_numpy()
+    scheduled = live["t_sched_ns"].to_numpy()
+    assert (scheduled[1:] == arrivals[:-1] + 20_000_000).all()
+    assert live["lateness_ms"].max() < 5.0, live["lateness_ms"].tolist()

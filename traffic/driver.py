@@ -1,0 +1,76 @@
+"""Live traffic: a *driver* decides sends while the run goes on.
+
+A static schedule (``traffic.workloads``) fixes every message before t0, with
+dependencies the coordinator resolves. Some workloads cannot be written down in
+advance: a request router picks instances from what it knows at the request's
+arrival, a decode instance batches whatever requests have their KV cache at the
+start of a step, and the next step's collective waits for the previous one.
+Those workloads are drivers: pure, event-driven objects that the fleet's
+coordinator calls with what happened (the run started, a message was received in
+full at a receiver instant, a message failed, a timer came due) and that answer
+with new messages to send at absolute ``time.monotonic_ns()`` instants.
+
+A driver never touches sockets or clocks: every instant it sees is an argument,
+so it runs unchanged under ``traffic.serving.sim`` (a fluid network model used by
+the unit tests) and under the real fleet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message a driver wants sent: ``bytes`` are real-equivalent (the fleet
+    applies the bandwidth scale when ``scaled``), ``t_ns`` is the absolute send
+    instant (a past instant means "now"). Field meanings as in the schedule."""
+
+    flow_id: int
+    kind: str
+    src: str
+    dst: str
+    bytes: int
+    t_ns: int
+    tenant: str = "default"
+    request_id: int = -1
+    layer: int = -1
+    chunk: int = -1
+    step: int = -1
+    dscp: int = 0
+    proto: str = "tcp"
+    scaled: bool = True
+
+
+class Driver(Protocol):
+    """What the fleet's coordinator needs from a live workload."""
+
+    hosts: list[str]  # every host the driver may send from or to
+    tenants: list[str]  # every tenant its messages carry
+
+    def start(self, t0_ns: int) -> list[Message]:
+        """The run starts at ``t0_ns``."""
+        ...
+
+    def on_received(self, flow_id: int, t_end_ns: int) -> list[Message]:
+        """One of the driver's messages arrived in full at ``t_end_ns``."""
+        ...
+
+    def on_failed(self, flow_id: int, error: str, now_ns: int) -> list[Message]:
+        """One of the driver's messages failed (refused, reset, lost)."""
+        ...
+
+    def next_timer_ns(self) -> int | None:
+        """The next instant the driver wants ``on_timer`` called, if any."""
+        ...
+
+    def on_timer(self, now_ns: int) -> list[Message]: ...
+
+    def finished(self) -> bool:
+        """True once the driver will send nothing more and waits for nothing."""
+        ...
+
+    def finish(self, now_ns: int, why: str) -> None:
+        """The run ends now (timeout, interrupt): settle what is still open."""
+        ...
