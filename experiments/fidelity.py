@@ -1,0 +1,339 @@
+"""The fidelity verdict: did the emulation stay faithful while it measured?
+
+Pure functions over the recorded tables (no root, no netlink). Each check
+returns ``{"ok", "value", "threshold", "unit", "detail"}`` and ``verdict``
+gathers them; everything is JSON-serialisable (no NaN: ``None``).
+
+- ``cpu``: the machine was not saturated (p95 of whole-machine CPU).
+- ``dequeue_rate``: every egress with a standing queue drained at its
+  configured rate. A standing queue means HTB was the bottleneck, so the
+  pfifo's dequeued bytes over those stretches must grow at the HTB rate. Both
+  count whole Ethernet frames (``skb->len``, 14-byte header included, no FCS
+  or preamble), so the ratio is 1.0 when faithful: not TCP's 1448/1514.
+- ``lateness``: the agents sent on schedule (p99 of ``lateness_ms``).
+- ``sampler_rate``: the samplers kept their rate (what they saw is dense enough).
+- ``offered_load``: the switch-hop work the run asked for (bytes × switches on
+  the path, over the run's busy span) fits this machine's switching capacity.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+
+from topologies.fabric import Fabric
+from topologies.shaping import MTU_BYTES, egress_plan, switch_capacity_mbps
+
+DEFAULT_THRESHOLDS = {"lateness_p99_ms": 2.0, "cpu_max_pct": 90.0, "dequeue_rate_tolerance": 0.05}
+CPU_QUANTILE = 0.95
+MIN_BUSY_MS = 20.0  # a standing queue must last this long to count
+MIN_SAMPLER_RATIO = 0.9
+CHECKS = ("cpu", "dequeue_rate", "lateness", "sampler_rate", "offered_load")
+
+Check = dict[str, Any]
+
+
+def _num(x: Any) -> float | None:
+    """A JSON-safe float: None for None/NaN/inf."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def make_check(ok: bool, value: Any, threshold: float, unit: str, detail: str) -> Check:
+    return {
+        "ok": bool(ok),
+        "value": _num(value),
+        "threshold": float(threshold),
+        "unit": unit,
+        "detail": detail,
+    }
+
+
+# ----- cpu -------------------------------------------------------------------
+def cpu_check(cpu: pd.DataFrame | None, max_pct: float = 90.0) -> Check:
+    """p95 of ``cpu_pct`` (whole machine, 0–100) over the run ≤ ``max_pct``.
+    No samples fails: a saturated machine could not be ruled out."""
+    pct = _column(cpu, "cpu_pct")
+    if pct.size == 0:
+        return make_check(False, None, max_pct, "%", "no CPU samples: saturation not ruled out")
+    p95 = float(np.quantile(pct, CPU_QUANTILE))
+    detail = f"p95 of machine CPU over {pct.size} samples, max {pct.max():.0f}%"
+    if cpu is not None and "max_core_pct" in cpu:
+        cores = _column(cpu, "max_core_pct")
+        if cores.size:
+            detail += f"; busiest core p95 {np.quantile(cores, CPU_QUANTILE):.0f}%"
+    return make_check(p95 <= max_pct, p95, max_pct, "%", detail)
+
+
+# ----- dequeue rate ------------------------------------------------------------
+def busy_dequeue(queues: pd.DataFrame | None, min_busy_ms: float = MIN_BUSY_MS) -> pd.DataFrame:
+    """Per (node, port): the stretches where the queue stood (backlog > 0 at
+    consecutive samples spanning ≥ ``min_busy_ms``), summed. Columns ``node,
+    port, stretches, busy_s, busy_bytes, bps`` (bits/s dequeued while busy);
+    ports that never had such a stretch are absent. An interval where
+    ``sent_bytes`` went backwards (qdisc re-created) ends a stretch."""
+    rows = []
+    cols = ["node", "port", "stretches", "busy_s", "busy_bytes", "bps"]
+    if queues is None or queues.empty:
+        return pd.DataFrame(rows, columns=cols)
+    min_ns = min_busy_ms * 1e6
+    for (node, port), g in queues.groupby(["node", "port"], sort=True):
+        g = g.sort_values("t_ns", kind="stable")
+        t = g["t_ns"].to_numpy(dtype=np.int64)
+        sent = g["sent_bytes"].to_numpy(dtype=np.int64)
+        up = g["backlog_pkts"].to_numpy() > 0
+        # interval i (sample i -> i+1) is busy if the queue stood at both ends
+        busy = up[:-1] & up[1:] & (np.diff(sent) >= 0) & (np.diff(t) > 0)
+        n = spans = 0
+        nbytes = 0
+        for start, end in _runs(busy):  # intervals start..end-1: samples start..end
+            span = t[end] - t[start]
+            if span >= min_ns:
+                n += 1
+                spans += span
+                nbytes += sent[end] - sent[start]
+        if n:
+            rows.append([node, int(port), n, spans / 1e9, int(nbytes), nbytes * 8e9 / spans])
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """(start, end) of each run of True in ``mask``: indexes start..end-1."""
+    if mask.size == 0:
+        return []
+    edges = np.diff(np.concatenate(([0], mask.astype(np.int8), [0])))
+    return list(zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1), strict=True))
+
+
+def evidence_bytes(stretches: int, tolerance: float) -> float:
+    """Bytes a port must dequeue while busy before its rate is judged: each
+    stretch's ends can be off by about a packet (counters move a frame at a
+    time), so the relative error is ~2 frames × sqrt(stretches) / bytes; ask
+    for it to be a quarter of the tolerance."""
+    return 4 * 2 * MTU_BYTES * math.sqrt(stretches) / tolerance
+
+
+def dequeue_rate_check(
+    queues: pd.DataFrame | None,
+    rates_bps: Mapping[tuple[str, int], float],
+    tolerance: float = 0.05,
+    min_busy_ms: float = MIN_BUSY_MS,
+) -> Check:
+    """Each egress with a standing queue drained within ``tolerance`` of its
+    configured rate (``rates_bps[(node, port)]``, bit/s). Value: the worst
+    port's achieved/configured ratio (farthest from 1)."""
+    unit = "x configured"
+    busy = busy_dequeue(queues, min_busy_ms)
+    judged, short, unknown = [], [], []
+    for r in busy.itertuples(index=False):
+        where = f"{r.node}:{r.port}"
+        rate = rates_bps.get((r.node, r.port))
+        if not rate:
+            unknown.append(where)
+        elif r.busy_bytes < evidence_bytes(r.stretches, tolerance):
+            short.append(where)
+        else:
+            judged.append((r.bps / rate, where, r))
+    notes = []
+    if short:
+        notes.append(f"too little standing-queue time to judge: {_few(short)}")
+    if unknown:
+        notes.append(f"no configured rate for {_few(unknown)}")
+    if not judged:
+        why = f"no egress had a standing queue for ≥ {min_busy_ms:g} ms"
+        return make_check(True, None, tolerance, unit, "; ".join([why, *notes]))
+    ratio, where, r = max(judged, key=lambda j: abs(j[0] - 1))
+    ok = all(abs(j[0] - 1) <= tolerance for j in judged)
+    bad = [w for q, w, _ in judged if abs(q - 1) > tolerance]
+    detail = (
+        f"worst {where}: {r.bps / 1e6:.3f} of {rates_bps[(r.node, r.port)] / 1e6:.3f} Mbit/s "
+        f"over {r.busy_s * 1e3:.0f} ms of standing queue; {len(judged)} port(s) judged"
+    )
+    if bad:
+        detail += f"; off by more than {tolerance:.0%}: {_few(bad)}"
+    return make_check(ok, ratio, tolerance, unit, "; ".join([detail, *notes]))
+
+
+def egress_rates_bps(fabric: Fabric, scale: float) -> dict[tuple[str, int], int]:
+    """Configured rate (bit/s) of every egress, keyed (node, port)."""
+    return {(e.node, e.port): e.rate_bps for e in egress_plan(fabric, scale)}
+
+
+# ----- lateness ------------------------------------------------------------------
+def lateness_check(flows: pd.DataFrame | None, p99_ms: float = 2.0) -> Check:
+    """p99 of the agents' schedule lateness (``lateness_ms``; flows that never
+    started have none) ≤ ``p99_ms``. No started flow passes with value None."""
+    late = _column(flows, "lateness_ms")
+    if late.size == 0:
+        return make_check(True, None, p99_ms, "ms", "no flow started: nothing was late")
+    p99 = float(np.quantile(late, 0.99))
+    detail = f"p99 over {late.size} flows (p50 {np.median(late):.3f}, max {late.max():.3f} ms)"
+    return make_check(p99 <= p99_ms, p99, p99_ms, "ms", detail)
+
+
+# ----- sampler rate ------------------------------------------------------------------
+def sampler_rate_check(
+    rates: Mapping[str, tuple[float, float]], min_ratio: float = MIN_SAMPLER_RATIO
+) -> Check:
+    """Every sampler's achieved rate ≥ ``min_ratio`` × requested. ``rates``:
+    name -> (achieved_hz, requested_hz). No sampler fails (nothing was watched)."""
+    if not rates:
+        return make_check(False, None, min_ratio, "x requested", "no sampler ran")
+    ratios = {n: (a / r if r > 0 else 0.0) for n, (a, r) in rates.items()}
+    worst = min(ratios, key=lambda n: ratios[n])
+    achieved, requested = rates[worst]
+    detail = f"worst {worst}: {achieved:.1f} of {requested:g} Hz"
+    slow = [n for n, q in ratios.items() if q < min_ratio]
+    if slow:
+        detail += f"; below {min_ratio:.0%}: {', '.join(sorted(slow))}"
+    return make_check(not slow, ratios[worst], min_ratio, "x requested", detail)
+
+
+# ----- offered load ------------------------------------------------------------------
+def switch_counter(fabric: Fabric) -> Callable[[str, str], int]:
+    """A function (src host, dst host) -> switches on a shortest path (as
+    ``Fabric.shortest_paths``: hosts are never transit), cached per pair."""
+    switches = {n.name for n in fabric.switches}
+    g = fabric.graph().subgraph(switches)
+    attached = {
+        h.name: [lk.other(h.name) for lk in fabric.links_of(h.name) if lk.other(h.name) in switches]
+        for h in fabric.hosts
+    }
+    dist: dict[str, dict[str, int]] = {}
+    pairs: dict[tuple[str, str], int] = {}
+
+    def count(src: str, dst: str) -> int:
+        key = (src, dst)
+        if key not in pairs:
+            for name in (src, dst):
+                fabric.node(name)  # an unknown name raises FabricError
+            if src == dst or any(lk.other(src) == dst for lk in fabric.links_of(src)):
+                pairs[key] = 0
+            else:
+                best = math.inf
+                for a in attached.get(src, []):
+                    if a not in dist:
+                        dist[a] = nx.single_source_shortest_path_length(g, a)
+                    for b in attached.get(dst, []):
+                        best = min(best, dist[a].get(b, math.inf) + 1)
+                pairs[key] = int(best) if math.isfinite(best) else 0
+        return pairs[key]
+
+    return count
+
+
+def offered_switching_mbps(flows: pd.DataFrame | None, fabric: Fabric) -> tuple[float | None, str]:
+    """Emulated bytes × switches on each flow's path, × 8, over the run's busy
+    span (first start to last end among the flows), in Mbit/s; and a detail."""
+    if flows is None or flows.empty:
+        return None, "no flows"
+    count = switch_counter(fabric)
+    hops = np.fromiter(
+        (count(s, d) for s, d in zip(flows["src"], flows["dst"], strict=True)),
+        dtype=np.float64,
+        count=len(flows),
+    )
+    work = float((flows["bytes"].to_numpy(dtype=np.float64) * hops).sum()) * 8
+    starts = _column(flows, "t_start_ns")
+    ends = np.concatenate([starts, _column(flows, "t_end_ns")])
+    if starts.size == 0 or ends.max() <= starts.min():
+        return None, "no flow has a start and a later end: no busy span"
+    span_s = (ends.max() - starts.min()) / 1e9
+    mbps = work / span_s / 1e6
+    detail = (
+        f"{work / 8e6:.2f} MB switch-hop work (mean {hops.mean():.2f} switches per flow) "
+        f"over a {span_s:.2f} s busy span"
+    )
+    return mbps, detail
+
+
+def offered_load_check(
+    flows: pd.DataFrame | None, fabric: Fabric, capacity_mbps: float | None = None
+) -> Check:
+    """Offered switch-hop load ≤ this machine's switching capacity
+    (``topologies.shaping.switch_capacity_mbps()`` unless given)."""
+    cap = switch_capacity_mbps() if capacity_mbps is None else float(capacity_mbps)
+    mbps, detail = offered_switching_mbps(flows, fabric)
+    if mbps is None:
+        return make_check(True, None, cap, "Mbit/s", detail)
+    detail += f"; capacity {cap:g} Mbit/s ({mbps / cap:.0%} used)"
+    return make_check(mbps <= cap, mbps, cap, "Mbit/s", detail)
+
+
+# ----- the verdict ---------------------------------------------------------------------
+def verdict(
+    flows: pd.DataFrame | None,
+    queues: pd.DataFrame | None,
+    cpu: pd.DataFrame | None,
+    sampler_rates: Mapping[str, tuple[float, float]],
+    rates_bps: Mapping[tuple[str, int], float],
+    fabric: Fabric,
+    thresholds: Mapping[str, float] | None = None,
+    capacity_mbps: float | None = None,
+) -> dict[str, Any]:
+    """``{"ok", "checks": {name: check}}`` over one run's tables.
+
+    ``flows``: src, dst, bytes (emulated), t_start_ns, t_end_ns, lateness_ms;
+    ``queues``: the QueueSampler table; ``cpu``: the CpuSampler table;
+    ``sampler_rates``: name -> (achieved_hz, requested_hz); ``rates_bps``:
+    (node, port) -> configured bit/s (``egress_rates_bps``); ``thresholds``:
+    the spec's ``fidelity:`` section (missing keys take the defaults).
+    """
+    th = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
+    checks = {
+        "cpu": cpu_check(cpu, th["cpu_max_pct"]),
+        "dequeue_rate": dequeue_rate_check(queues, rates_bps, th["dequeue_rate_tolerance"]),
+        "lateness": lateness_check(flows, th["lateness_p99_ms"]),
+        "sampler_rate": sampler_rate_check(sampler_rates),
+        "offered_load": offered_load_check(flows, fabric, capacity_mbps),
+    }
+    return {"ok": all(c["ok"] for c in checks.values()), "checks": checks}
+
+
+def format_verdict(v: Mapping[str, Any]) -> str:
+    """A short Markdown block for the top of report.md."""
+    checks = v.get("checks", {})
+    failed = [n for n, c in checks.items() if not c["ok"]]
+    if v.get("ok") and not failed:
+        head = "**Fidelity: OK**"
+    else:
+        head = f"**Fidelity: FAILED** — the emulation was not faithful: {', '.join(failed)}"
+    lines = [head, ""]
+    for name, c in checks.items():
+        mark = "ok" if c["ok"] else "FAILED"
+        lines.append(f"- `{name}` {mark}: {_measured(name, c)} — {c['detail']}")
+    return "\n".join(lines) + "\n"
+
+
+def _measured(name: str, c: Mapping[str, Any]) -> str:
+    value, th, unit = c["value"], c["threshold"], c["unit"]
+    if name == "dequeue_rate":
+        shown = "—" if value is None else f"{value:.3f}×"
+        return f"{shown} configured rate (tolerance ±{th:.0%})"
+    if name == "sampler_rate":
+        shown = "—" if value is None else f"{value:.0%}"
+        return f"{shown} of requested rate (minimum {th:.0%})"
+    sign = "≤"
+    shown = "—" if value is None else f"{value:.3g} {unit}"
+    return f"{shown} (threshold {sign} {th:g} {unit})"
+
+
+# ----- helpers -----------------------------------------------------------------------------
+def _column(df: pd.DataFrame | None, name: str) -> np.ndarray:
+    """A column as float64 without missing values (empty if absent)."""
+    if df is None or name not in df or df.empty:
+        return np.empty(0)
+    x = pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    return x[np.isfinite(x)]
+
+
+def _few(names: list[str], n: int = 5) -> str:
+    more = f" and {len(names) - n} more" if len(names) > n else ""
+    return ", ".join(names[:n]) + more

@@ -1,0 +1,270 @@
+"""The fidelity verdict on synthetic tables with hand-computed answers: every
+check passes on a faithful run and fails, naming the culprit, on an unfaithful one."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from experiments import fidelity as fd
+from topologies import fat_tree, rail_optimized, spine_leaf
+
+PERIOD_NS = 5_000_000  # 200 Hz
+RATE = 10_000_000  # 10 Mbit/s
+
+
+def port_rows(node, port, backlog, bytes_per_tick, t0=0, sent0=0):
+    """Queue rows of one port: ``backlog`` per sample, sent_bytes growing by
+    ``bytes_per_tick`` (scalar or per interval)."""
+    n = len(backlog)
+    steps = np.broadcast_to(np.asarray(bytes_per_tick, dtype=np.int64), (n - 1,))
+    sent = sent0 + np.concatenate(([0], np.cumsum(steps)))
+    return pd.DataFrame(
+        {
+            "t_ns": t0 + np.arange(n, dtype=np.int64) * PERIOD_NS,
+            "node": node,
+            "port": port,
+            "backlog_pkts": np.asarray(backlog, dtype=np.int64),
+            "backlog_bytes": np.asarray(backlog, dtype=np.int64) * 1514,
+            "drops": 0,
+            "sent_bytes": sent.astype(np.int64),
+        }
+    )
+
+
+def at_rate(factor, rate=RATE):
+    """Bytes per 5 ms tick when draining at ``factor`` × ``rate``."""
+    return int(round(rate / 8 * PERIOD_NS / 1e9 * factor))
+
+
+RATES = {("leaf0", 1): RATE, ("leaf1", 3): RATE, ("spine0", 1): RATE}
+
+
+# ----- dequeue rate --------------------------------------------------------------------
+def test_busy_dequeue_sums_standing_stretches_only():
+    # 201 samples busy (1 s) at exactly the rate, then idle, then 3 busy samples (10 ms)
+    backlog = [5] * 201 + [0] * 10 + [7] * 3
+    q = port_rows("leaf0", 1, backlog, at_rate(1.0))
+    busy = fd.busy_dequeue(q)
+    assert len(busy) == 1
+    row = busy.iloc[0]
+    assert row["stretches"] == 1  # the 10 ms stretch is shorter than 20 ms
+    assert row["busy_s"] == pytest.approx(1.0)
+    assert row["busy_bytes"] == 200 * 6250
+    assert row["bps"] == pytest.approx(RATE)
+
+
+def test_a_port_draining_at_its_rate_passes():
+    q = pd.concat([port_rows("leaf0", 1, [5] * 201, at_rate(1.0)),
+                   port_rows("leaf1", 3, [0] * 201, 0)])  # fmt: skip
+    c = fd.dequeue_rate_check(q, RATES, 0.05)
+    assert c["ok"], c
+    assert c["value"] == pytest.approx(1.0)
+    assert "leaf0:1" in c["detail"] and "1 port(s) judged" in c["detail"]
+
+
+def test_a_port_draining_at_080_of_its_rate_fails_and_is_named():
+    q = pd.concat([port_rows("leaf0", 1, [5] * 201, at_rate(1.0)),
+                   port_rows("leaf1", 3, [9] * 201, at_rate(0.8))])  # fmt: skip
+    c = fd.dequeue_rate_check(q, RATES, 0.05)
+    assert not c["ok"]
+    assert c["value"] == pytest.approx(0.8)
+    assert "worst leaf1:3" in c["detail"]
+    assert "leaf0:1" not in c["detail"].split("off by more than")[1]
+
+
+def test_a_port_draining_too_fast_also_fails():
+    q = port_rows("spine0", 1, [3] * 201, at_rate(1.07))
+    c = fd.dequeue_rate_check(q, RATES, 0.05)
+    assert not c["ok"] and c["value"] == pytest.approx(1.07, abs=1e-3)
+    assert fd.dequeue_rate_check(q, RATES, 0.10)["ok"]  # within a looser tolerance
+
+
+def test_no_standing_queue_passes_with_no_value():
+    # idle; and a queue that empties every other sample never stands
+    q = pd.concat([port_rows("leaf0", 1, [0] * 100, 0),
+                   port_rows("leaf1", 3, [4, 0] * 50, at_rate(0.5))])  # fmt: skip
+    c = fd.dequeue_rate_check(q, RATES, 0.05)
+    assert c["ok"] and c["value"] is None
+    assert "no egress had a standing queue" in c["detail"]
+    empty = fd.dequeue_rate_check(pd.DataFrame(columns=q.columns), RATES)
+    assert empty["ok"] and empty["value"] is None
+    assert fd.dequeue_rate_check(None, RATES)["ok"]
+
+
+def test_a_standing_queue_too_short_to_judge_is_not_judged_but_said():
+    # 30 ms at half the rate: too few frames for a 5% judgement
+    q = port_rows("leaf1", 3, [5] * 7, at_rate(0.5))
+    c = fd.dequeue_rate_check(q, RATES, 0.05)
+    assert c["ok"] and c["value"] is None
+    assert "too little standing-queue time to judge: leaf1:3" in c["detail"]
+
+
+def test_a_counter_reset_ends_the_stretch():
+    a = port_rows("leaf0", 1, [5] * 101, at_rate(1.0), sent0=10**9)
+    b = port_rows("leaf0", 1, [5] * 101, at_rate(1.0), t0=101 * PERIOD_NS)  # re-created qdisc
+    busy = fd.busy_dequeue(pd.concat([a, b]))
+    assert busy.iloc[0]["stretches"] == 2
+    assert busy.iloc[0]["bps"] == pytest.approx(RATE)
+
+
+def test_a_port_without_configured_rate_is_reported():
+    q = port_rows("leaf9", 2, [5] * 201, at_rate(1.0))
+    c = fd.dequeue_rate_check(q, RATES)
+    assert c["ok"] and "no configured rate for leaf9:2" in c["detail"]
+
+
+def test_egress_rates_come_from_the_shaping_plan():
+    rates = fd.egress_rates_bps(spine_leaf(spines=1, leaves=2, hosts_per_leaf=2), 1e-4)
+    assert rates[("leaf0", 1)] == 10_000_000  # 100 Gbit/s host link
+    assert rates[("leaf0", 3)] == 40_000_000  # 400 Gbit/s uplink
+    assert rates[("h0", 0)] == 10_000_000
+
+
+# ----- cpu -----------------------------------------------------------------------------
+def test_cpu_p95_under_the_threshold_passes_and_over_fails():
+    calm = pd.DataFrame({"t_ns": range(100), "cpu_pct": 50.0, "max_core_pct": 60.0})
+    c = fd.cpu_check(calm, 90)
+    assert c["ok"] and c["value"] == pytest.approx(50.0)
+    busy = pd.DataFrame({"t_ns": range(100), "cpu_pct": np.arange(100.0)})
+    c = fd.cpu_check(busy, 90)
+    assert not c["ok"] and c["value"] == pytest.approx(94.05)
+    assert fd.cpu_check(busy, 95)["ok"]
+
+
+def test_no_cpu_samples_fails():
+    c = fd.cpu_check(pd.DataFrame(columns=["t_ns", "cpu_pct"]), 90)
+    assert not c["ok"] and c["value"] is None and "no CPU samples" in c["detail"]
+    assert not fd.cpu_check(None)["ok"]
+
+
+# ----- lateness ------------------------------------------------------------------------
+def test_lateness_p99():
+    flows = pd.DataFrame({"lateness_ms": np.arange(1, 101) / 100})  # 0.01 .. 1.00 ms
+    c = fd.lateness_check(flows, 2.0)
+    assert c["ok"] and c["value"] == pytest.approx(0.9901)
+    late = pd.DataFrame({"lateness_ms": [0.1] * 95 + [5.0] * 5 + [np.nan] * 3})
+    c = fd.lateness_check(late, 2.0)
+    assert not c["ok"] and c["value"] == pytest.approx(5.0)
+    assert "100 flows" in c["detail"]  # flows that never started are not counted
+
+
+def test_no_started_flow_is_not_late():
+    c = fd.lateness_check(pd.DataFrame({"lateness_ms": [np.nan]}), 2.0)
+    assert c["ok"] and c["value"] is None
+
+
+# ----- sampler rate --------------------------------------------------------------------
+def test_sampler_rate_names_the_slow_sampler():
+    c = fd.sampler_rate_check({"queues": (195.0, 200.0), "cpu": (10.0, 10.0)})
+    assert c["ok"] and c["value"] == pytest.approx(0.975)
+    c = fd.sampler_rate_check({"queues": (150.0, 200.0), "cpu": (10.0, 10.0)})
+    assert not c["ok"] and c["value"] == pytest.approx(0.75)
+    assert "worst queues: 150.0 of 200 Hz" in c["detail"] and "below 90%: queues" in c["detail"]
+    assert not fd.sampler_rate_check({})["ok"]
+
+
+# ----- offered load --------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "fabric",
+    [
+        spine_leaf(spines=2, leaves=3, hosts_per_leaf=2),
+        fat_tree(k=4),
+        rail_optimized(servers=2, gpus_per_server=2, spines=2),
+    ],
+    ids=["spine_leaf", "fat_tree", "rail_optimized"],
+)
+def test_switch_counts_match_the_fabrics_shortest_paths(fabric):
+    count = fd.switch_counter(fabric)
+    for a, b in itertools.permutations([h.name for h in fabric.hosts], 2):
+        assert count(a, b) == len(fabric.shortest_paths(a, b)[0]) - 2, (a, b)
+
+
+def flows_table(rows):
+    return pd.DataFrame(rows, columns=["src", "dst", "bytes", "t_start_ns", "t_end_ns"])
+
+
+def test_offered_load_counts_every_switch_hop():
+    fabric = spine_leaf(spines=1, leaves=2, hosts_per_leaf=2)  # h0,h1 on leaf0; h2,h3 on leaf1
+    # 1 MB h0 -> h2 crosses leaf0, spine0, leaf1 (3 switches); 0.5 MB h0 -> h1 crosses leaf0
+    flows = flows_table([["h0", "h2", 1_000_000, 0, 800_000_000],
+                         ["h0", "h1", 500_000, 200_000_000, 1_000_000_000]])  # fmt: skip
+    mbps, _ = fd.offered_switching_mbps(flows, fabric)
+    assert mbps == pytest.approx((3 * 1_000_000 + 500_000) * 8 / 1.0 / 1e6)  # 28 Mbit/s
+    assert fd.offered_load_check(flows, fabric, capacity_mbps=30)["ok"]
+    c = fd.offered_load_check(flows, fabric, capacity_mbps=20)
+    assert not c["ok"] and c["value"] == pytest.approx(28.0) and c["threshold"] == 20
+
+
+def test_offered_load_uses_the_machine_capacity(monkeypatch):
+    monkeypatch.setenv("KVFABRIC_SWITCH_CAPACITY_MBPS", "10")
+    fabric = spine_leaf(spines=1, leaves=2, hosts_per_leaf=2)
+    flows = flows_table([["h0", "h2", 1_000_000, 0, 1_000_000_000]])
+    c = fd.offered_load_check(flows, fabric)
+    assert not c["ok"] and c["threshold"] == 10 and c["value"] == pytest.approx(24.0)
+
+
+def test_offered_load_without_a_busy_span_passes_with_no_value():
+    fabric = spine_leaf(spines=1, leaves=2, hosts_per_leaf=2)
+    c = fd.offered_load_check(flows_table([["h0", "h2", 1000, None, None]]), fabric, 10)
+    assert c["ok"] and c["value"] is None
+
+
+# ----- verdict ---------------------------------------------------------------------------
+def run_tables(factor=1.0, lateness=0.2, cpu=40.0, hz=199.0):
+    fabric = spine_leaf(spines=1, leaves=2, hosts_per_leaf=2)
+    flows = flows_table([["h0", "h2", 1_000_000, 0, 1_000_000_000]])
+    flows["lateness_ms"] = lateness
+    flows["ok"] = True
+    queues = pd.concat([port_rows("leaf1", 1, [20] * 201, at_rate(factor)),
+                        port_rows("leaf0", 1, [0] * 201, 0)])  # fmt: skip
+    cpu_t = pd.DataFrame({"t_ns": range(10), "cpu_pct": cpu, "max_core_pct": cpu})
+    samplers = {"queues": (hz, 200.0), "cpu": (10.0, 10.0)}
+    return flows, queues, cpu_t, samplers, fd.egress_rates_bps(fabric, 1e-4), fabric
+
+
+def test_a_faithful_run_is_ok_and_json_safe():
+    v = fd.verdict(*run_tables(), thresholds={"lateness_p99_ms": 2.0}, capacity_mbps=1400)
+    assert v["ok"], v
+    assert set(v["checks"]) == set(fd.CHECKS)
+    json.dumps(v, allow_nan=False)
+    text = fd.format_verdict(v)
+    assert text.startswith("**Fidelity: OK**")
+    for name in fd.CHECKS:
+        assert f"`{name}` ok" in text
+
+
+@pytest.mark.parametrize(
+    "change, failing",
+    [
+        ({"factor": 0.8}, "dequeue_rate"),
+        ({"lateness": 3.0}, "lateness"),
+        ({"cpu": 97.0}, "cpu"),
+        ({"hz": 120.0}, "sampler_rate"),
+    ],
+)
+def test_an_unfaithful_run_fails_and_says_which_check(change, failing):
+    v = fd.verdict(*run_tables(**change), capacity_mbps=1400)
+    assert not v["ok"]
+    assert [n for n, c in v["checks"].items() if not c["ok"]] == [failing]
+    json.dumps(v, allow_nan=False)
+    text = fd.format_verdict(v)
+    assert text.startswith(f"**Fidelity: FAILED** — the emulation was not faithful: {failing}")
+    assert f"`{failing}` FAILED" in text
+
+
+def test_offered_load_over_capacity_fails_the_verdict():
+    v = fd.verdict(*run_tables(), capacity_mbps=10)
+    assert not v["ok"] and not v["checks"]["offered_load"]["ok"]
+
+
+def test_thresholds_default_to_the_spec_defaults():
+    from experiments.spec_sections import validate
+
+    spec = validate({"name": "x", "duration_s": 1, "fabric": {"kind": "spine_leaf"}}, Path("."))
+    assert spec["fidelity"] == fd.DEFAULT_THRESHOLDS
