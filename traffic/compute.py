@@ -60,3 +60,41 @@ def decode_step_time_s(
     weight_bytes = m.params_b * 1e9 * dtype_bytes(weight_dtype)
     kv_bytes = m.kv_bytes_per_token(kv_dtype) * context_tokens
     return (weight_bytes + kv_bytes) / (tp * g.hbm_gbps * 1e9 * efficiency)
+
+
+DEFAULT_MEMORY_FRACTION = 0.9
+
+
+def kv_capacity_tokens(
+    model: str | Model,
+    gpu: str | GPU,
+    tp: int = 1,
+    weight_dtype: str = "fp16",
+    kv_dtype: str = "fp16",
+    memory_fraction: float = DEFAULT_MEMORY_FRACTION,
+) -> int:
+    """KV-cache tokens an instance of ``tp`` GPUs can hold, 0 if the weights do not fit.
+
+    (tp × HBM bytes × ``memory_fraction`` − weight bytes) / KV bytes per token.
+    ``memory_fraction`` is the share of HBM a serving engine claims (vLLM's
+    ``gpu_memory_utilization``, default 0.9); activations and the rest are ignored.
+    """
+    _check(tp, 1.0)
+    if not 0 < memory_fraction <= 1:
+        raise PresetError(f"memory_fraction must be in (0, 1], got {memory_fraction!r}")
+    m, g = presets.model(model), presets.gpu(gpu)
+    free = tp * g.hbm_gb * 1e9 * memory_fraction - m.params_b * 1e9 * dtype_bytes(weight_dtype)
+    return max(int(free // m.kv_bytes_per_token(kv_dtype)), 0)
+
+
+def allreduce_bytes_per_rank(model: str | Model, batch: int, tp: int, dtype: str = "fp16") -> int:
+    """Bytes each rank sends in one decode step's tensor-parallel all-reduces (ring).
+
+    A step all-reduces the batch's activations (batch × hidden size × dtype bytes) twice
+    per layer (after attention and after the MLP); a ring all-reduce of S bytes sends
+    2(tp − 1)/tp × S from every rank. 0 when tp == 1.
+    """
+    _check(tp, 1.0)
+    m = presets.model(model)
+    step_bytes = batch * m.hidden_size * dtype_bytes(dtype) * 2 * m.layers
+    return round(2 * (tp - 1) / tp * step_bytes)

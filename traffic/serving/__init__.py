@@ -1,0 +1,45 @@
+"""Disaggregated LLM serving as a live driver: instances, routers, prefix cache, decode.
+
+``build_serving`` turns a resolved ``serving`` workload spec into a
+:class:`ServingDriver` (``traffic.driver.Driver``); ``sim.simulate`` runs it over a
+fluid network model, the agent fleet runs it over real packets.
+"""
+
+from .build import build_serving, read_arrivals
+from .cache import Lookup, PrefixCachePool
+from .driver import ServingDriver
+from .instances import Instance, ServingError, TierMap, make_instances
+from .routers import (
+    ROUTERS,
+    KvAffinity,
+    LeastLoaded,
+    RoundRobin,
+    Router,
+    RouterState,
+    TopologyAware,
+    make_router,
+)
+from .sim import SimResult, fabric_rate, simulate
+
+__all__ = [
+    "ROUTERS",
+    "Instance",
+    "KvAffinity",
+    "LeastLoaded",
+    "Lookup",
+    "PrefixCachePool",
+    "RoundRobin",
+    "Router",
+    "RouterState",
+    "ServingDriver",
+    "ServingError",
+    "SimResult",
+    "TierMap",
+    "TopologyAware",
+    "build_serving",
+    "fabric_rate",
+    "make_instances",
+    "make_router",
+    "read_arrivals",
+    "simulate",
+]

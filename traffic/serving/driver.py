@@ -1,0 +1,542 @@
+"""The disaggregated-serving driver: requests, router, prefix cache, prefill, KV transfer,
+continuous-batching decode. Pure and event-driven (``traffic.driver.Driver``): every
+instant is an argument, network times come back through ``on_received``.
+
+Semantics (instants are absolute ns; ``t0`` is the run start):
+
+- **Arrival**: request k arrives at ``t0 + arrival_ms[k]`` (a timer). A request whose
+  prompt + output tokens exceed an instance's KV capacity can never be served and is
+  recorded unserved at once. Otherwise the router chooses a prefill and a decode instance
+  from a :class:`~traffic.serving.routers.RouterState` of the driver's own bookkeeping
+  (queued/active work in KV blocks, what it assigned and what completed, cache contents),
+  never from future completion times.
+- **Prefix cache** (``traffic.serving.cache``): looked up at arrival from the chosen
+  prefill instance's home server. Local hits are free; remote hits are fetched at once as
+  ``cache_fetch`` messages from the holder server's first prefill instance's ranks to the
+  chosen instance's ranks (KV head shards, ``shard_overlap``), 512 tokens × KV bytes per
+  token per block. ``cached_tokens`` = hit blocks × 512, capped at prompt − 1 (at least
+  one token is computed to produce logits). After prefill, the prompt's blocks are
+  inserted on the prefill instance's home server. The cache state at arrival decides the
+  hits (a block evicted while the request queues is not re-checked).
+- **Prefill**: FIFO per instance, one request at a time; the queue head starts when the
+  instance is free and its cache fetches have all been received. Its time is
+  ``compute.prefill_time_s`` of the uncached tokens at the instance's tp.
+- **KV transfer** (disaggregated): the whole prompt's KV (``kv_dtype``) from prefill
+  ranks to decode ranks per ``shard_overlap``: ``kv_transfer`` (monolithic, one message
+  per rank pair sent at prefill end) or ``kv_layer`` (layer_pipelined, one per layer per
+  rank pair, layer l sent at prefill start + (l+1)/L × prefill time). The KV has arrived
+  when all its messages were received; ``kv_transfer_ms`` = first message's send instant
+  → last message's receive instant.
+- **Decode**: continuous batching per instance. A request joins the batch at the next
+  step start once its KV has arrived and the instance has room: each member reserves
+  prompt + output tokens of KV (no preemption), admission is FIFO. While the batch is
+  not empty, steps run back to back. A step is ``compute.decode_step_time_s`` of the
+  batch's context tokens, then (tp > 1) a ring all-reduce modelled as one ``collective``
+  message per rank to the next rank of ``compute.allreduce_bytes_per_rank`` bytes, sent
+  at compute end; the step ends when the last of them is received (tp == 1: at compute
+  end, a timer). Every member gets one token at step end; TTFT is arrival → first token
+  *from the decode instance*; a request finishes after ``output_tokens`` tokens.
+- **Colocated**: the prefill instances also decode; no KV messages. An instance runs
+  either a prefill or a decode step, never both: when it is free it starts the queued
+  prefill if it can (fetches in, KV room reserved at prefill start), else a step — so a
+  prefill stalls the decode steps of its instance (vLLM's prefill-first scheduling).
+- **Failures**: a failed cache fetch or KV message makes its request unserved (reason
+  recorded); a failed collective ends its step without tokens and makes every request
+  of that batch unserved. ``finish(now, why)`` records every open request as unserved
+  with the stage it was in.
+- **Network bytes per request**: its KV-transfer and cache-fetch bytes plus an equal
+  share of every step's collective bytes.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from topologies import Fabric
+
+from .. import compute, presets
+from ..driver import Message
+from ..traces import BLOCK_TOKENS
+from ..workloads.kv_transfer import shard_overlap
+from .cache import PrefixCachePool
+from .instances import Instance, ServingError, TierMap
+from .requests import Request, requests_frame, tokens_frame
+from .routers import Router, RouterState
+
+DEFAULT_BUDGET_WINDOW_S = 0.05
+
+
+def blocks(tokens: int) -> int:
+    return math.ceil(tokens / BLOCK_TOKENS)
+
+
+@dataclass(eq=False)
+class _Engine:
+    """One instance's run-time state (prefill side, decode side, or both when colocated)."""
+
+    inst: Instance
+    queue: deque[Request] = field(default_factory=deque)
+    prefilling: Request | None = None
+    waiting: deque[Request] = field(default_factory=deque)  # KV here, not in the batch yet
+    active: list[Request] = field(default_factory=list)
+    assigned: list[Request] = field(default_factory=list)  # decode side, not settled
+    reserved: int = 0
+    step: int = 0
+    batch: list[Request] | None = None
+    step_flows: set[int] = field(default_factory=set)
+
+    @property
+    def busy(self) -> bool:
+        return self.prefilling is not None or self.batch is not None
+
+
+class ServingDriver:
+    """A ``traffic.driver.Driver`` for one serving workload (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        fabric: Fabric,
+        model: str | presets.Model,
+        gpu: str | presets.GPU,
+        prefill: Sequence[Instance],
+        decode: Sequence[Instance],
+        router: Router,
+        arrivals: pd.DataFrame,
+        mode: str = "disaggregated",
+        transfer: str = "monolithic",
+        kv_dtype: str = "fp16",
+        cache: PrefixCachePool | None = None,
+        tenant: str = "default",
+        dscp: int = 0,
+        first_flow_id: int = 0,
+        efficiency: float = compute.DEFAULT_EFFICIENCY,
+        kv_capacity_tokens: int | None = None,
+        budget_window_s: float = DEFAULT_BUDGET_WINDOW_S,
+    ) -> None:
+        if mode not in ("disaggregated", "colocated"):
+            raise ServingError(f"mode={mode!r}; allowed: disaggregated, colocated")
+        if transfer not in ("monolithic", "layer_pipelined"):
+            raise ServingError(f"transfer={transfer!r}; allowed: monolithic, layer_pipelined")
+        if not prefill or (mode == "disaggregated" and not decode):
+            raise ServingError(f"{mode} serving needs prefill and decode instances")
+        self.model, self.gpu = presets.model(model), presets.gpu(gpu)
+        self.mode, self.transfer, self.kv_dtype = mode, transfer, kv_dtype
+        self.colocated = mode == "colocated"
+        self.router, self.cache, self.tenant, self.dscp = router, cache, tenant, dscp
+        self.efficiency = efficiency
+        self.prefill = [_Engine(i) for i in prefill]
+        self.decode = self.prefill if self.colocated else [_Engine(i) for i in decode]
+        tp = self.decode[0].inst.tp
+        if kv_capacity_tokens is None:
+            kv_capacity_tokens = compute.kv_capacity_tokens(
+                self.model, self.gpu, tp, kv_dtype=kv_dtype
+            )
+            if kv_capacity_tokens < 1:
+                raise ServingError(
+                    f"{self.model.name} weights ({self.model.params_b:g} B parameters) do not"
+                    f" fit in {tp} × {self.gpu.name} HBM: no room for KV; raise tp"
+                )
+        self.capacity = int(kv_capacity_tokens)
+        self.first_flow_id = self._next_id = first_flow_id
+        self.hosts = sorted({h for e in self.prefill + self.decode for h in e.inst.hosts})
+        self.tenants = [tenant]
+        self._owner: dict[int, tuple[str, object]] = {}
+        self._timers: list[tuple[int, int, str, object]] = []
+        self._seq = 0
+        self._messages: list[Message] = []
+        self.requests = [
+            Request(
+                rid=k,
+                tenant=tenant,
+                arrival_ns=0,
+                input_tokens=int(row.input_tokens),
+                output_tokens=int(row.output_tokens),
+                hash_ids=list(row.hash_ids) if isinstance(row.hash_ids, list) else [],
+            )
+            for k, row in enumerate(arrivals.itertuples(index=False))
+        ]
+        self._offsets = [int(round(float(ms) * 1e6)) for ms in arrivals["arrival_ms"]]
+        self._topology(fabric, budget_window_s)
+        self.t0_ns: int | None = None
+
+    def _topology(self, fabric: Fabric, window_s: float) -> None:
+        """Tiers between instance pairs and each tier's KV budget (topology_aware)."""
+        self.tiers: tuple[tuple[int, ...], ...] = ()
+        self.tier_budget: tuple[float, ...] = ()
+        if self.colocated:
+            return
+        tiermap = TierMap(fabric)
+        tiers, gbps = [], {}
+        for p in self.prefill:
+            row = []
+            for d in self.decode:
+                ov = self._overlap(p.inst, d.inst)
+                t = tiermap.instance_tier(p.inst, d.inst, ov)
+                row.append(t)
+                rate = tiermap.instance_gbps(p.inst, d.inst, ov)
+                gbps[t] = min(gbps.get(t, math.inf), rate)
+            tiers.append(tuple(row))
+        self.tiers = tuple(tiers)
+        ranks = self.prefill[0].inst.tp
+        self.tier_budget = tuple(
+            gbps.get(t, math.inf) * 1e9 / 8 * ranks * window_s for t in range(3)
+        )
+
+    # ---- helpers ------------------------------------------------------------------------
+
+    def _overlap(self, src: Instance, dst: Instance):
+        return shard_overlap(self.model.kv_heads, src.tp, dst.tp)
+
+    def _head_bytes(self, tokens: int, heads: int) -> int:
+        """KV bytes of ``tokens`` tokens × ``heads`` heads for one layer."""
+        elem = presets.dtype_bytes(self.kv_dtype)
+        return tokens * heads * self.model.head_dim * 2 * elem
+
+    def _send(self, kind: str, src: str, dst: str, nbytes: int, t_ns: int, owner, **kw) -> None:
+        fid = self._next_id
+        self._next_id += 1
+        self._owner[fid] = (kind, owner)
+        self._messages.append(
+            Message(
+                flow_id=fid,
+                kind=kind,
+                src=src,
+                dst=dst,
+                bytes=int(nbytes),
+                t_ns=int(t_ns),
+                tenant=self.tenant,
+                dscp=self.dscp,
+                **kw,
+            )
+        )
+        return fid
+
+    def _timer(self, t_ns: int, kind: str, obj: object) -> None:
+        self._seq += 1
+        heapq.heappush(self._timers, (int(t_ns), self._seq, kind, obj))
+
+    def _flush(self) -> list[Message]:
+        out, self._messages = self._messages, []
+        return out
+
+    def _fail(self, r: Request, why: str) -> None:
+        if r.settled:
+            return
+        r.error = why
+        for fid in r.fetch_flows | r.kv_flows:
+            self._owner.pop(fid, None)
+        r.fetch_flows.clear()
+        r.kv_flows.clear()
+        self._release(r)
+
+    def _release(self, r: Request) -> None:
+        e = self._engine_of_decode(r)
+        if e is None:
+            return
+        if r.reserved:
+            e.reserved -= r.need_tokens
+            r.reserved = False
+        for lst in (e.active, e.assigned):
+            if r in lst:
+                lst.remove(r)
+        if r in e.waiting:
+            e.waiting.remove(r)
+        p = self._engine_of_prefill(r)
+        if p is not None and r in p.queue:
+            p.queue.remove(r)
+
+    def _engine_of_prefill(self, r: Request) -> _Engine | None:
+        return self.prefill[r.prefill.index] if r.prefill else None
+
+    def _engine_of_decode(self, r: Request) -> _Engine | None:
+        return self.decode[r.decode.index] if r.decode else None
+
+    # ---- Driver interface ---------------------------------------------------------------
+
+    def start(self, t0_ns: int) -> list[Message]:
+        self.t0_ns = t0_ns
+        for r, off in zip(self.requests, self._offsets, strict=True):
+            r.arrival_ns = t0_ns + off
+            self._timer(r.arrival_ns, "arrive", r)
+        return self._flush()
+
+    def next_timer_ns(self) -> int | None:
+        return self._timers[0][0] if self._timers else None
+
+    def on_timer(self, now_ns: int) -> list[Message]:
+        while self._timers and self._timers[0][0] <= now_ns:
+            t, _, kind, obj = heapq.heappop(self._timers)
+            if kind == "arrive":
+                self._arrive(obj, t)
+            elif kind == "prefill_end":
+                self._prefill_end(obj, t)
+            else:
+                self._step_end(obj, t)
+        return self._flush()
+
+    def on_received(self, flow_id: int, t_end_ns: int) -> list[Message]:
+        owner = self._owner.pop(flow_id, None)
+        if owner is None:
+            return []
+        kind, obj = owner
+        if kind == "cache_fetch":
+            obj.fetch_flows.discard(flow_id)
+            if not obj.fetch_flows:
+                self._kick(self.prefill[obj.prefill.index], t_end_ns)
+        elif kind in ("kv_transfer", "kv_layer"):
+            obj.kv_flows.discard(flow_id)
+            if not obj.kv_flows:
+                obj.kv_arrived, obj.kv_last_recv_ns = True, t_end_ns
+                obj.stage = "waiting for decode room"
+                e = self.decode[obj.decode.index]
+                e.waiting.append(obj)
+                self._kick(e, t_end_ns)
+        else:  # collective of a step: obj is the engine
+            obj.step_flows.discard(flow_id)
+            if not obj.step_flows:
+                self._step_end(obj, t_end_ns)
+        return self._flush()
+
+    def on_failed(self, flow_id: int, error: str, now_ns: int) -> list[Message]:
+        owner = self._owner.pop(flow_id, None)
+        if owner is None:
+            return []
+        kind, obj = owner
+        why = f"{kind} message {flow_id} failed: {error}"
+        if kind == "collective":
+            for fid in obj.step_flows:
+                self._owner.pop(fid, None)
+            obj.step_flows.clear()
+            for r in list(obj.batch or []):
+                self._fail(r, why)
+            self._end_batch(obj)
+            self._kick(obj, now_ns)
+        else:
+            e = self._engine_of_prefill(obj)
+            self._fail(obj, why)
+            if e is not None:
+                self._kick(e, now_ns)
+        return self._flush()
+
+    def finished(self) -> bool:
+        return all(r.settled for r in self.requests) and not self._owner
+
+    def finish(self, now_ns: int, why: str) -> None:
+        for r in self.requests:
+            if not r.settled:
+                self._fail(r, f"unserved: {why} at {now_ns} ns while {r.stage}")
+        self._owner.clear()
+        self._timers.clear()
+        for e in self.prefill + self.decode:
+            e.batch, e.prefilling = None, None
+
+    # ---- events -------------------------------------------------------------------------
+
+    def _arrive(self, r: Request, now: int) -> None:
+        if r.need_tokens > self.capacity:
+            r.error = (
+                f"unserved: needs {r.need_tokens} KV tokens (prompt + output), an instance"
+                f" holds at most {self.capacity}"
+            )
+            return
+        p_idx, d_idx = self.router.choose(self._router_state(r))
+        p, d = self.prefill[p_idx], self.decode[d_idx]
+        r.prefill, r.decode = p.inst, d.inst
+        r.kv_bytes = self.model.kv_bytes_per_token(self.kv_dtype) * r.input_tokens
+        d.assigned.append(r)
+        if self.cache is not None and r.hash_ids:
+            self._lookup(r, p, now)
+        r.stage = "queued for prefill"
+        p.queue.append(r)
+        self._kick(p, now)
+
+    def _lookup(self, r: Request, p: _Engine, now: int) -> None:
+        found = self.cache.lookup(r.hash_ids, p.inst.server)
+        r.local_hit_blocks, r.remote_hit_blocks = found.local, found.remote_total
+        r.cached_tokens = min(found.hits * BLOCK_TOKENS, r.input_tokens - 1)
+        for server, n in sorted(found.remote.items()):
+            holder = next(e.inst for e in self.prefill if e.inst.server == server)
+            ov = self._overlap(holder, p.inst)
+            for i in range(holder.tp):
+                for j in range(p.inst.tp):
+                    if not ov[i, j]:
+                        continue
+                    size = self._head_bytes(n * BLOCK_TOKENS, int(ov[i, j])) * self.model.layers
+                    fid = self._send(
+                        "cache_fetch", holder.hosts[i], p.inst.hosts[j], size, now, r,
+                        request_id=r.rid,
+                    )  # fmt: skip
+                    r.fetch_flows.add(fid)
+                    r.network_bytes += size
+                    self.cache.bytes_fetched += size
+
+    def _router_state(self, r: Request) -> RouterState:
+        def decode_blocks(e: _Engine) -> int:
+            return sum(blocks(x.context_tokens) for x in e.assigned)
+
+        prefill_load = []
+        for e in self.prefill:
+            todo = list(e.queue) + ([e.prefilling] if e.prefilling else [])
+            load = sum(blocks(x.uncached_tokens) for x in todo)
+            if self.colocated:
+                load += sum(blocks(x.context_tokens) for x in e.assigned if x not in todo)
+            prefill_load.append(load)
+        cached = tuple(
+            self.cache.local_prefix(r.hash_ids, e.inst.server) if self.cache else 0
+            for e in self.prefill
+        )
+        state = dict(
+            request_blocks=blocks(r.input_tokens),
+            prefill_load=tuple(prefill_load),
+            cached_blocks=cached,
+            request_kv_bytes=self.model.kv_bytes_per_token(self.kv_dtype) * r.input_tokens,
+        )
+        if not self.colocated:
+            inflight = [[0] * len(self.decode) for _ in self.prefill]
+            for e in self.decode:
+                for x in e.assigned:
+                    if not x.kv_arrived:
+                        inflight[x.prefill.index][x.decode.index] += x.kv_bytes
+            state |= dict(
+                decode_load=tuple(decode_blocks(e) for e in self.decode),
+                tiers=self.tiers,
+                inflight_kv_bytes=tuple(tuple(row) for row in inflight),
+                tier_budget_bytes=self.tier_budget,
+            )
+        return RouterState(**state)
+
+    def _kick(self, e: _Engine, now: int) -> None:
+        """Start the next prefill or decode step on a free instance."""
+        if e.busy:
+            return
+        if e.queue and not e.queue[0].fetch_flows:
+            head = e.queue[0]
+            if not self.colocated or e.reserved + head.need_tokens <= self.capacity:
+                self._start_prefill(e, head, now)
+                return
+        while e.waiting and (
+            e.waiting[0].reserved or e.reserved + e.waiting[0].need_tokens <= self.capacity
+        ):
+            r = e.waiting.popleft()
+            if not r.reserved:
+                e.reserved += r.need_tokens
+                r.reserved = True
+            r.stage = "decoding"
+            e.active.append(r)
+        if e.active:
+            self._start_step(e, now)
+
+    def _start_prefill(self, e: _Engine, r: Request, now: int) -> None:
+        e.queue.popleft()
+        e.prefilling = r
+        r.stage = "in prefill"
+        if self.colocated:
+            e.reserved += r.need_tokens
+            r.reserved = True
+        dur = round(
+            compute.prefill_time_s(
+                self.model, self.gpu, max(r.uncached_tokens, 1), e.inst.tp, self.efficiency
+            )
+            * 1e9
+        )
+        end = now + dur
+        self._timer(end, "prefill_end", e)
+        if not self.colocated:
+            self._send_kv(r, e.inst, now, dur)
+
+    def _send_kv(self, r: Request, src: Instance, start: int, dur: int) -> None:
+        dst = r.decode
+        ov = self._overlap(src, dst)
+        layers = self.model.layers
+        pipelined = self.transfer == "layer_pipelined"
+        for layer in range(layers) if pipelined else [None]:
+            t = start + (round(dur * (layer + 1) / layers) if pipelined else dur)
+            for i in range(src.tp):
+                for j in range(dst.tp):
+                    if not ov[i, j]:
+                        continue
+                    size = self._head_bytes(r.input_tokens, int(ov[i, j]))
+                    size *= 1 if pipelined else layers
+                    kind = "kv_layer" if pipelined else "kv_transfer"
+                    lay = -1 if layer is None else layer
+                    fid = self._send(
+                        kind, src.hosts[i], dst.hosts[j], size, t, r,
+                        request_id=r.rid, layer=lay, chunk=lay,
+                    )  # fmt: skip
+                    r.kv_flows.add(fid)
+                    r.network_bytes += size
+                    if r.kv_first_send_ns is None or t < r.kv_first_send_ns:
+                        r.kv_first_send_ns = t
+
+    def _prefill_end(self, e: _Engine, now: int) -> None:
+        r = e.prefilling
+        e.prefilling = None
+        if r is None:
+            return
+        if self.cache is not None and r.hash_ids:
+            self.cache.insert(r.hash_ids, e.inst.server)
+        if not r.settled:
+            if self.colocated:
+                r.kv_arrived = False
+                r.stage = "waiting for decode room"
+                e.waiting.append(r)
+            else:
+                r.stage = "KV in transfer"
+        self._kick(e, now)
+
+    def _start_step(self, e: _Engine, now: int) -> None:
+        e.batch = list(e.active)
+        context = sum(r.context_tokens for r in e.batch)
+        dur = compute.decode_step_time_s(
+            self.model, self.gpu, context, e.inst.tp, kv_dtype=self.kv_dtype,
+            efficiency=self.efficiency,
+        )  # fmt: skip
+        end = now + round(dur * 1e9)
+        tp = e.inst.tp
+        if tp == 1:
+            self._timer(end, "step_end", e)
+            return
+        size = compute.allreduce_bytes_per_rank(self.model, len(e.batch), tp)
+        for rank in range(tp):
+            fid = self._send(
+                "collective", e.inst.hosts[rank], e.inst.hosts[(rank + 1) % tp], size, end, e,
+                step=e.step, chunk=rank,
+            )  # fmt: skip
+            e.step_flows.add(fid)
+        for r in e.batch:
+            r.network_bytes += size * tp / len(e.batch)
+
+    def _step_end(self, e: _Engine, now: int) -> None:
+        for r in e.batch or []:
+            if r.settled:
+                continue
+            r.tokens.append(now)
+            if len(r.tokens) >= r.output_tokens:
+                r.done, r.stage = True, "done"
+                self._release(r)
+        self._end_batch(e)
+        self._kick(e, now)
+
+    def _end_batch(self, e: _Engine) -> None:
+        e.batch = None
+        e.step += 1
+
+    # ---- results ------------------------------------------------------------------------
+
+    def requests_table(self) -> pd.DataFrame:
+        return requests_frame(self.requests)
+
+    def tokens_table(self) -> pd.DataFrame:
+        return tokens_frame(self.requests)
+
+    def cache_stats(self) -> dict:
+        if self.cache is None:
+            return {"enabled": False}
+        return self.cache.stats()

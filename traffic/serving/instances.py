@@ -1,0 +1,138 @@
+"""Serving instances on a fabric and the network tiers between them.
+
+An *instance* is ``tp`` consecutive GPUs (fabric hosts, in server then GPU
+order) that run one model replica in tensor parallel; rank r is its r-th GPU.
+Its *home server* is the server of rank 0 (an instance spread over servers is
+homed where its first GPU is); the prefix-cache pool is kept per home server.
+
+A *tier* says how fast two GPUs reach each other: 0 = the same NVLink domain
+(same server), 1 = one switch between them (same rail / leaf), 2 = across the
+spine (two or more switches). The tier of a prefill → decode instance pair is
+the slowest tier any of its KV-transferring rank pairs uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+from topologies import Fabric, Node
+
+TIERS = ("nvlink", "rail", "spine")
+
+
+class ServingError(ValueError):
+    """A serving workload that cannot be built; the message says which key and why."""
+
+
+@dataclass(frozen=True)
+class Instance:
+    """``tp`` GPUs serving one replica: ``role`` is ``prefill`` or ``decode``."""
+
+    name: str
+    role: str
+    index: int
+    hosts: tuple[str, ...]
+    server: int  # home server: rank 0's server
+
+    @property
+    def tp(self) -> int:
+        return len(self.hosts)
+
+
+def server_of(node: Node) -> int:
+    """A host's server number (spine-leaf/fat-tree: every host is its own server)."""
+    return node.server if node.server is not None else node.number
+
+
+def servers_of(fabric: Fabric) -> dict[int, list[Node]]:
+    """Server number → its GPUs in GPU order."""
+    out: dict[int, list[Node]] = {}
+    for node in fabric.hosts:
+        out.setdefault(server_of(node), []).append(node)
+    for nodes in out.values():
+        nodes.sort(key=lambda n: (n.index if n.index is not None else 0, n.number))
+    return out
+
+
+def make_instances(
+    fabric: Fabric, role: str, servers: Sequence[int], tp: int, kv_heads: int
+) -> list[Instance]:
+    """The ``role`` instances on ``servers``: their GPUs split into groups of ``tp``."""
+    known = servers_of(fabric)
+    unknown = [s for s in servers if s not in known]
+    if unknown:
+        raise ServingError(
+            f"{role}.servers names servers {unknown} the fabric lacks; servers: {sorted(known)}"
+        )
+    if len(set(servers)) != len(servers):
+        raise ServingError(f"{role}.servers lists a server twice: {list(servers)}")
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+        raise ServingError(f"{role}.tp must be a positive integer, got {tp!r}")
+    if kv_heads % tp:
+        raise ServingError(f"{role}.tp={tp} does not divide the model's {kv_heads} KV heads")
+    gpus = [n for s in servers for n in known[s]]
+    if len(gpus) % tp:
+        raise ServingError(
+            f"{role}.tp={tp} does not divide the {len(gpus)} GPUs of servers {list(servers)}"
+        )
+    return [
+        Instance(
+            name=f"{role}{k}",
+            role=role,
+            index=k,
+            hosts=tuple(n.name for n in gpus[i : i + tp]),
+            server=server_of(gpus[i]),
+        )
+        for k, i in enumerate(range(0, len(gpus), tp))
+    ]
+
+
+def check_disjoint(prefill: Sequence[Instance], decode: Sequence[Instance]) -> None:
+    shared = sorted({h for i in prefill for h in i.hosts} & {h for i in decode for h in i.hosts})
+    if shared:
+        raise ServingError(f"GPUs {shared} are in a prefill and a decode instance (overlap)")
+
+
+class TierMap:
+    """Tiers and bottleneck link rates between hosts of one fabric (cached per pair)."""
+
+    def __init__(self, fabric: Fabric) -> None:
+        self.fabric = fabric
+        self.host_tier = cache(self._host_tier)
+        self.path_gbps = cache(self._path_gbps)
+
+    def _host_tier(self, a: str, b: str) -> int:
+        if self.fabric.same_server(a, b):
+            return 0
+        paths = self.fabric.shortest_paths(a, b)
+        if not paths:
+            raise ServingError(f"no path between {a} and {b}")
+        return 1 if len(paths[0]) <= 3 else 2
+
+    def _path_gbps(self, a: str, b: str) -> float:
+        """Real rate of the slowest link on the first fewest-hop path."""
+        path = self.fabric.shortest_paths(a, b)[0]
+        return min(
+            self.fabric.link_between(x, y).real_gbps for x, y in zip(path, path[1:], strict=False)
+        )
+
+    def instance_tier(self, src: Instance, dst: Instance, overlap: np.ndarray) -> int:
+        """Slowest tier among the rank pairs that exchange KV (``overlap[i, j] > 0``)."""
+        return max(
+            self.host_tier(src.hosts[i], dst.hosts[j])
+            for i in range(src.tp)
+            for j in range(dst.tp)
+            if overlap[i, j]
+        )
+
+    def instance_gbps(self, src: Instance, dst: Instance, overlap: np.ndarray) -> float:
+        return min(
+            self.path_gbps(src.hosts[i], dst.hosts[j])
+            for i in range(src.tp)
+            for j in range(dst.tp)
+            if overlap[i, j]
+        )

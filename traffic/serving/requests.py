@@ -1,0 +1,153 @@
+"""One served request's record and the requests/tokens tables built from the records."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .instances import Instance
+
+REQUEST_COLUMNS = [
+    "request_id",
+    "tenant",
+    "arrival_ns",
+    "prefill_host",
+    "decode_host",
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "kv_bytes",
+    "ttft_ms",
+    "tpot_ms",
+    "e2e_ms",
+    "kv_transfer_ms",
+    # extras
+    "prefill_instance",
+    "decode_instance",
+    "served",
+    "error",
+    "local_hit_blocks",
+    "remote_hit_blocks",
+    "network_bytes",
+    "first_token_ns",
+    "tokens_emitted",
+]
+TOKEN_COLUMNS = ["request_id", "token_index", "t_ns", "itl_ms"]
+
+
+@dataclass(eq=False)
+class Request:
+    rid: int
+    tenant: str
+    arrival_ns: int
+    input_tokens: int
+    output_tokens: int
+    hash_ids: list[int]
+    stage: str = "waiting to arrive"
+    prefill: Instance | None = None
+    decode: Instance | None = None
+    cached_tokens: int = 0
+    local_hit_blocks: int = 0
+    remote_hit_blocks: int = 0
+    kv_bytes: int = 0
+    network_bytes: float = 0.0
+    fetch_flows: set[int] = field(default_factory=set)
+    kv_flows: set[int] = field(default_factory=set)
+    kv_first_send_ns: int | None = None
+    kv_last_recv_ns: int | None = None
+    kv_arrived: bool = False
+    reserved: bool = False
+    tokens: list[int] = field(default_factory=list)
+    done: bool = False
+    error: str | None = None
+
+    @property
+    def settled(self) -> bool:
+        return self.done or self.error is not None
+
+    @property
+    def context_tokens(self) -> int:
+        return self.input_tokens + len(self.tokens)
+
+    @property
+    def need_tokens(self) -> int:
+        """KV tokens the request holds at its longest: prompt + every output token."""
+        return self.input_tokens + self.output_tokens
+
+    @property
+    def uncached_tokens(self) -> int:
+        return self.input_tokens - self.cached_tokens
+
+    def row(self) -> dict:
+        ms = 1e-6
+        served = self.done and self.error is None
+        first = self.tokens[0] if self.tokens else None
+        ttft = (first - self.arrival_ns) * ms if served and first is not None else math.nan
+        e2e = (self.tokens[-1] - self.arrival_ns) * ms if served else math.nan
+        n = self.output_tokens
+        tpot = (e2e - ttft) / (n - 1) if served and n > 1 else math.nan
+        kv = (
+            (self.kv_last_recv_ns - self.kv_first_send_ns) * ms
+            if self.kv_arrived and self.kv_first_send_ns is not None
+            else math.nan
+        )
+        return {
+            "request_id": self.rid,
+            "tenant": self.tenant,
+            "arrival_ns": self.arrival_ns,
+            "prefill_host": self.prefill.hosts[0] if self.prefill else None,
+            "decode_host": self.decode.hosts[0] if self.decode else None,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_tokens": self.cached_tokens,
+            "kv_bytes": self.kv_bytes,
+            "ttft_ms": ttft,
+            "tpot_ms": tpot,
+            "e2e_ms": e2e,
+            "kv_transfer_ms": kv,
+            "prefill_instance": self.prefill.name if self.prefill else None,
+            "decode_instance": self.decode.name if self.decode else None,
+            "served": served,
+            "error": self.error,
+            "local_hit_blocks": self.local_hit_blocks,
+            "remote_hit_blocks": self.remote_hit_blocks,
+            "network_bytes": int(round(self.network_bytes)),
+            "first_token_ns": first if first is not None else -1,
+            "tokens_emitted": len(self.tokens),
+        }
+
+
+def requests_frame(requests: list[Request]) -> pd.DataFrame:
+    frame = pd.DataFrame([r.row() for r in requests], columns=REQUEST_COLUMNS)
+    for col in ("ttft_ms", "tpot_ms", "e2e_ms", "kv_transfer_ms"):
+        frame[col] = frame[col].astype(float)
+    for col in ("request_id", "arrival_ns", "input_tokens", "output_tokens", "cached_tokens"):
+        frame[col] = frame[col].astype("int64")
+    frame["served"] = frame["served"].astype(bool)
+    return frame
+
+
+def tokens_frame(requests: list[Request]) -> pd.DataFrame:
+    rid, idx, t = [], [], []
+    for r in requests:
+        rid += [r.rid] * len(r.tokens)
+        idx += range(len(r.tokens))
+        t += r.tokens
+    t_arr = np.asarray(t, dtype=np.int64)
+    itl = np.full(len(t_arr), np.nan)
+    if len(t_arr):
+        gaps = np.diff(t_arr) / 1e6
+        later = np.asarray(idx[1:]) > 0
+        itl[1:][later] = gaps[later]
+    return pd.DataFrame(
+        {
+            "request_id": np.asarray(rid, dtype=np.int64),
+            "token_index": np.asarray(idx, dtype=np.int64),
+            "t_ns": t_arr,
+            "itl_ms": itl,
+        },
+        columns=TOKEN_COLUMNS,
+    )
