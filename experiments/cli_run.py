@@ -1,0 +1,188 @@
+"""``kvfabric run``, ``kvfabric list`` and ``kvfabric cli`` (the parts of the command
+line that build fabrics from specs). Exit codes as in ``cli``: 0 every run
+complete, 1 a run failed, was interrupted or could not start, 2 bad input."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .spec import SPECS_DIR, bundled_names, expand, load_spec, locate
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+ROOT = Path(__file__).resolve().parents[1]
+HANDOUTS_DIR = ROOT / "experiments" / "handouts"
+REFERENCE_DIR = ROOT / "results" / "reference"
+
+
+def add_parsers(sub: Any) -> None:
+    r = sub.add_parser("run", help="run a spec (a file, or a bundled experiment's name)")
+    r.add_argument("spec", help="SPEC.yaml or the name of a bundled spec (kvfabric list)")
+    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a key: --set workloads.0.senders=4 (repeatable)")  # fmt: skip
+    r.add_argument("--seed", type=int, help="seed of the first run")
+    r.add_argument("--repeat", type=int, default=1, metavar="R",
+                   help="R runs per sweep point, seeds seed..seed+R-1")  # fmt: skip
+    r.add_argument("--out", default="results", metavar="DIR",
+                   help="results root (results/); a run goes to DIR/<name>/<run-id>")  # fmt: skip
+    r.add_argument("--quiet", "-q", action="store_true", help="no progress, just the result")
+    r.add_argument("--dry-run", action="store_true",
+                   help="check the spec and list the runs without building anything")  # fmt: skip
+
+    sub.add_parser("list", help="bundled experiments with one-line purposes")
+
+    c = sub.add_parser("cli", help="a spec's fabric up, controller on, Mininet's CLI")
+    c.add_argument("spec")
+    c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+
+
+def _spec_and_runs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
+    spec = load_spec(locate(args.spec), args.set, getattr(args, "seed", None))
+    return spec, expand(spec, getattr(args, "repeat", 1))
+
+
+def cmd_run(args: argparse.Namespace, console: Console, err: Console) -> int:
+    from .runner import run_spec
+    from .runtime import RunBusy
+
+    spec, runs = _spec_and_runs(args)
+    if args.dry_run:
+        from .runner import prepare
+
+        for p in prepare(spec, runs):
+            console.print(f"{p.run.label}: {len(p.plan.schedule)} scheduled messages"
+                          + (", live serving driver" if p.plan.driver else ""))  # fmt: skip
+        return EXIT_OK
+    from topologies.system import preflight
+
+    preflight()
+    if not args.quiet:
+        console.print(f"[bold]{spec.name}[/bold]: {len(runs)} run(s) → {args.out}/{spec.name}/")
+
+    def announce(name: str) -> None:
+        err.print(f"[yellow]{name}[/yellow]: stopping the traffic, keeping what was "
+                  "recorded, tearing down (Ctrl-C again to abort)")  # fmt: skip
+
+    progress = None
+    if not args.quiet:
+        progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                            TimeElapsedColumn(), console=console, transient=False)  # fmt: skip
+    try:
+        if progress is not None:
+            with progress:
+                outcomes = run_spec(spec, runs, Path(args.out), progress=progress,
+                                    announce=announce)  # fmt: skip
+        else:
+            outcomes = run_spec(spec, runs, Path(args.out), announce=announce)
+    except RunBusy as exc:
+        err.print(f"[red]refused:[/red] {exc}")
+        return EXIT_FAILED
+    if len(outcomes) > 1:
+        from .report import write_report
+
+        compare = write_report([o.path for o in outcomes])
+        console.print(f"comparison report: {compare}")
+    _print_outcomes(outcomes, console, args.quiet)
+    complete = len(outcomes) == len(runs) and all(o.ok for o in outcomes)
+    return EXIT_OK if complete else EXIT_FAILED
+
+
+def _stat(metrics: dict[str, Any], key: str, q: str) -> str:
+    value = (metrics.get(key) or {}).get(q)
+    return "–" if value is None else f"{value:.1f}"
+
+
+def _print_outcomes(outcomes: list[Any], console: Console, quiet: bool) -> None:
+    if quiet:
+        for o in outcomes:
+            state = "ok" if o.ok else ("partial" if o.summary.get("partial") else "failed")
+            console.print(f"{o.path / 'report.md'} {state}")
+        return
+    serving = any((o.summary.get("metrics") or {}).get("ttft_ms") for o in outcomes)
+    table = Table(title="runs")
+    for col in ("run", "fidelity", "FCT p50 ms", "FCT p99 ms"):
+        table.add_column(col)
+    if serving:
+        table.add_column("TTFT p50 ms")
+        table.add_column("ITL p99 ms")
+    table.add_column("result")
+    for o in outcomes:
+        s, m = o.summary, o.summary.get("metrics") or {}
+        fid = (s.get("fidelity") or {}).get("ok")
+        row = [s.get("label", o.path.name),
+               "[green]ok[/green]" if fid else "[red]not faithful[/red]",
+               _stat(m, "fct_ms", "p50"), _stat(m, "fct_ms", "p99")]  # fmt: skip
+        if serving:
+            row += [_stat(m, "ttft_ms", "p50"), _stat(m, "itl_ms", "p99")]
+        state = "complete" if o.ok else f"[red]{'partial' if s.get('partial') else 'failed'}[/red]"
+        table.add_row(*row, state)
+    console.print(table)
+    for o in outcomes:
+        if o.summary.get("error"):
+            console.print(f"[red]{o.path.name}[/red]: {o.summary['error']}")
+        console.print(f"report: {o.path / 'report.md'}")
+
+
+def purpose(path: Path) -> str:
+    """A bundled spec's purpose: the first sentence of its leading comment."""
+    words = []
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        words.append(line.lstrip("#").strip())
+    text = " ".join(words)
+    return text.split(". ")[0].rstrip(".")
+
+
+def cmd_list(args: argparse.Namespace, console: Console, err: Console) -> int:
+    table = Table(title="bundled experiments (kvfabric run NAME)")
+    for col in ("name", "purpose", "handout", "reference"):
+        table.add_column(col)
+    for name in bundled_names():
+        handout = HANDOUTS_DIR / f"{name}.md"
+        ref = REFERENCE_DIR / name / "summary.json"
+        table.add_row(name, purpose(SPECS_DIR / f"{name}.yaml"),
+                      str(handout.relative_to(ROOT)) if handout.exists() else "–",
+                      "yes" if ref.exists() else "–")  # fmt: skip
+    console.print(table)
+    return EXIT_OK
+
+
+def cmd_cli(args: argparse.Namespace, console: Console, err: Console) -> int:
+    import tempfile
+
+    from mininet.cli import CLI
+
+    from controller.process import ControllerProcess
+    from topologies.builder import Controller, FabricNetwork
+    from topologies.qos import class_plan
+    from topologies.system import preflight
+
+    from .plan import controller_params
+
+    spec, runs = _spec_and_runs(args)
+    run = runs[0]
+    preflight()
+    fabric, r = run.fabric(), run.resolved
+    ctl = r["controller"]
+    params = controller_params(r)
+    qos = class_plan(ctl["qos"]["classes"]) if ctl["qos"]["classes"] else None
+    with (
+        tempfile.TemporaryDirectory(prefix="kvf-cli-") as scratch,
+        ControllerProcess(fabric, ctl["policy"], Path(scratch), params) as proc,
+        FabricNetwork(fabric, r["scale"]["bandwidth"], controller=Controller(port=proc.port),
+                      policy=ctl["policy"], policy_params=params, qos=qos) as net,
+    ):  # fmt: skip
+        proc.wait_ready(timeout_s=60)
+        names = {h.name: net.mn(h.name).name for h in fabric.hosts}
+        console.print(f"{spec.name}: {len(names)} hosts, policy {ctl['policy']}, run prefix "
+                      f"{net.prefix}. Mininet names: {json.dumps(names)[:400]}")  # fmt: skip
+        console.print("controller status: " + json.dumps(proc.client.status())[:300])
+        CLI(net.net)
+    return EXIT_OK

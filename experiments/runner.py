@@ -1,0 +1,305 @@
+"""``kvfabric run``: one spec → one or more runs → results directories.
+
+Everything that can be checked is checked before anything is built (the spec,
+every sweep point's fabric and traffic, the output directory, the machine
+lock). Each run then owns, innermost last: the controller process, the Mininet
+fabric, the samplers, the agents and the fault injector; each is released in
+``finally`` (also on SIGINT/SIGTERM: the first signal stops the traffic and keeps
+what was recorded, a second Ctrl-C aborts the collection). A run's directory
+gets ``summary.json`` with ``"partial": true`` the moment it is created, and the
+complete summary only at the end, so nothing half-written looks complete.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from controller.policy import compute
+from controller.process import ControllerProcess
+from topologies import Fabric
+from topologies.builder import Controller, FabricNetwork
+from topologies.qos import class_plan
+from topologies.shaping import egress_plan
+from traffic.fleet import AgentFleet
+
+from . import results
+from .fidelity import verdict
+from .plan import TrafficPlan, controller_params, traffic_plan
+from .runtime import FaultInjector, RunLock, StopFlag, env_info
+from .samplers import CpuSampler, LinkSampler, QueueSampler
+from .spec import RunSpec, Spec, resolved_yaml
+from .summary import summarize
+
+log = logging.getLogger("kvfabric.runner")
+
+TABLES = ("flows", "requests", "tokens", "queues", "links", "cpu")
+DRAIN_S = 5.0  # after duration_s, how long flows still in flight may finish
+
+
+class RunFailed(RuntimeError):
+    """A run could not be carried out (exit code 1); its directory says why."""
+
+
+@dataclass
+class Prepared:
+    """A run checked and planned, before anything is built."""
+
+    run: RunSpec
+    fabric: Fabric
+    plan: TrafficPlan
+
+
+@dataclass
+class Outcome:
+    path: Path
+    summary: dict[str, Any]
+
+    @property
+    def ok(self) -> bool:
+        return not self.summary.get("partial") and not self.summary.get("error")
+
+
+@dataclass
+class Recorded:
+    """What a run has recorded so far; written whatever happens."""
+
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    events: dict[str, Any] = field(default_factory=dict)
+    samplers: dict[str, tuple[float, float]] = field(default_factory=dict)
+    datapath: str | None = None
+    error: str = ""
+    interrupted: bool = False
+
+
+def prepare(spec: Spec, runs: list[RunSpec]) -> list[Prepared]:
+    """Fabric and traffic of every run, so a bad sweep point fails before any build."""
+    out = []
+    for run in runs:
+        fabric = run.fabric()
+        egress_plan(fabric, run.resolved["scale"]["bandwidth"])  # rates and buffers in range
+        policy = run.resolved["controller"]["policy"]
+        compute(fabric, policy, params=controller_params(run.resolved))  # policy parameters
+        try:
+            plan = traffic_plan(run.resolved, fabric, spec.base_dir)
+        except ValueError as exc:
+            raise ValueError(f"run {run.label}: {exc}") from exc
+        out.append(Prepared(run, fabric, plan))
+    return out
+
+
+def check_writable(root: Path) -> None:
+    """A clear error now rather than after a run: ``root`` must be a writable folder."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=root):
+            pass
+    except OSError as exc:
+        raise results.ResultsError(
+            f"cannot write results under {root}: {exc.strerror or exc}"
+        ) from None
+
+
+def run_spec(spec: Spec, runs: list[RunSpec], out_root: Path, *,
+             progress: Any = None, announce: Callable[[str], None] | None = None,
+             ) -> list[Outcome]:  # fmt: skip
+    """Carry out ``runs`` one after the other; returns each run's outcome. Raises
+    ``RunBusy`` if another run holds the machine, before building anything."""
+    prepared = prepare(spec, runs)
+    out_root = Path(out_root)
+    check_writable(out_root)
+    outcomes: list[Outcome] = []
+    with RunLock(spec.name), StopFlag(announce) as stop:
+        for p in prepared:
+            if stop:
+                log.warning("not starting run %s: the run was interrupted", p.run.label)
+                break
+            outcomes.append(execute(p, out_root, stop, progress))
+    return outcomes
+
+
+def execute(p: Prepared, out_root: Path, stop: StopFlag, progress: Any = None) -> Outcome:
+    """One run: build, run, collect, judge, write. Never raises for a failed run:
+    the failure is in the outcome's summary (``error``, ``partial``)."""
+    run = p.run
+    started = datetime.now()
+    run_dir = results.new_run_dir(out_root, run.experiment, run.seed, started)
+    (run_dir / "spec.yaml").write_text(resolved_yaml(run))
+    base = {"experiment": run.experiment, "run_id": run_dir.name, "label": run.label,
+            "seed": run.seed, "point": run.point, "scale": run.resolved["scale"]["bandwidth"],
+            "started": started.isoformat(timespec="seconds")}  # fmt: skip
+    results.write_json(run_dir, "summary", base | {"partial": True, "error": "run in progress"})
+    rec = Recorded()
+    scratch = Path(tempfile.mkdtemp(prefix="kvf-run-"))  # short paths for Unix sockets
+    task = progress.add_task(f"{run.label}: building", total=None) if progress else None
+
+    def say(text: str, **kw: Any) -> None:
+        if progress is not None:
+            progress.update(task, description=f"{run.label}: {text}", **kw)
+
+    try:
+        _carry_out(p, run_dir, scratch, stop, rec, say)
+    except KeyboardInterrupt:
+        rec.interrupted, rec.error = True, "aborted by a second Ctrl-C; recording incomplete"
+    except Exception as exc:
+        log.debug("run %s failed", run.label, exc_info=True)
+        rec.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        _keep_logs(scratch, run_dir)
+        shutil.rmtree(scratch, ignore_errors=True)
+    say("writing results")
+    summary = _finish(p, run_dir, rec, base, stop)
+    if progress is not None:
+        progress.update(task, description=f"{run.label}: done", total=1, completed=1)
+    return Outcome(run_dir, summary)
+
+
+def _carry_out(p: Prepared, run_dir: Path, scratch: Path, stop: StopFlag, rec: Recorded,
+               say: Callable[..., None]) -> None:  # fmt: skip
+    r = p.run.resolved
+    scale, ctl = r["scale"]["bandwidth"], r["controller"]
+    params = controller_params(r)
+    qos = class_plan(ctl["qos"]["classes"]) if ctl["qos"]["classes"] else None
+    with ControllerProcess(p.fabric, ctl["policy"], scratch / "controller", params) as proc:
+        say("building the fabric")
+        with FabricNetwork(p.fabric, scale, controller=Controller(port=proc.port),
+                           policy=ctl["policy"], policy_params=params, qos=qos) as net:  # fmt: skip
+            rec.datapath = net.datapath
+            say("waiting for the controller")
+            proc.wait_ready(timeout_s=60)
+            results.write_json(run_dir, "env", env_info(net.datapath))
+            if stop:
+                raise InterruptedError("interrupted before the traffic started")
+            try:
+                _traffic(p, net, run_dir, stop, rec, say)
+            finally:
+                try:
+                    rec.events["controller"] = proc.client.events()
+                    rec.events["controller_errors"] = proc.errors()
+                except (OSError, ValueError) as exc:
+                    rec.events["controller_errors"] = [f"channel unreachable: {exc}"]
+            say("tearing down")
+
+
+def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, stop: StopFlag, rec: Recorded,
+             say: Callable[..., None]) -> None:  # fmt: skip
+    r = p.run.resolved
+    ports = {
+        net.intf(e.node, e.port): (e.node, e.port)
+        for e in net.plan
+        if not p.fabric.node(e.node).is_host
+    }
+    samplers = {
+        "queues": QueueSampler(ports, r["sampler"]["rate_hz"]),
+        "links": LinkSampler(ports),
+        "cpu": CpuSampler(),
+    }
+    faults = FaultInjector(net, r["faults"])
+    duration = r["duration_s"]
+    try:
+        for s in samplers.values():
+            s.start()
+        say("starting agents")
+        fleet = AgentFleet(net, run_dir, p.plan.schedule, r["scale"]["bandwidth"],
+                           cc=r["agents"]["cc"], connection=r["agents"]["connection"],
+                           driver=p.plan.driver)  # fmt: skip
+        with fleet:
+            t_start = [0.0]
+
+            def started(t0_ns: int) -> None:
+                t_start[0] = time.monotonic()
+                faults.start(t0_ns)
+
+            def should_stop() -> bool:
+                if t_start[0]:
+                    say("running", total=duration, completed=time.monotonic() - t_start[0])
+                return bool(stop)
+
+            say("running", total=duration, completed=0)
+            try:
+                rec.tables["flows"] = fleet.run(
+                    timeout_s=duration + DRAIN_S, should_stop=should_stop, on_start=started
+                )
+            finally:
+                faults.stop()
+                rec.events["faults"] = faults.applied
+                rec.events["t0_ns"] = fleet.t0_ns
+            if stop:
+                rec.interrupted = True
+            say("collecting")
+            driver = p.plan.driver
+            if driver is not None:
+                rec.tables["requests"] = driver.requests_table()
+                rec.tables["tokens"] = driver.tokens_table()
+                rec.events["serving"] = driver.cache_stats()
+    finally:
+        for name, s in samplers.items():
+            try:
+                s.stop()
+            except Exception as exc:  # a sampler's failure is reported, not fatal
+                rec.error = rec.error or f"{name} sampler failed: {exc}"
+            rec.tables[name] = s.table()
+            rec.samplers[name] = (s.achieved_hz, s.requested_hz)
+
+
+def _keep_logs(scratch: Path, run_dir: Path) -> None:
+    logs = run_dir / "logs"
+    for path in (scratch / "controller").glob("*"):
+        if path.suffix in (".log", ".stderr", ".json"):
+            logs.mkdir(exist_ok=True)
+            shutil.copy2(path, logs / path.name)
+
+
+def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
+            stop: StopFlag) -> dict[str, Any]:  # fmt: skip
+    """Write the tables, judge fidelity, compute metrics, write summary and report."""
+    r = p.run.resolved
+    for name in TABLES:
+        table = rec.tables.get(name)
+        if table is not None:
+            results.write_table(run_dir, name, table)
+    results.write_json(run_dir, "events", rec.events)
+    empty = pd.DataFrame()
+    t = {name: rec.tables.get(name, empty) for name in TABLES}
+    rates = {(e.node, e.port): e.rate_bps for e in egress_plan(p.fabric, r["scale"]["bandwidth"])}
+    partial = rec.interrupted or bool(stop) or bool(rec.error)
+    try:
+        fidelity = verdict(t["flows"], t["queues"], t["cpu"], rec.samplers, rates, p.fabric,
+                           r["fidelity"])  # fmt: skip
+    except Exception as exc:
+        log.debug("fidelity verdict failed", exc_info=True)
+        fidelity = {"ok": False, "checks": {}, "error": f"could not judge: {exc}"}
+    try:
+        metrics = summarize(t["flows"], t["requests"], t["tokens"], t["queues"], r,
+                            links=t["links"])  # fmt: skip
+    except Exception as exc:
+        log.debug("summary failed", exc_info=True)
+        metrics = {}
+        rec.error = rec.error or f"metrics could not be computed: {exc}"
+    if rec.interrupted and not rec.error:
+        rec.error = "interrupted: the traffic was stopped early; the tables hold what was recorded"
+    summary = base | {
+        "ended": datetime.now().isoformat(timespec="seconds"),
+        "partial": partial,
+        "error": rec.error or None,
+        "datapath": rec.datapath,
+        "fidelity": fidelity,
+        "metrics": metrics,
+    }
+    results.write_json(run_dir, "summary", summary)
+    try:
+        from .report import write_report
+
+        write_report([run_dir])
+    except Exception as exc:
+        log.warning("report for %s could not be written: %s", run_dir, exc)
+    return summary
