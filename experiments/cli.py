@@ -61,6 +61,11 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="build the default rail-optimized fabric and measure it")
     demo.add_argument("--scale", type=float, default=1e-4)
     demo.add_argument("--seconds", type=float, default=5.0)
+
+    rep = sub.add_parser("report", help="report.md and plots of runs; several side by side")
+    rep.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="results/<experiment>/<id>")
+    rep.add_argument("--out", metavar="DIR", help="where to write (default: the run, or "
+                     "<first run's parent>/compare-<timestamp> for several)")  # fmt: skip
     return p
 
 
@@ -206,12 +211,27 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(console, scale=args.scale, seconds=args.seconds)
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .report import write_report
+    from .results import NotARunError
+
+    try:
+        path = write_report([Path(d) for d in args.run_dirs], Path(args.out) if args.out else None)
+    except NotARunError as exc:
+        raise UsageError(str(exc)) from None
+    print(path)
+    return EXIT_OK
+
+
 COMMANDS = {
     "doctor": cmd_doctor,
     "topo": cmd_topo,
     "clean": cmd_clean,
     "calc": cmd_calc,
     "demo": cmd_demo,
+    "report": cmd_report,
 }
 
 if __name__ == "__main__":

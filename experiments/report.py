@@ -1,0 +1,485 @@
+"""``kvfabric report``: report.md and plots of one run, or of several runs side by side.
+
+    write_report([run_dir])                 # <run>/report.md + <run>/plots/*.png
+    write_report(sweep_dirs)                # <parent>/compare-<timestamp>/report.md + plots
+    write_report(run_dirs, Path("cmp"))     # the comparison in ./cmp
+
+Everything comes from the results directory (summary.json, spec.yaml and the tables),
+so a report can be regenerated at any time without root or the network, and the same
+directory always gives the same report. The fidelity verdict comes first: a number from
+an emulation that was not faithful, or from an interrupted run, must not be read
+without that warning.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from . import plots
+from .results import NotARunError, ResultsError, Run, load_run
+from .summary import summarize
+
+__all__ = ["NotARunError", "ResultsError", "key_metrics", "write_report"]
+
+PLOTS = "plots"
+REPORT = "report.md"
+# Latency metrics shown in the tables, in this order, when a run has them:
+# (label, path into summary["metrics"]).
+LATENCY_ROWS: list[tuple[str, tuple[str, ...]]] = [
+    ("FCT, all flows (ms)", ("fct_ms",)),
+    ("incast round (ms)", ("incast", "round_ms")),
+    ("TTFT (ms)", ("ttft_ms",)),
+    ("TPOT (ms)", ("tpot_ms",)),
+    ("ITL (ms)", ("itl_ms",)),
+    ("end-to-end (ms)", ("e2e_ms",)),
+    ("KV transfer (ms)", ("kv_transfer_ms",)),
+    ("agent lateness (ms)", ("lateness_ms",)),
+    ("queue backlog (pkts)", ("queue_pkts", "all")),
+]
+# Single numbers shown when present: (label, path, unit).
+VALUE_ROWS: list[tuple[str, tuple[str, ...], str]] = [
+    ("flows", ("flows", "total"), ""),
+    ("failed flows", ("flows", "failed"), ""),
+    ("goodput (emulated)", ("goodput_mbps",), "Mbit/s"),
+    ("goodput (real-equivalent)", ("goodput_real_gbps",), "Gbit/s"),
+    ("incast goodput per round, mean (emulated)", ("incast", "goodput_mbps", "mean"), "Mbit/s"),
+    ("incast goodput per round, min (emulated)", ("incast", "goodput_mbps", "min"), "Mbit/s"),
+    ("incast goodput per round, mean (real)", ("incast", "goodput_real_gbps", "mean"), "Gbit/s"),
+    ("Jain fairness across tenants", ("jain_fairness",), ""),
+    ("drops", ("drops", "total"), "packets"),
+    ("ports with drops", ("drops", "ports_with_drops"), ""),
+    ("time above queue threshold (all ports)", ("queue_above", "time_above_s"), "s"),
+    ("requests", ("serving", "requests"), ""),
+    ("unserved requests", ("serving", "unserved"), ""),
+    ("SLO attainment (TTFT and TPOT)", ("serving", "slo", "attainment"), ""),
+    ("goodput (requests meeting SLO)", ("serving", "goodput_rps"), "req/s"),
+    ("KV transfer share of TTFT", ("serving", "kv_transfer_share_of_ttft", "aggregate"), ""),
+]
+# Columns of the comparison table besides p50/p99 of LATENCY_ROWS.
+COMPARE_VALUES: list[tuple[str, tuple[str, ...]]] = [
+    ("goodput Mbit/s", ("goodput_mbps",)),
+    ("incast goodput mean Mbit/s", ("incast", "goodput_mbps", "mean")),
+    ("drops", ("drops", "total")),
+    ("failed flows", ("flows", "failed")),
+    ("SLO attainment", ("serving", "slo", "attainment")),
+    ("Jain", ("jain_fairness",)),
+]
+
+
+def write_report(run_dirs: Sequence[Path], out_dir: Path | None = None) -> Path:
+    """Write the report of one run (into the run directory, or ``out_dir``) or the
+    side-by-side report of several (into ``out_dir``, default
+    ``<first run's parent>/compare-<timestamp>``); returns the path of report.md.
+
+    Raises :class:`NotARunError` when a directory is not a kvfabric run.
+    """
+    if not run_dirs:
+        raise ValueError("write_report needs at least one run directory")
+    runs = [load_run(Path(d)) for d in run_dirs]
+    if len(runs) == 1:
+        out = Path(out_dir) if out_dir is not None else runs[0].path
+        return _write_single(runs[0], out)
+    if out_dir is None:
+        out_dir = _compare_dir(runs[0].path.parent)
+    return _write_compare(runs, Path(out_dir))
+
+
+def run_metrics(run: Run) -> dict[str, Any]:
+    """The run's metrics: summary.json's, or recomputed from the tables when the
+    summary has none (a run interrupted before it could summarise)."""
+    metrics = run.summary.get("metrics")
+    if metrics:
+        return metrics
+    if not run.spec:
+        return {}
+    try:
+        return summarize(run.flows, run.requests, run.tokens, run.queues, run.spec, run.links)
+    except (ValueError, KeyError):  # a spec too incomplete to summarise against
+        return {}
+
+
+def key_metrics(run: Run) -> dict[str, Any]:
+    """The flat row of a run in a comparison: label, point, verdict, then p50/p99 of
+    each latency metric and the single values of :data:`COMPARE_VALUES`."""
+    m = run_metrics(run)
+    row: dict[str, Any] = {"label": run.label, "run_id": run.run_id}
+    row |= {f"point {k}": v for k, v in (run.summary.get("point") or {}).items()}
+    row["fidelity"] = _verdict_word(run.summary.get("fidelity"))
+    row["partial"] = run.partial
+    for label, path in LATENCY_ROWS:
+        stats = _get(m, path)
+        if isinstance(stats, dict) and stats.get("count"):
+            row[f"{_short(label)} p50"] = stats.get("p50")
+            row[f"{_short(label)} p99"] = stats.get("p99")
+    for label, path in COMPARE_VALUES:
+        value = _get(m, path)
+        if value is not None:
+            row[label] = value
+    return row
+
+
+# ---- one run -------------------------------------------------------------------------------
+
+
+def _write_single(run: Run, out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    m = run_metrics(run)
+    lines = [f"# {_title(run)}", ""]
+    lines += _verdict_lines(run)
+    lines += _spec_lines(run)
+    lines += _metric_lines(m)
+    lines += _plot_lines(run, out)
+    path = out / REPORT
+    _write_text(path, "\n".join(lines).rstrip() + "\n")
+    return path
+
+
+def _title(run: Run) -> str:
+    experiment = run.summary.get("experiment") or run.spec.get("name") or run.path.parent.name
+    label = run.summary.get("label")
+    return (
+        f"{experiment}: {label} (run {run.run_id})" if label else f"{experiment} (run {run.run_id})"
+    )
+
+
+def _verdict_lines(run: Run) -> list[str]:
+    s = run.summary
+    fid = s.get("fidelity")
+    lines: list[str] = []
+    if s.get("partial"):
+        lines += [
+            "> **PARTIAL RUN: this run was interrupted and is incomplete.** The tables cover "
+            "only the time until it stopped; do not compare its numbers with complete runs.",
+            "",
+        ]
+    if s.get("error"):
+        lines += [f"> **The run failed:** {s['error']}", ""]
+    if not isinstance(fid, dict) or "ok" not in fid:
+        lines += ["**Fidelity: not judged** (summary.json has no fidelity verdict).", ""]
+        return lines
+    checks = fid.get("checks") or {}
+    failed = [name for name, c in checks.items() if not c.get("ok")]
+    if fid.get("ok"):
+        lines.append(
+            "**Fidelity: OK**: the emulation stayed faithful; every check passed "
+            f"({len(checks)} checks)."
+        )
+    else:
+        which = f" (failed: {', '.join(failed)})" if failed else ""
+        lines.append(
+            f"**Fidelity: NOT OK: the emulation was not faithful during this run{which}.** "
+            "Its numbers describe an overloaded emulator as much as the fabric; "
+            "rerun with a smaller scale or fabric before drawing conclusions."
+        )
+    lines.append("")
+    if checks:
+        lines += [
+            "| check | ok | value | threshold | unit | detail |",
+            "| --- | --- | ---: | ---: | --- | --- |",
+        ]
+        for name, c in checks.items():
+            mark = "yes" if c.get("ok") else "**NO**"
+            lines.append(
+                f"| {name} | {mark} | {_fmt(c.get('value'))} | {_fmt(c.get('threshold'))} "
+                f"| {c.get('unit') or ''} | {_cell(c.get('detail') or '')} |"
+            )
+        lines.append("")
+    return lines
+
+
+def _spec_lines(run: Run) -> list[str]:
+    spec, s = run.spec, run.summary
+    lines = ["## Run", ""]
+    lines.append(f"- experiment: {s.get('experiment') or spec.get('name') or '?'}, "
+                 f"run id `{run.run_id}`, seed {s.get('seed', spec.get('seed', '?'))}")  # fmt: skip
+    if s.get("point"):
+        lines.append(f"- sweep point: {_kv(s['point'])}")
+    if s.get("started") or s.get("ended"):
+        lines.append(f"- started {s.get('started') or '?'}, ended {s.get('ended') or '?'}")
+    if spec.get("duration_s") is not None:
+        lines.append(f"- duration: {_fmt(spec['duration_s'])} s")
+    fabric = dict(spec.get("fabric") or {})
+    if fabric:
+        kind = fabric.pop("kind", "?")
+        lines.append(f"- fabric: **{kind}** ({_kv(fabric)})")
+    scale = (spec.get("scale") or {}).get("bandwidth", s.get("scale"))
+    if isinstance(scale, int | float) and scale > 0:
+        lines.append(
+            f"- scale: {scale:g} (a 400 Gbit/s link runs at {400e3 * scale:g} Mbit/s; "
+            "real-equivalent = emulated / scale)"
+        )
+    ctl = spec.get("controller") or {}
+    if ctl:
+        lines.append(f"- policy: **{ctl.get('policy', '?')}**")
+    for i, w in enumerate(spec.get("workloads") or []):
+        w = dict(w)
+        lines.append(f"- workload {i}: **{w.pop('kind', '?')}** ({_kv(w)})")
+    lines.append("")
+    return lines
+
+
+def _metric_lines(m: dict[str, Any]) -> list[str]:
+    lines = ["## Key metrics", ""]
+    if not m:
+        return lines + ["No metrics: the run recorded no tables.", ""]
+    rows = []
+    for label, path in LATENCY_ROWS:
+        rows.append((label, _get(m, path)))
+        if path == ("fct_ms",):
+            for kind, stats in (m.get("fct_ms_by_kind") or {}).items():
+                rows.append((f"FCT, {kind} (ms)", stats))
+    for tenant, stats in (_get(m, ("alltoall", "step_ms")) or {}).items():
+        rows.append((f"all-to-all step, tenant {tenant} (ms)", stats))
+    for pair, stats in (_get(m, ("probe", "owd_ms")) or {}).items():
+        rows.append((f"probe one-way delay {pair} (ms)", stats))
+    rows = [(label, st) for label, st in rows if isinstance(st, dict) and st.get("count")]
+    if rows:
+        lines += [
+            "| metric | count | mean | p50 | p90 | p99 | p99.9 | max |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for label, st in rows:
+            cells = " | ".join(
+                _fmt(st.get(k)) for k in ("mean", "p50", "p90", "p99", "p999", "max")
+            )
+            lines.append(f"| {label} | {st['count']} | {cells} |")
+        lines.append("")
+    values = [(label, _get(m, path), unit) for label, path, unit in VALUE_ROWS]
+    values = [v for v in values if v[1] is not None]
+    if values:
+        lines += ["| quantity | value | unit |", "| --- | ---: | --- |"]
+        lines += [f"| {label} | {_fmt(v)} | {unit} |" for label, v, unit in values]
+        lines.append("")
+    hot = _get(m, ("queue_pkts", "hottest")) or []
+    if hot:
+        lines += [
+            "Hottest egress queues (time-weighted):",
+            "",
+            "| port | mean pkts | p99 pkts | max pkts | drops | busy fraction |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for r in hot:
+            lines.append(
+                f"| {r.get('node')}:{r.get('port')} | {_fmt(r.get('mean_pkts'))} "
+                f"| {_fmt(r.get('p99_pkts'))} | {_fmt(r.get('max_pkts'))} "
+                f"| {_fmt(r.get('drops'))} | {_fmt(r.get('frac_above'))} |"
+            )
+        lines.append("")
+    errors = _get(m, ("flows", "errors")) or {}
+    if errors:
+        lines += ["Flow errors:", ""]
+        lines += [f"- {n} × {_cell(msg)}" for msg, n in errors.items()]
+        lines.append("")
+    return lines
+
+
+def _plot_lines(run: Run, out: Path) -> list[str]:
+    pdir = out / PLOTS
+    made: list[tuple[str, Path | None]] = [
+        ("Flow completion time by kind", _plot(plots.fct_cdf, run.flows, pdir / "fct_cdf.png")),
+        (
+            "TTFT and inter-token latency",
+            _plot(plots.serving_cdf, run.requests, run.tokens, pdir / "serving_cdf.png"),
+        ),
+        (
+            "Queue occupancy of the hottest ports",
+            _plot(plots.queue_timeseries, run.queues, pdir / "queues.png"),
+        ),
+        ("Link utilisation", _plot(plots.link_heatmap, run.links, pdir / "links.png")),
+    ]
+    made = [(title, p) for title, p in made if p is not None]
+    if not made:
+        return ["## Plots", "", "No tables to plot.", ""]
+    lines = ["## Plots", ""]
+    for title, p in made:
+        lines += [f"### {title}", "", f"![{title}]({p.relative_to(out).as_posix()})", ""]
+    return lines
+
+
+def _plot(fn: Callable[..., Path | None], *args: Any) -> Path | None:
+    *tables, path = args
+    if all(t is None or not len(t) for t in tables[:1]):
+        Path(path).unlink(missing_ok=True)  # no stale picture from an earlier report
+        return None
+    result = fn(*tables, path)
+    if result is None:
+        Path(path).unlink(missing_ok=True)
+    return result
+
+
+# ---- several runs --------------------------------------------------------------------------
+
+
+def _compare_dir(parent: Path) -> Path:
+    base = parent / f"compare-{datetime.now():%Y%m%d-%H%M%S}"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    return path
+
+
+def _write_compare(runs: list[Run], out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    experiments = sorted({str(r.summary.get("experiment") or r.path.parent.name) for r in runs})
+    lines = [f"# Comparison of {len(runs)} runs: {', '.join(experiments)}", ""]
+    lines += _compare_verdicts(runs)
+    rows = [key_metrics(r) for r in runs]
+    columns: list[str] = []
+    for row in rows:
+        columns += [c for c in row if c not in columns and c != "run_id"]
+    latency = [c for c in columns if c.endswith((" p50", " p99"))]
+    values = [c for c in columns if c not in latency]
+    lines += ["## Key metrics", ""]
+    lines += _table(values, rows)
+    if latency:
+        lines += ["Latencies (ms; queue backlog in packets):", ""]
+        lines += _table(["label", *latency], rows)
+    lines += ["Runs:", ""]
+    for r in runs:
+        lines.append(f"- {r.label}: `{r.path}`")
+    lines.append("")
+    lines += _compare_plots(runs, rows, out)
+    path = out / REPORT
+    _write_text(path, "\n".join(lines).rstrip() + "\n")
+    return path
+
+
+def _table(columns: list[str], rows: list[dict[str, Any]]) -> list[str]:
+    align = ["---" if c in ("label", "fidelity") else "---:" for c in columns]
+    lines = ["| " + " | ".join(columns) + " |", "| " + " | ".join(align) + " |"]
+    lines += ["| " + " | ".join(_fmt(row.get(c)) for c in columns) + " |" for row in rows]
+    return lines + [""]
+
+
+def _compare_verdicts(runs: list[Run]) -> list[str]:
+    bad = [r.label for r in runs if _verdict_word(r.summary.get("fidelity")) != "OK"]
+    partial = [r.label for r in runs if r.partial]
+    lines = []
+    if not bad:
+        lines.append("**Fidelity: OK** in every run.")
+    else:
+        lines.append(
+            f"**Fidelity: NOT OK in {len(bad)} of {len(runs)} runs** ({', '.join(bad)}): "
+            "the emulation was not faithful (or not judged) there; compare those numbers "
+            "with care."
+        )
+    if partial:
+        names = ", ".join(partial)
+        lines += ["", f"> **PARTIAL RUNS: {names} were interrupted and are incomplete.**"]
+    lines += ["", "| run | fidelity | partial | failed checks |", "| --- | --- | --- | --- |"]
+    for r in runs:
+        fid = r.summary.get("fidelity") or {}
+        failed = [n for n, c in (fid.get("checks") or {}).items() if not c.get("ok")]
+        lines.append(
+            f"| {r.label} | {_verdict_word(fid)} | {'yes' if r.partial else 'no'} "
+            f"| {', '.join(failed)} |"
+        )
+    return lines + [""]
+
+
+def _compare_plots(runs: list[Run], rows: list[dict[str, Any]], out: Path) -> list[str]:
+    pdir = out / PLOTS
+    metrics = [
+        _short(label)
+        for label, _ in LATENCY_ROWS
+        if any(f"{_short(label)} p50" in row for row in rows)
+    ][:4]
+    extra = [label for label, _ in COMPARE_VALUES[:2] if any(label in row for row in rows)]
+    points = [r.summary.get("point") or {} for r in runs]
+    keys = {k for p in points for k in p}
+    made = []
+    if len(keys) == 1:
+        (key,) = keys
+        xs = [p.get(key) for p in points]
+        if all(isinstance(x, int | float) and not isinstance(x, bool) for x in xs):
+            panels: dict[str, dict[str, list[Any]]] = {}
+            for label, _ in LATENCY_ROWS:
+                name = _short(label)
+                if name in metrics:
+                    panels[label] = {
+                        q: [row.get(f"{name} {q}") for row in rows] for q in ("p50", "p99")
+                    }
+            for name in extra:
+                panels[name] = {"value": [row.get(name) for row in rows]}
+            p = plots.compare_vs_sweep(key, xs, panels, pdir / "compare_sweep.png")
+            if p is not None:
+                made.append((f"Key metrics against {key}", p))
+    if not made:
+        labels = [r.label for r in runs]
+        for name in metrics:
+            series = {q: [row.get(f"{name} {q}") for row in rows] for q in ("p50", "p99")}
+            p = plots.compare_bars(labels, series, pdir / f"compare_{_slug(name)}.png")
+            if p is not None:
+                made.append((name, p))
+    lines = ["## Charts", ""]
+    if not made:
+        return lines + ["No metric is common to these runs.", ""]
+    for title, p in made:
+        lines += [f"### {title}", "", f"![{title}]({p.relative_to(out).as_posix()})", ""]
+    return lines
+
+
+# ---- formatting ----------------------------------------------------------------------------
+
+
+def _verdict_word(fid: Any) -> str:
+    if not isinstance(fid, dict) or "ok" not in fid:
+        return "not judged"
+    return "OK" if fid.get("ok") else "NOT OK"
+
+
+def _get(m: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(m, dict):
+            return None
+        m = m.get(key)
+    return m
+
+
+def _short(label: str) -> str:
+    return label.split(" (")[0]
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in text.lower()).strip("_")
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "–"
+        if value != 0 and (abs(value) >= 1e6 or abs(value) < 1e-3):
+            return f"{value:.3e}"
+        return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
+    return _cell(str(value))
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _kv(d: dict[str, Any], limit: int = 300) -> str:
+    parts = []
+    for k, v in d.items():
+        shown = v if isinstance(v, str | int | float | bool) or v is None else json.dumps(v)
+        parts.append(f"{k}={shown}")
+    text = ", ".join(parts)
+    return _cell(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)

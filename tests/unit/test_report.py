@@ -1,0 +1,322 @@
+"""Results directory, report.md and plots from a canned run written with results.py;
+`kvfabric report` through the CLI's main(argv). No root, no network."""
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from experiments.cli import main
+from experiments.report import write_report
+from experiments.results import (
+    NotARunError,
+    ResultsError,
+    load_run,
+    new_run_dir,
+    read_table,
+    write_json,
+    write_table,
+)
+from experiments.summary import summarize
+
+MS = 1_000_000
+PNG = b"\x89PNG\r\n\x1a\n"
+SPEC = {
+    "name": "incast-basic",
+    "seed": 7,
+    "duration_s": 1.0,
+    "scale": {"bandwidth": 1e-4},
+    "fabric": {"kind": "spine_leaf", "spines": 2, "leaves": 2, "buffer_pkts": 64},
+    "controller": {"policy": "ecmp"},
+    "workloads": [
+        {"kind": "incast", "senders": 2, "rounds": 2},
+        {"kind": "serving", "slo": {"ttft_ms": 100.0, "tpot_ms": 20.0}},
+    ],
+}
+NOW = datetime(2025, 1, 2, 3, 4, 5)
+
+
+def tables(senders: int = 2) -> dict[str, pd.DataFrame]:
+    flows = []
+    for rnd in range(2):
+        for i in range(senders):
+            t0 = rnd * 100 * MS
+            flows.append(
+                {"flow_id": len(flows), "kind": "incast", "tenant": "default",
+                 "src": f"h{i + 1}", "dst": "h0", "bytes": 5000, "dscp": 0,
+                 "t_sched_ns": t0, "t_start_ns": t0, "t_end_ns": t0 + (i + 2) * MS,
+                 "fct_ms": float(i + 2), "ok": True, "error": None, "round": rnd}
+            )  # fmt: skip
+    flows.append(flows[-1] | {"flow_id": len(flows), "ok": False, "error": "timeout",
+                              "t_end_ns": None, "fct_ms": np.nan})  # fmt: skip
+    t = np.arange(0, 200 * MS, 5 * MS)
+    queues = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "t_ns": t,
+                    "node": "leaf0",
+                    "port": port,
+                    "backlog_pkts": (np.arange(len(t)) % 10) * k,
+                    "backlog_bytes": (np.arange(len(t)) % 10) * k * 1500,
+                    "drops": np.arange(len(t)) // 10 * k,
+                    "sent_bytes": np.arange(len(t)) * 1000,
+                }
+            )  # fmt: skip
+            for k, port in [(1, "eth1"), (5, "eth2")]
+        ],
+        ignore_index=True,
+    )
+    links = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "t_ns": t,
+                    "node": node,
+                    "port": "eth1",
+                    "tx_bytes": np.arange(len(t)) * 20_000 * k,
+                    "rx_bytes": 0,
+                    "tx_packets": 0,
+                    "rx_packets": 0,
+                    "tx_dropped": 0,
+                }
+            )  # fmt: skip
+            for k, node in [(1, "leaf0"), (2, "spine0")]
+        ],
+        ignore_index=True,
+    )
+    requests = pd.DataFrame(
+        {"request_id": [0, 1, 2], "tenant": "default", "arrival_ns": [0, MS, 2 * MS],
+         "prefill_host": "h1", "decode_host": "h2", "input_tokens": 100, "output_tokens": 3,
+         "cached_tokens": 0, "kv_bytes": 1000, "ttft_ms": [40.0, 60.0, 200.0],
+         "tpot_ms": [10.0, 10.0, 10.0], "e2e_ms": [60.0, 80.0, 220.0],
+         "kv_transfer_ms": [5.0, 6.0, 7.0]}
+    )  # fmt: skip
+    tokens = pd.DataFrame({"request_id": [0, 0, 1, 1], "token_index": [1, 2, 1, 2],
+                           "t_ns": [1, 2, 3, 4], "itl_ms": [9.0, 11.0, 10.0, 10.0]})  # fmt: skip
+    cpu = pd.DataFrame({"t_ns": t, "cpu_pct": 30.0, "max_core_pct": 50.0})
+    return {"flows": pd.DataFrame(flows), "queues": queues, "links": links,
+            "requests": requests, "tokens": tokens, "cpu": cpu}  # fmt: skip
+
+
+def canned_run(
+    root: Path, senders: int = 2, partial: bool = False, fidelity_ok: bool = True
+) -> Path:
+    spec = SPEC | {"workloads": [SPEC["workloads"][0] | {"senders": senders}, SPEC["workloads"][1]]}
+    run_dir = new_run_dir(root, "incast-basic", seed=7, now=NOW)
+    t = tables(senders)
+    for name, df in t.items():
+        write_table(run_dir, name, df)
+    (run_dir / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    metrics = summarize(t["flows"], t["requests"], t["tokens"], t["queues"], spec, t["links"])
+    write_json(
+        run_dir,
+        "summary",
+        {
+            "experiment": "incast-basic",
+            "run_id": run_dir.name,
+            "label": f"senders={senders},seed=7",
+            "seed": 7,
+            "point": {"workloads.0.senders": senders},
+            "partial": partial,
+            "scale": 1e-4,
+            "started": "2025-01-02T03:04:05",
+            "ended": "2025-01-02T03:04:07",
+            "error": None,
+            "fidelity": {
+                "ok": fidelity_ok,
+                "checks": {
+                    "lateness_p99_ms": {
+                        "ok": True,
+                        "value": 0.4,
+                        "threshold": 2.0,
+                        "unit": "ms",
+                        "detail": "agents on time",
+                    },
+                    "cpu_max_pct": {
+                        "ok": fidelity_ok,
+                        "value": 40.0 if fidelity_ok else 97.5,
+                        "threshold": 90.0,
+                        "unit": "%",
+                        "detail": "busiest core",
+                    },
+                },  # fmt: skip
+            },
+            "metrics": metrics,
+        },
+    )
+    return run_dir
+
+
+# ---- results directory ---------------------------------------------------------------------
+
+
+def test_new_run_dir_names_and_collisions(tmp_path):
+    a = new_run_dir(tmp_path, "exp", 7, now=NOW)
+    b = new_run_dir(tmp_path, "exp", 7, now=NOW)
+    c = new_run_dir(tmp_path, "exp", 7, now=NOW)
+    assert a == tmp_path / "exp" / "20250102-030405-7"
+    assert b.name == "20250102-030405-7-2" and c.name == "20250102-030405-7-3"
+    assert all(":" not in p.name for p in (a, b, c))
+
+
+def test_new_run_dir_unwritable_root(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ResultsError, match="cannot create"):
+        new_run_dir(blocker / "results", "exp", 1)
+    with pytest.raises(ResultsError, match="plain file name"):
+        new_run_dir(tmp_path, "../escape", 1)
+
+
+def test_tables_and_json_round_trip_atomically(tmp_path):
+    df = pd.DataFrame({"a": [1, 2], "error": [None, "timeout"]})
+    path = write_table(tmp_path, "flows", df)
+    assert path.name == "flows.parquet"
+    pd.testing.assert_frame_equal(read_table(tmp_path, "flows"), df)
+    assert read_table(tmp_path, "tokens") is None
+    write_json(tmp_path, "summary", {"b": float("nan"), "a": np.int64(3), "c": (1, np.float64(2))})
+    text = (tmp_path / "summary.json").read_text()
+    assert json.loads(text) == {"a": 3, "b": None, "c": [1, 2.0]}
+    assert text.index('"a"') < text.index('"b"')  # sorted keys: stable bytes
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["flows.parquet", "summary.json"]
+
+
+def test_failed_write_leaves_no_file(tmp_path):
+    class Boom(pd.DataFrame):
+        def to_parquet(self, *args, **kwargs):
+            Path(args[0]).write_bytes(b"half")
+            raise RuntimeError("crash mid-write")
+
+    with pytest.raises(RuntimeError):
+        write_table(tmp_path, "flows", Boom({"a": [1]}))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_load_run(tmp_path):
+    run_dir = canned_run(tmp_path)
+    run = load_run(run_dir)
+    assert run.summary["label"] == "senders=2,seed=7" and run.spec["fabric"]["kind"] == "spine_leaf"
+    assert len(run.flows) == 5 and run.cpu is not None and run.events == []
+    (run_dir / "links.parquet").unlink()
+    assert load_run(run_dir).links is None
+    with pytest.raises(NotARunError, match="not a kvfabric run"):
+        load_run(tmp_path)
+
+
+# ---- report --------------------------------------------------------------------------------
+
+
+def test_single_run_report(tmp_path):
+    run_dir = canned_run(tmp_path)
+    path = write_report([run_dir])
+    assert path == run_dir / "report.md"
+    text = path.read_text()
+    lines = text.splitlines()
+    assert lines[0].startswith("# incast-basic: senders=2,seed=7")
+    assert lines[2].startswith("**Fidelity: OK**")  # the verdict right under the title
+    assert "PARTIAL" not in text
+    assert "| cpu_max_pct | yes | 40 | 90 | % | busiest core |" in text
+    assert "- fabric: **spine_leaf** (spines=2, leaves=2, buffer_pkts=64)" in text
+    assert "- policy: **ecmp**" in text
+    # FCTs 2, 3 ms twice: p50 2.5; TTFT 40, 60, 200: p50 60; drops on eth2: 3 steps of 5
+    assert "| FCT, all flows (ms) | 4 | 2.5 | 2.5 |" in text
+    assert "| TTFT (ms) | 3 | 100 | 60 |" in text
+    assert "| drops | 18 | packets |" in text
+    assert "| failed flows | 1 |" in text
+    assert "- 1 × timeout" in text
+    for name in ("fct_cdf", "serving_cdf", "queues", "links"):
+        png = run_dir / "plots" / f"{name}.png"
+        assert f"(plots/{name}.png)" in text
+        assert png.stat().st_size > 1000 and png.read_bytes()[:8] == PNG
+
+
+def test_report_is_deterministic(tmp_path):
+    run_dir = canned_run(tmp_path)
+    write_report([run_dir])
+    first = {p.name: p.read_bytes() for p in sorted((run_dir / "plots").iterdir())}
+    first_md = (run_dir / "report.md").read_text()
+    write_report([run_dir])
+    assert (run_dir / "report.md").read_text() == first_md
+    assert {p.name: p.read_bytes() for p in sorted((run_dir / "plots").iterdir())} == first
+
+
+def test_partial_and_unfaithful_run_say_so_at_the_top(tmp_path):
+    run_dir = canned_run(tmp_path, partial=True, fidelity_ok=False)
+    for name in ("requests", "tokens", "links"):
+        (run_dir / f"{name}.parquet").unlink()  # interrupted before writing them
+    text = write_report([run_dir]).read_text()
+    head = "\n".join(text.splitlines()[:6])
+    assert "PARTIAL RUN: this run was interrupted and is incomplete" in head
+    assert "Fidelity: NOT OK: the emulation was not faithful during this run" in head
+    assert "(failed: cpu_max_pct)" in head
+    assert "| cpu_max_pct | **NO** | 97.5 | 90 |" in text
+    assert not (run_dir / "plots" / "links.png").exists()
+    assert (run_dir / "plots" / "fct_cdf.png").exists()
+
+
+def test_run_without_metrics_is_summarised_from_its_tables(tmp_path):
+    run_dir = canned_run(tmp_path, partial=True)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    del summary["metrics"], summary["fidelity"]
+    write_json(run_dir, "summary", summary)
+    text = write_report([run_dir]).read_text()
+    assert "**Fidelity: not judged**" in text
+    assert "| FCT, all flows (ms) | 4 | 2.5 | 2.5 |" in text
+
+
+def test_comparison_of_a_sweep(tmp_path):
+    runs = [canned_run(tmp_path / "results", senders=n) for n in (1, 2, 3)]
+    path = write_report(runs, tmp_path / "cmp")
+    assert path == tmp_path / "cmp" / "report.md"
+    text = path.read_text()
+    assert text.startswith("# Comparison of 3 runs: incast-basic")
+    assert "**Fidelity: OK** in every run." in text
+    for n in (1, 2, 3):
+        assert f"| senders={n},seed=7 |" in text
+    values, latency = [line for line in text.splitlines() if line.startswith("| label |")]
+    assert "point workloads.0.senders" in values and "drops" in values
+    assert "FCT, all flows p99" in latency and "TTFT p50" in latency
+    # senders=3: FCTs 2, 3, 4 ms per round -> p50 3; one row per run in both tables
+    assert "| senders=3,seed=7 | 3 | 4 |" in text
+    png = tmp_path / "cmp" / "plots" / "compare_sweep.png"
+    assert png.read_bytes()[:8] == PNG and "(plots/compare_sweep.png)" in text
+
+
+def test_comparison_default_dir_and_bars(tmp_path):
+    a = canned_run(tmp_path, senders=2)
+    b = canned_run(tmp_path, senders=2, fidelity_ok=False)
+    summary = json.loads((b / "summary.json").read_text())
+    summary["point"], summary["label"] = {"controller.policy": "adaptive"}, "policy=adaptive"
+    write_json(b, "summary", summary)
+    path = write_report([a, b])
+    assert path.parent.parent == a.parent and path.parent.name.startswith("compare-")
+    text = path.read_text()
+    assert "NOT OK in 1 of 2 runs** (policy=adaptive)" in text
+    assert "| senders=2,seed=7 |" in text and "| policy=adaptive |" in text
+    assert list((path.parent / "plots").glob("compare_*.png"))
+
+
+# ---- CLI -----------------------------------------------------------------------------------
+
+
+def test_cli_report(tmp_path, capsys):
+    run_dir = canned_run(tmp_path)
+    assert main(["report", str(run_dir)]) == 0
+    assert capsys.readouterr().out.strip() == str(run_dir / "report.md")
+    assert main(["report", str(run_dir), str(run_dir), "--out", str(tmp_path / "c")]) == 0
+    assert (tmp_path / "c" / "report.md").is_file()
+
+
+def test_cli_report_not_a_run_is_a_usage_error(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert main(["report", str(tmp_path / "empty")]) == 2
+    assert "not a kvfabric run directory" in capsys.readouterr().err
+    assert main(["report", str(tmp_path / "missing")]) == 2
+    with pytest.raises(SystemExit) as exc:
+        main(["report"])
+    assert exc.value.code == 2
