@@ -34,6 +34,7 @@ import threading
 import time
 from array import array
 from collections.abc import Iterator
+from typing import Self
 
 import numpy as np
 import pandas as pd
@@ -74,9 +75,10 @@ class Sampler:
         self._t_stop: int | None = None
         self._busy_ns = 0  # thread CPU time spent sampling (for the cost figure)
         self._opened = False
+        self._raised = False
 
     # ----- lifetime ------------------------------------------------------
-    def start(self) -> Sampler:
+    def start(self) -> Self:
         if self._thread is not None:
             raise RuntimeError(f"{self.name} already started")
         self._open()
@@ -93,18 +95,18 @@ class Sampler:
         if self._thread is not None:
             self._thread.join()
             if self._t_stop is None:
-                self._t_stop = time.monotonic_ns()
+                self._t_stop = time.monotonic_ns()  # the first stop ends the sampled span
         if self._opened:
             self._opened = False
             try:
                 self._close()
             except Exception as exc:  # closing must not hide the run's result
                 log.warning("%s: close failed: %s", self.name, exc)
-        if raise_error and self.error is not None and not getattr(self, "_raised", False):
+        if raise_error and self.error is not None and not self._raised:
             self._raised = True
             raise SamplerError(f"{self.name} failed: {self.error!r}") from self.error
 
-    def __enter__(self) -> Sampler:
+    def __enter__(self) -> Self:
         try:
             return self.start()
         except BaseException:
@@ -128,7 +130,8 @@ class Sampler:
 
     @property
     def achieved_hz(self) -> float:
-        """Samples taken ÷ time from start to stop (or to now, while running)."""
+        """Samples taken ÷ time from start to stop (or to now): a thread that died
+        early shows as a low rate over the whole run, not a good one over its life."""
         elapsed = self.elapsed_s
         return self.samples / elapsed if elapsed > 0 else 0.0
 
@@ -155,8 +158,6 @@ class Sampler:
         except BaseException as exc:  # kept for stop(); the runner reports it
             self.error = exc
             log.error("%s stopped: %r", self.name, exc)
-        finally:
-            self._t_stop = time.monotonic_ns()
 
     # ----- for subclasses ------------------------------------------------------
     def _open(self) -> None:  # pragma: no cover - trivial default
@@ -206,7 +207,10 @@ class _PortSampler(Sampler):
 
     def table(self) -> pd.DataFrame:
         width = len(self._columns) - 1  # node and port come from one index
-        data = np.frombuffer(self._rows, dtype=np.int64).reshape(-1, width)
+        # A slice is a copy taken under the GIL: safe while the thread appends (a
+        # buffer view would make its next extend fail), cut to whole rows.
+        snap = self._rows[: len(self._rows) // width * width]
+        data = np.frombuffer(snap, dtype=np.int64).reshape(-1, width)
         idx = data[:, 1]
         nodes = np.asarray([self.ports[n][0] for n in self._names], dtype=object)
         numbers = np.asarray([self.ports[n][1] for n in self._names], dtype=np.int64)
@@ -292,11 +296,12 @@ class CpuSampler(Sampler):
         self._max.append(min(100.0, max(pcts, default=0.0)))
 
     def table(self) -> pd.DataFrame:
+        n = len(self._max)  # appended last: the other two lists have at least n
         return pd.DataFrame(
             {
-                "t_ns": np.asarray(self._t, dtype=np.int64),
-                "cpu_pct": np.asarray(self._pct, dtype=np.float64),
-                "max_core_pct": np.asarray(self._max, dtype=np.float64),
+                "t_ns": np.asarray(self._t[:n], dtype=np.int64),
+                "cpu_pct": np.asarray(self._pct[:n], dtype=np.float64),
+                "max_core_pct": np.asarray(self._max[:n], dtype=np.float64),
             },
             columns=CPU_COLUMNS,
         )

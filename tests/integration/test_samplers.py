@@ -1,6 +1,7 @@
 """Samplers on a real fabric: a 2-to-1 incast saturates one switch egress; the
 queue sampler sees its standing backlog (bounded by the buffer) draining at the
-configured rate, idle ports stay empty, and every sampler keeps its rate."""
+configured rate, idle ports stay empty, and every sampler keeps its rate.
+The tick machinery itself (absolute ticks, no catch-up bursts) needs no root."""
 
 from __future__ import annotations
 
@@ -13,11 +14,16 @@ import pytest
 from experiments.fidelity import busy_dequeue, dequeue_rate_check, egress_rates_bps
 from experiments.iperf import iperf3
 from experiments.qstats import QdiscReader
-from experiments.samplers import CpuSampler, LinkSampler, Netlink, QueueSampler, SamplerError
+from experiments.samplers import (
+    CpuSampler,
+    LinkSampler,
+    Netlink,
+    QueueSampler,
+    Sampler,
+    SamplerError,
+)
 from topologies import spine_leaf
 from topologies.builder import FabricNetwork
-
-pytestmark = pytest.mark.root
 
 log = logging.getLogger("test_samplers")
 SCALE = 1e-4  # 100 Gbit/s host links -> 10 Mbit/s, 400 Gbit/s uplinks -> 40 Mbit/s
@@ -63,6 +69,7 @@ def incast(net, seconds: float) -> list[float]:
     return [out["h0"], out["h1"]]
 
 
+@pytest.mark.root
 def test_a_saturated_egress_stands_at_its_buffer_and_drains_at_its_rate(net):
     ports = switch_ports(net)
     assert len(ports) == 8  # leaf0: 3, leaf1: 3, spine0: 2
@@ -117,6 +124,7 @@ def test_a_saturated_egress_stands_at_its_buffer_and_drains_at_its_rate(net):
     assert ((c["cpu_pct"] >= 0) & (c["cpu_pct"] <= 100)).all() and len(c) >= 25
 
 
+@pytest.mark.root
 def test_the_hand_parsed_dump_agrees_with_pyroute2(net):
     ports = switch_ports(net)
     with QdiscReader(list(ports)) as reader:
@@ -134,6 +142,7 @@ def test_the_hand_parsed_dump_agrees_with_pyroute2(net):
         assert abs(sent - ref.sent_bytes) <= 3000, name  # a stray IPv6 packet at most
 
 
+@pytest.mark.root
 def test_a_bad_port_fails_at_start_and_a_dead_thread_is_reported(net):
     with pytest.raises(LookupError, match="no interface named nosuch0"):
         QueueSampler({"nosuch0": ("leaf0", 9)}).start()
@@ -151,3 +160,52 @@ def test_a_bad_port_fails_at_start_and_a_dead_thread_is_reported(net):
         sampler.stop()
     sampler.stop()  # idempotent, and the error is reported once
     assert sampler._nl is None  # the socket was released
+
+
+class Ticker(Sampler):
+    """Records when each tick ran; every ``slow_every``-th tick takes ``slow_s``."""
+
+    name = "ticker"
+
+    def __init__(self, rate_hz: float, slow_every: int = 0, slow_s: float = 0.0) -> None:
+        super().__init__(rate_hz)
+        self.t: list[int] = []
+        self.slow_every, self.slow_s = slow_every, slow_s
+
+    def _sample(self) -> None:
+        self.t.append(time.monotonic_ns())
+        if self.slow_every and len(self.t) % self.slow_every == 0:
+            time.sleep(self.slow_s)
+
+
+def test_ticks_are_absolute_and_missed_ones_are_skipped_not_burst():
+    # 100 Hz; every 10th tick takes 35 ms (3.5 periods): the ticks it overran are skipped
+    with Ticker(100.0, slow_every=10, slow_s=0.035) as s:
+        time.sleep(1.0)
+    gaps_ms = [(b - a) / 1e6 for a, b in zip(s.t, s.t[1:], strict=False)]
+    assert min(gaps_ms) > 4.0, gaps_ms  # never two samples back to back to catch up
+    # on the grid t0 + k * 10 ms (within scheduling noise)
+    phase = [((t - s.t[0]) / 1e6) % 10 for t in s.t]
+    assert sum(p < 3 or p > 9 for p in phase) >= 0.9 * len(phase), phase
+    # 1 s: ~100 ticks minus ~2.5 skipped per slow one
+    assert 65 <= s.samples <= 85 and s.achieved_hz == pytest.approx(s.samples / s.elapsed_s)
+
+
+def test_a_sampler_that_died_early_shows_a_low_rate_over_the_whole_run():
+    s = Ticker(100.0)
+    s.start()
+    time.sleep(0.2)
+    s._sample = lambda: (_ for _ in ()).throw(OSError("gone"))
+    time.sleep(0.3)
+    assert s.error is not None and not s.running
+    s.stop(raise_error=False)
+    assert s.achieved_hz < 60  # ~20 samples over 0.5 s, not 100 Hz over 0.2 s
+
+
+def test_cpu_sampler_table():
+    with CpuSampler(20.0) as cpu:
+        time.sleep(0.5)
+    c = cpu.table()
+    assert list(c.columns) == ["t_ns", "cpu_pct", "max_core_pct"] and len(c) >= 8
+    assert ((c["cpu_pct"] >= 0) & (c["cpu_pct"] <= c["max_core_pct"] + 1e-9)).all()
+    assert (c["max_core_pct"] <= 100).all()
