@@ -177,6 +177,8 @@ def _verdict_lines(run: Run) -> list[str]:
             "rerun with a smaller scale or fabric before drawing conclusions."
         )
     lines.append("")
+    if fid.get("error"):
+        lines += [f"The fidelity monitor reported: {_cell(fid['error'])}", ""]
     if checks:
         lines += [
             "| check | ok | value | threshold | unit | detail |",
