@@ -26,7 +26,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from topologies.fabric import Fabric
+from topologies.fabric import Fabric, FabricError
 from topologies.shaping import MTU_BYTES, egress_plan, switch_capacity_mbps
 
 DEFAULT_THRESHOLDS = {"lateness_p99_ms": 2.0, "cpu_max_pct": 90.0, "dequeue_rate_tolerance": 0.05}
@@ -235,8 +235,17 @@ def offered_switching_mbps(flows: pd.DataFrame | None, fabric: Fabric) -> tuple[
     if flows is None or flows.empty:
         return None, "no flows"
     count = switch_counter(fabric)
+    unknown: set[str] = set()
+
+    def hops_of(src: str, dst: str) -> int:
+        try:
+            return count(src, dst)
+        except FabricError:  # not a host of this fabric: counted as no switch work
+            unknown.update(n for n in (src, dst) if n not in fabric.by_name)
+            return 0
+
     hops = np.fromiter(
-        (count(s, d) for s, d in zip(flows["src"], flows["dst"], strict=True)),
+        (hops_of(s, d) for s, d in zip(flows["src"], flows["dst"], strict=True)),
         dtype=np.float64,
         count=len(flows),
     )
@@ -251,6 +260,8 @@ def offered_switching_mbps(flows: pd.DataFrame | None, fabric: Fabric) -> tuple[
         f"{work / 8e6:.2f} MB switch-hop work (mean {hops.mean():.2f} switches per flow) "
         f"over a {span_s:.2f} s busy span"
     )
+    if unknown:
+        detail += f"; not in the fabric, not counted: {_few(sorted(unknown))}"
     return mbps, detail
 
 

@@ -201,6 +201,14 @@ def test_offered_load_counts_every_switch_hop():
     assert not c["ok"] and c["value"] == pytest.approx(28.0) and c["threshold"] == 20
 
 
+def test_offered_load_names_endpoints_that_are_not_hosts_of_the_fabric():
+    fabric = spine_leaf(spines=1, leaves=2, hosts_per_leaf=2)
+    flows = flows_table([["h0", "h2", 1_000_000, 0, 1_000_000_000],
+                         ["h0", "h99", 1_000_000, 0, 1_000_000_000]])  # fmt: skip
+    mbps, detail = fd.offered_switching_mbps(flows, fabric)
+    assert mbps == pytest.approx(24.0) and "not counted: h99" in detail
+
+
 def test_offered_load_uses_the_machine_capacity(monkeypatch):
     monkeypatch.setenv("KVFABRIC_SWITCH_CAPACITY_MBPS", "10")
     fabric = spine_leaf(spines=1, leaves=2, hosts_per_leaf=2)
