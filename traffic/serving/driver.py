@@ -199,7 +199,7 @@ class ServingDriver:
         elem = presets.dtype_bytes(self.kv_dtype)
         return tokens * heads * self.model.head_dim * 2 * elem
 
-    def _send(self, kind: str, src: str, dst: str, nbytes: int, t_ns: int, owner, **kw) -> None:
+    def _send(self, kind: str, src: str, dst: str, nbytes: int, t_ns: int, owner, **kw) -> int:
         fid = self._next_id
         self._next_id += 1
         self._owner[fid] = (kind, owner)
