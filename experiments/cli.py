@@ -62,6 +62,10 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--scale", type=float, default=1e-4)
     demo.add_argument("--seconds", type=float, default=5.0)
 
+    from .cli_run import add_parsers
+
+    add_parsers(sub)
+
     rep = sub.add_parser("report", help="report.md and plots of runs; several side by side")
     rep.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="results/<experiment>/<id>")
     rep.add_argument("--out", metavar="DIR", help="where to write (default: the run, or "
@@ -232,7 +236,17 @@ COMMANDS = {
     "calc": cmd_calc,
     "demo": cmd_demo,
     "report": cmd_report,
+    "run": lambda args: _run_cmd("cmd_run", args),
+    "list": lambda args: _run_cmd("cmd_list", args),
+    "cli": lambda args: _run_cmd("cmd_cli", args),
 }
+
+
+def _run_cmd(name: str, args: argparse.Namespace) -> int:
+    from . import cli_run
+
+    return getattr(cli_run, name)(args, console, err)
+
 
 if __name__ == "__main__":
     sys.exit(main())

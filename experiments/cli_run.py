@@ -48,6 +48,7 @@ def _spec_and_runs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
 
 
 def cmd_run(args: argparse.Namespace, console: Console, err: Console) -> int:
+    from .results import ResultsError
     from .runner import run_spec
     from .runtime import RunBusy
 
@@ -59,9 +60,6 @@ def cmd_run(args: argparse.Namespace, console: Console, err: Console) -> int:
             console.print(f"{p.run.label}: {len(p.plan.schedule)} scheduled messages"
                           + (", live serving driver" if p.plan.driver else ""))  # fmt: skip
         return EXIT_OK
-    from topologies.system import preflight
-
-    preflight()
     if not args.quiet:
         console.print(f"[bold]{spec.name}[/bold]: {len(runs)} run(s) → {args.out}/{spec.name}/")
 
@@ -83,6 +81,9 @@ def cmd_run(args: argparse.Namespace, console: Console, err: Console) -> int:
     except RunBusy as exc:
         err.print(f"[red]refused:[/red] {exc}")
         return EXIT_FAILED
+    except ResultsError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        return EXIT_USAGE
     if len(outcomes) > 1:
         from .report import write_report
 

@@ -77,6 +77,7 @@ class Recorded:
     events: dict[str, Any] = field(default_factory=dict)
     samplers: dict[str, tuple[float, float]] = field(default_factory=dict)
     datapath: str | None = None
+    prefix: str | None = None  # the run's name prefix on bridges, veths and namespaces
     error: str = ""
     interrupted: bool = False
 
@@ -117,6 +118,9 @@ def run_spec(spec: Spec, runs: list[RunSpec], out_root: Path, *,
     prepared = prepare(spec, runs)
     out_root = Path(out_root)
     check_writable(out_root)
+    from topologies.system import preflight
+
+    preflight()  # root, Mininet, OVS: a clear "cannot run" before the lock
     outcomes: list[Outcome] = []
     with RunLock(spec.name), StopFlag(announce) as stop:
         for p in prepared:
@@ -173,7 +177,7 @@ def _carry_out(p: Prepared, run_dir: Path, scratch: Path, stop: StopFlag, rec: R
         say("building the fabric")
         with FabricNetwork(p.fabric, scale, controller=Controller(port=proc.port),
                            policy=ctl["policy"], policy_params=params, qos=qos) as net:  # fmt: skip
-            rec.datapath = net.datapath
+            rec.datapath, rec.prefix = net.datapath, net.prefix
             say("waiting for the controller")
             proc.wait_ready(timeout_s=60)
             results.write_json(run_dir, "env", env_info(net.datapath))
@@ -292,6 +296,7 @@ def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
         "partial": partial,
         "error": rec.error or None,
         "datapath": rec.datapath,
+        "run_prefix": rec.prefix,
         "fidelity": fidelity,
         "metrics": metrics,
     }

@@ -1,0 +1,107 @@
+"""``kvfabric run``/``list`` input checks and the runner's pure parts (no root)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from experiments.cli import main
+from experiments.plan import controller_params, network_schedule, workload_seed
+from experiments.runtime import RunBusy, RunLock, StopFlag
+from experiments.spec import expand, find_bundled, load_spec
+
+SPEC = textwrap.dedent(
+    """
+    name: tiny
+    duration_s: 5
+    fabric: {kind: spine_leaf, spines: 1, leaves: 2, hosts_per_leaf: 2}
+    workloads:
+      - {kind: incast, senders: 2, sru_bytes: 1.0e+9, rounds: 2}
+      - {kind: probe, pairs: [[h0, h2]], rate_hz: 10, size_bytes: 200}
+    """
+)
+
+
+def test_list_names_every_bundled_spec(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "incast-basic" in out and "serving-basic" in out
+
+
+def test_dry_run_lists_every_sweep_point_without_building(capsys):
+    assert main(["run", "incast-basic", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "senders=1,seed=7: 5 scheduled" in out and "senders=7,seed=7: 35 scheduled" in out
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["run", "no-such-experiment"], "no such spec"),
+        (["run", "incast-basic", "--set", "workloads.0.kind=teleport"], "workloads.0.kind"),
+        (["run", "incast-basic", "--set", "faults=[{at_s: 1, link_down: [h0, spine0]}]"],
+         "not linked"),
+        (["run", "incast-basic", "--set", "controller.spines={a: [spine0]}"], "spines"),
+        (["run", "incast-basic", "--out", "/proc/kvfabric-results"], "cannot"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_a_usage_error_before_anything_is_built(args, says, capsys, tmp_path):
+    if "--out" not in args:
+        args = [*args, "--out", str(tmp_path)]
+    assert main(args) == 2
+    assert says in capsys.readouterr().err.replace("\n", " ")
+    assert not list(tmp_path.iterdir())  # no results directory was started
+
+
+def test_the_schedule_of_a_spec_is_its_workloads_in_order_with_fresh_ids(tmp_path):
+    spec = load_spec(SPEC)
+    (run,) = expand(spec)
+    sched = network_schedule(run.resolved, run.fabric())
+    assert list(sched["kind"].unique()) == ["incast", "probe"]
+    assert (sched["kind"] == "incast").sum() == 4  # 2 senders × 2 rounds
+    assert (sched["kind"] == "probe").sum() == 50  # 10 Hz × 5 s
+    assert sched["flow_id"].is_unique
+    again = network_schedule(run.resolved, run.fabric())
+    assert sched.equals(again)  # same seed, same schedule
+    assert workload_seed(1, 0) != workload_seed(1, 1) != workload_seed(2, 1)
+
+
+def test_controller_params_pass_only_what_the_spec_gives():
+    (run,) = expand(load_spec(find_bundled("incast-basic"), ["sweep={}"]))
+    assert controller_params(run.resolved) == {}
+
+
+def test_a_second_run_lock_is_refused_and_names_the_holder(tmp_path):
+    path = tmp_path / "run.lock"
+    with RunLock("first", path):
+        code = (
+            "import sys\nfrom pathlib import Path\n"
+            "from experiments.runtime import RunLock, RunBusy\n"
+            f"try:\n    RunLock('second', Path({str(path)!r})).__enter__()\n"
+            "except RunBusy as e:\n    print(e); sys.exit(3)\n"
+        )
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert out.returncode == 3, out.stderr
+        assert "another kvfabric run is in progress" in out.stdout
+        assert f"pid {os.getpid()}, experiment first" in out.stdout
+    with RunLock("third", path):  # released on exit
+        pass
+    with pytest.raises(RunBusy), RunLock("a", path), RunLock("b", path):
+        pass
+
+
+def test_the_first_signal_sets_the_stop_flag_and_a_second_ctrl_c_aborts():
+    heard = []
+    before = signal.getsignal(signal.SIGTERM)
+    with StopFlag(heard.append) as stop:
+        assert not stop
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop and heard == ["SIGTERM"]
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+    assert signal.getsignal(signal.SIGTERM) == before  # the previous handler is back
