@@ -7,8 +7,8 @@ machine's CPU (psutil), each on its own thread at a fixed rate.
     q.table()                                  # t_ns, node, port, backlog_pkts, ...
 
 Every sampler ticks at absolute instants ``t0 + k / rate_hz``; when a sample
-runs late it takes the latest missed tick at once and skips the older ones
-(never a burst of catch-up samples). One tick is one netlink dump for all
+runs late, the ticks it overran are skipped (the latest one is still taken if
+less than half a period late), never caught up in a burst. One tick is one netlink dump for all
 ports, never one request per port. Rows are kept as flat ``array('q')`` of
 integers, names as small indexes, so an hour at 200 Hz × 50 ports stays small.
 
@@ -153,8 +153,12 @@ class Sampler:
                 self._sample()
                 self._busy_ns += time.thread_time_ns() - c0
                 self.samples += 1
-                # Next tick: k+1, or the latest tick already due (older missed ones are skipped).
-                k = max(k + 1, (time.monotonic_ns() - t0) // period)
+                # Next tick: k+1; if that is already past, the latest due tick when it is
+                # less than half a period late, else the next one: missed ticks are
+                # skipped, never burst, and no two samples come closer than period/2.
+                late = time.monotonic_ns() - t0
+                due = late // period
+                k = max(k + 1, due if late - due * period <= period // 2 else due + 1)
         except BaseException as exc:  # kept for stop(); the runner reports it
             self.error = exc
             log.error("%s stopped: %r", self.name, exc)

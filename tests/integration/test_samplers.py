@@ -185,8 +185,8 @@ def test_ticks_are_absolute_and_missed_ones_are_skipped_not_burst():
     gaps_ms = [(b - a) / 1e6 for a, b in zip(s.t, s.t[1:], strict=False)]
     assert min(gaps_ms) > 4.0, gaps_ms  # never two samples back to back to catch up
     # on the grid t0 + k * 10 ms (within scheduling noise)
-    phase = [((t - s.t[0]) / 1e6) % 10 for t in s.t]
-    assert sum(p < 3 or p > 9 for p in phase) >= 0.9 * len(phase), phase
+    phase = [((t - s._t_start) / 1e6) % 10 for t in s.t]
+    assert sum(p < 3 for p in phase) >= 0.8 * len(phase), phase
     # 1 s: ~100 ticks minus ~2.5 skipped per slow one
     assert 65 <= s.samples <= 85 and s.achieved_hz == pytest.approx(s.samples / s.elapsed_s)
 
