@@ -156,6 +156,9 @@ class Agent:
                         self.subscribers.append(writer)
                         writer.write(encode({"ok": True}))
                         continue
+                    if msg.get("cmd") == "add" and msg.get("quiet"):
+                        self._add_quietly(msg["rows"])  # no reply: the sender does not wait
+                        continue
                     reply = {"ok": True} | await self._command(msg)
                 except Exception as exc:  # a bad command is answered, never fatal
                     reply = {"ok": False, "error": _err(exc)}
@@ -215,6 +218,15 @@ class Agent:
         if cmd == "stop":
             return {"stopping": True}
         raise ValueError(f"unknown command {cmd!r}")
+
+    def _add_quietly(self, rows: list[dict]) -> None:
+        """``add`` without a reply; a row that cannot be scheduled is reported failed
+        on the event stream instead."""
+        for row in rows:
+            try:
+                self._schedule(row, int(row["t"]))
+            except Exception as exc:
+                self._emit(["f", row.get("fid", -1), f"add: {_err(exc)}"])
 
     def _emit(self, item: list) -> None:
         if not self.subscribers:

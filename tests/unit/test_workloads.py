@@ -362,3 +362,11 @@ def test_validate_rejects_waiting_on_a_later_message():
     s.loc[2:, "after"] = 2
     with pytest.raises(WorkloadError, match="do not all come before"):
         validate_schedule(s)
+
+
+def test_an_empty_schedule_is_valid_and_has_every_column():
+    from traffic.workloads import concat_schedules, empty_schedule, validate_schedule
+
+    empty = empty_schedule()
+    validate_schedule(empty)
+    assert len(empty) == 0 and list(empty.columns) == list(concat_schedules([]).columns)

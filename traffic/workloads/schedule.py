@@ -116,6 +116,8 @@ def build_schedule(
             data[name] = np.arange(first_flow_id, first_flow_id + n, dtype=np.int64)
         elif name in columns:
             data[name] = np.asarray(columns[name], dtype=dtype)
+        elif n == 0:
+            data[name] = np.empty(0, dtype=dtype)
         else:
             data[name] = np.full(n, DEFAULTS[name], dtype=dtype)
         if len(data[name]) != n:

@@ -276,3 +276,14 @@ def test_thresholds_default_to_the_spec_defaults():
 
     spec = validate({"name": "x", "duration_s": 1, "fabric": {"kind": "spine_leaf"}}, Path("."))
     assert spec["fidelity"] == fd.DEFAULT_THRESHOLDS
+
+
+def test_lateness_judges_the_agents_lag_not_waiting_behind_a_busy_connection():
+    # 100 messages issued on time, but the last 10 queued 30 ms behind earlier ones on
+    # their persistent connection: the emulator kept up, the workload queued.
+    flows = pd.DataFrame({"lateness_ms": [0.2] * 90 + [30.0] * 10,
+                          "issue_lateness_ms": [0.2] * 100})  # fmt: skip
+    assert fd.lateness_check(flows, 2.0)["ok"]
+    flows["issue_lateness_ms"] = [0.2] * 90 + [5.0] * 10  # the agent itself fell behind
+    check = fd.lateness_check(flows, 2.0)
+    assert not check["ok"] and check["value"] == pytest.approx(5.0)
