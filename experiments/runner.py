@@ -33,6 +33,7 @@ from topologies.shaping import egress_plan
 from traffic.fleet import AgentFleet
 
 from . import results
+from .estimates import estimate
 from .fidelity import verdict
 from .plan import TrafficPlan, controller_params, traffic_plan
 from .runtime import FaultInjector, RunLock, StopFlag, env_info
@@ -289,6 +290,11 @@ def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
         log.debug("summary failed", exc_info=True)
         metrics = {}
         rec.error = rec.error or f"metrics could not be computed: {exc}"
+    try:
+        predicted = estimate(r, p.fabric)
+    except Exception as exc:  # an estimate must never cost a run its results
+        log.warning("analytic estimate failed: %s", exc)
+        predicted = {"error": str(exc)}
     if rec.interrupted and not rec.error:
         rec.error = "interrupted: the traffic was stopped early; the tables hold what was recorded"
     summary = base | {
@@ -299,6 +305,7 @@ def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
         "run_prefix": rec.prefix,
         "fidelity": fidelity,
         "metrics": metrics,
+        "estimate": predicted,
     }
     results.write_json(run_dir, "summary", summary)
     try:
