@@ -13,6 +13,7 @@ OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
 help:
 	@echo "sudo make demo   install what is missing, then run the flagship experiment"
 	@echo "sudo make test   install what is missing, then run every test (unit + root integration)"
+	@echo "sudo make bench  every fidelity/cost benchmark in full (bench-quick: a few minutes)"
 	@echo "make unit        unit tests only (no root)"
 	@echo "make lint        ruff"
 	@echo "sudo make clean  remove leftovers of kvfabric runs (only those)"
@@ -48,6 +49,12 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest -q tests
+
+bench: setup
+	$(PY) -m benchmarks
+
+bench-quick: setup
+	$(PY) -m benchmarks --quick
 
 unit: venv-user
 	$(PY) -m pytest -q tests/unit
