@@ -24,9 +24,10 @@ def ok_mask(flows: pd.DataFrame) -> pd.Series:
 
 def fct_ms(flows: pd.DataFrame) -> pd.Series:
     """Recorded ``fct_ms``, filled from ``t_end_ns - t_start_ns`` where it is missing."""
-    derived = (flows["t_end_ns"] - flows["t_start_ns"]) / 1e6
+    span = flows["t_end_ns"].astype("Float64") - flows["t_start_ns"].astype("Float64")
+    derived = (span / 1e6).astype(float)  # nullable Int64 columns: missing -> NaN
     if "fct_ms" not in flows:
-        return derived.astype(float)
+        return derived
     return flows["fct_ms"].astype(float).fillna(derived)
 
 
