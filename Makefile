@@ -11,7 +11,7 @@ OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
 .PHONY: setup demo test unit lint clean bench bench-quick help
 
 help:
-	@echo "sudo make demo   install what is missing, then run the flagship experiment"
+	@echo "sudo make demo   install what is missing, then run the flagship experiment (topology-aware-placement)"
 	@echo "sudo make test   install what is missing, then run every test (unit + root integration)"
 	@echo "sudo make bench  every fidelity/cost benchmark in full (bench-quick: a few minutes)"
 	@echo "make unit        unit tests only (no root)"
@@ -45,7 +45,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -c "import mininet.net, os_ken, topologies, experiments" && touch $@
 
 demo: setup
-	$(VENV)/bin/kvfabric demo
+	$(VENV)/bin/kvfabric run topology-aware-placement
 
 test: setup
 	$(PY) -m pytest -q tests
