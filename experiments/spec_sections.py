@@ -202,6 +202,21 @@ FAULT = section(
     _fault_post,
 )
 
+PAIR = section({"victim": Field(name_text()), "aggressor": Field(name_text())})
+
+
+def _tenants_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
+    """A noisy-neighbour pair names tenants the workloads use."""
+    used = {w.get("tenant", "default") for w in out["workloads"]} | set(
+        out["controller"]["tenants"]
+    )
+    for i, pair in enumerate(out["noisy_neighbour"]):
+        for role in ("victim", "aggressor"):
+            if pair[role] not in used:
+                where = join(path, f"noisy_neighbour.{i}.{role}")
+                raise bad(where, pair[role], f"a tenant of the workloads: {listing(sorted(used))}")
+
+
 SWEEP_KEY = text(
     r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*", "a dotted key path such as workloads.0.senders"
 )
@@ -238,8 +253,10 @@ SPEC = section(
         ),
         "faults": Field(list_of(FAULT), []),
         "workloads": Field(list_of(workload()), []),
+        "noisy_neighbour": Field(list_of(PAIR), []),
         "sweep": Field(mapping(SWEEP_KEY, list_of(anything(), 1)), {}),
-    }
+    },
+    _tenants_post,
 )
 
 

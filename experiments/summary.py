@@ -37,6 +37,7 @@ from .metrics import (
     value_stats,
 )
 from .metrics.flows import ok_mask
+from .metrics.tenants import noisy_neighbour
 from .results import to_jsonable
 
 __all__ = ["HOTTEST_PORTS", "QUEUE_THRESHOLD_FRACTION", "real_gbps", "summarize"]
@@ -79,6 +80,11 @@ def summarize(
         out["links"] = _link_metrics(links, scale)
     if _has_rows(requests):
         out |= _serving(requests, tokens, resolved_spec)
+    pairs = resolved_spec.get("noisy_neighbour") or []
+    if pairs and _has_rows(flows):
+        out["noisy_neighbour"] = [
+            noisy_neighbour(flows, tokens, requests, p["victim"], p["aggressor"]) for p in pairs
+        ]
     return to_jsonable(out)
 
 

@@ -159,6 +159,7 @@ def test_good_specs_load_and_fill_every_default(spec):
         "fidelity",
         "faults",
         "workloads",
+        "noisy_neighbour",
     ]
     assert r["sampler"]["rate_hz"] == 200.0
     assert r["fidelity"] == {
@@ -209,6 +210,13 @@ BAD = [
     ("seed negative", "incast", "seed", -1, ["seed:", "-1", "an integer >= 0"]),
     ("scale above 1", "incast", "scale.bandwidth", 2, ["scale.bandwidth:", "2", "<= 1"]),
     ("unknown top key", "incast", "colour", "red", ["colour:", "allowed keys", "duration_s"]),
+    (
+        "noisy neighbour tenant",
+        "incast",
+        "noisy_neighbour",
+        [{"victim": "default", "aggressor": "ghost"}],
+        ["noisy_neighbour.0.aggressor:", "'ghost'", "a tenant of the workloads: default"],
+    ),
     ("fabric kind", "incast", "fabric.kind", "torus", ["fabric.kind:", "'torus'", "fat_tree"]),
     ("fabric spines", "incast", "fabric.spines", 0, ["fabric.spines:", "from 1 to 64"]),
     ("fabric param", "incast", "fabric.radix", 4, ["fabric.radix:", "hosts_per_leaf"]),
