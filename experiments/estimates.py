@@ -320,3 +320,100 @@ def serving_estimate(resolved: dict[str, Any], index: int, fabric: Fabric) -> di
         if 1 in rate_by_tier and 2 in rate_by_tier:
             out["tiers"]["spine_over_rail_transfer_ratio"] = rate_by_tier[1] / rate_by_tier[2]
     return out
+
+
+# ---- command line -----------------------------------------------------------------------
+
+
+def _brief(est: dict[str, Any]) -> list[str]:
+    """The headline numbers of an estimate, one line per section."""
+    lines = []
+    for e in est.get("incast", []):
+        lines.append(
+            f"incast: {e['senders']} senders, buffer {e['buffer_pkts']} pkts: ideal round"
+            f" {e['ideal_round_ms']:.1f} ms, peak queue {e['peak_queue_pkts']} pkts"
+            f" ({'overflows' if e['overflow'] else 'fits'}), goodput"
+            f" {e['predicted_goodput_mbps']:.2f} Mbit/s emulated"
+            f" ({e['predicted_goodput_real_gbps']:.1f} Gbit/s real)"
+        )
+    for e in est.get("kv_transfer", []):
+        lines.append(
+            f"kv_transfer: {e['tokens']} tokens, {e['rank_pair_bytes'] / 1e6:.0f} MB per rank"
+            f" pair at {e['path_gbps']:g} Gbit/s: {e['transfer_ms']:.1f} ms alone"
+        )
+        if "collisions" in e:
+            c = e["collisions"]
+            fct = ", ".join(f"{k} {v:.1f}" for k, v in c["fct_ms_by_policy"].items())
+            lines.append(
+                f"  ECMP: {c['elephants_per_wave']} elephants on {c['spines']} spines:"
+                f" P(two share a spine) {c['p_pair_shares']:.2f}, P(no collision)"
+                f" {c['p_no_collision']:.3f}; FCT ms by policy: {fct}"
+            )
+    for e in est.get("alltoall", []):
+        lines.append(
+            f"alltoall: {e['step_bytes'] / 1e9:.2f} GB per step, step >="
+            f" {e['step_ms_lower_bound']:.1f} ms of every {e['step_interval_ms']:g} ms"
+        )
+    sv = est.get("serving")
+    if sv:
+
+        def q(key: str) -> str:
+            s = sv.get(key)
+            return f"p50 {s['p50']:.1f} p99 {s['p99']:.1f}" if s else "–"
+
+        lines.append(
+            f"serving (fluid sim): {sv['served']}/{sv['requests']} served; TTFT {q('ttft_ms')};"
+            f" ITL {q('itl_ms')}; KV transfer {q('kv_transfer_ms')} ms"
+        )
+        mp = sv.get("mean_prompt")
+        if mp:
+            lines.append(
+                f"  mean prompt {mp['tokens']} tokens: prefill {mp['prefill_ms']:.1f} ms, KV"
+                f" {mp['transfer_ms']:.1f} ms at {mp['path_gbps']:g} Gbit/s; layer-pipelined"
+                f" hides {mp['hidden_fraction_layer_pipelined']:.0%}"
+                f" (exposed {mp['exposed_ms_layer_pipelined']:.1f} ms)"
+            )
+        tiers = sv.get("tiers")
+        if tiers and "spine_over_rail_transfer_ratio" in tiers:
+            lines.append(
+                f"  instance pairs by tier {tiers['pairs_by_tier']}; a spine-tier transfer"
+                f" takes {tiers['spine_over_rail_transfer_ratio']:.1f}× a rail-tier one"
+            )
+    for kind, b in (est.get("buffer") or {}).items():
+        lines.append(
+            f"buffer ({kind} links): {b['buffer_pkts']} pkts drain in"
+            f" {b['full_buffer_ms_emulated']:.1f} ms emulated ({b['full_buffer_ms_real']:.4f}"
+            " ms real)"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m experiments.estimates SPEC|NAME [--set k=v]... [--json]``: the analytic
+    estimate of every run of a spec, without building anything (no root)."""
+    import argparse
+    import json
+
+    from .spec import expand, load_spec, locate
+
+    ap = argparse.ArgumentParser(prog="python -m experiments.estimates")
+    ap.add_argument("spec")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--json", action="store_true", help="the whole estimate as JSON")
+    args = ap.parse_args(argv)
+    spec = load_spec(locate(args.spec), args.set)
+    out = {}
+    for run in expand(spec):
+        est = estimate(run.resolved, run.fabric())
+        out[run.label] = est
+        if not args.json:
+            print(run.label)
+            for line in _brief(est or {}) or ["(no estimate for these workloads)"]:
+                print(f"  {line}")
+    if args.json:
+        print(json.dumps(out, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
