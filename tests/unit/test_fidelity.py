@@ -287,3 +287,11 @@ def test_lateness_judges_the_agents_lag_not_waiting_behind_a_busy_connection():
     flows["issue_lateness_ms"] = [0.2] * 90 + [5.0] * 10  # the agent itself fell behind
     check = fd.lateness_check(flows, 2.0)
     assert not check["ok"] and check["value"] == pytest.approx(5.0)
+
+
+def test_group_released_flows_are_reported_but_not_judged():
+    flows = pd.DataFrame({"issue_lateness_ms": [0.3] * 50 + [4.0] * 50,
+                          "after": [-1] * 50 + [7] * 50})  # fmt: skip
+    check = fd.lateness_check(flows, 2.0)
+    assert check["ok"] and check["value"] == pytest.approx(0.3)
+    assert "50 group-released flows, p99 4.000 ms (not judged)" in check["detail"]
