@@ -304,6 +304,9 @@ def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
         "datapath": rec.datapath,
         "run_prefix": rec.prefix,
         "fidelity": fidelity,
+        "samplers": {
+            name: {"achieved_hz": a, "requested_hz": q} for name, (a, q) in rec.samplers.items()
+        },  # fmt: skip
         "metrics": metrics,
         "estimate": predicted,
     }
