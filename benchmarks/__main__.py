@@ -1,0 +1,79 @@
+"""Run the fidelity and cost benchmarks, each against its alternative in the same run.
+
+    sudo .venv/bin/python -m benchmarks [--quick] [NAME ...]
+
+Each prints its table and writes benchmarks/results/<name>.json; a summary
+table of every benchmark run ends the output. ``--quick`` runs them all in a
+few minutes (shorter transfers, fewer sizes and repeats); the numbers quoted
+in benchmarks/README.md come from the full run (``make bench``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+import time
+import traceback
+
+from .common import fmt, write
+
+BENCHMARKS = {  # name -> module (each has run(quick) -> record)
+    "setup": "setup_time",
+    "agent-cost": "agent_cost",
+    "sampler": "sampler_cost",
+    "link-rate": "link_rate",
+    "queue-theory": "queue_theory",
+    "capacity": "capacity",
+    "lateness": "lateness",
+    "reroute": "reroute",
+}
+
+
+def summary(records: list[dict]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="benchmarks")
+    for c in ("benchmark", "value", "baseline", "ratio", "unit", "target", "met"):
+        table.add_column(c, justify="right" if c in ("value", "baseline", "ratio") else "left")
+    for r in records:
+        met = {True: "yes", False: "NO", None: "report"}[r["target_met"]]
+        table.add_row(r["name"], fmt(r["value"]), fmt(r["baseline"]), fmt(r["ratio"]),
+                      r["unit"], r["target"], met)  # fmt: skip
+    Console(width=160).print(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="a few minutes in all")
+    ap.add_argument("names", nargs="*", metavar="NAME",
+                    help=f"benchmarks to run (default all): {', '.join(BENCHMARKS)}")  # fmt: skip
+    args = ap.parse_args(argv)
+    unknown = [n for n in args.names if n not in BENCHMARKS]
+    if unknown:
+        ap.error(f"unknown benchmark(s) {unknown}; allowed: {', '.join(BENCHMARKS)}")
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    records, failed = [], []
+    for name in args.names or list(BENCHMARKS):
+        module = importlib.import_module(f"benchmarks.{BENCHMARKS[name]}")
+        t0 = time.monotonic()
+        try:
+            record = module.run(quick=args.quick)
+        except Exception:
+            traceback.print_exc()
+            failed.append(name)
+            continue
+        record["wall_s"] = round(time.monotonic() - t0, 1)
+        path = write(record)
+        print(f"wrote {path} ({record['wall_s']} s)\n")
+        records.append(record)
+    summary(records)
+    if failed:
+        print(f"failed to run: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

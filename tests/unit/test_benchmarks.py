@@ -1,0 +1,105 @@
+"""The pure parts of the benchmarks: the M/D/1 reference, the token-bucket queue
+model against it, ratio/target logic and the shape of a result file."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+
+def _benchmarks_package() -> None:
+    """``benchmarks`` is a folder of the repository, not an installed package: under
+    ``python -m pytest`` the working directory makes it importable, under the bare
+    ``pytest`` script it is loaded from its path."""
+    if importlib.util.find_spec("benchmarks") is not None:
+        return
+    folder = Path(__file__).resolve().parents[2] / "benchmarks"
+    spec = importlib.util.spec_from_file_location(
+        "benchmarks", folder / "__init__.py", submodule_search_locations=[str(folder)]
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["benchmarks"] = module
+    spec.loader.exec_module(module)
+
+
+_benchmarks_package()
+
+from benchmarks.common import (  # noqa: E402
+    REQUIRED,
+    clean,
+    md1_lq,
+    meets,
+    ratio,
+    result,
+    shell_times_s,
+    write,
+)
+from benchmarks.queue_theory import htb_bucket_bytes, token_bucket_backlog  # noqa: E402
+
+
+def test_md1_lq_known_values():
+    assert md1_lq(0.5) == pytest.approx(0.25)
+    assert md1_lq(0.9) == pytest.approx(4.05)
+    assert md1_lq(0.0) == 0.0
+    with pytest.raises(ValueError, match="stable"):
+        md1_lq(1.0)
+
+
+def test_token_bucket_one_frame_deep_is_md1():
+    # A FIFO in front of a token bucket one frame deep waits exactly like M/D/1's queue.
+    rng = np.random.default_rng(1)
+    rate_bps, frame = 5e6, 1514
+    service = frame * 8 / rate_bps
+    span = 400.0
+    arrivals = np.cumsum(rng.exponential(service / 0.7, size=int(span / service)))
+    arrivals = arrivals[arrivals < span]
+    lq = token_bucket_backlog(arrivals, rate_bps, frame, frame, span)
+    assert lq == pytest.approx(md1_lq(0.7), rel=0.1)
+    # HTB's deeper bucket lets packets through back to back: a shorter queue.
+    htb = token_bucket_backlog(arrivals, rate_bps, htb_bucket_bytes(int(rate_bps)), frame, span)
+    assert htb < 0.8 * lq
+
+
+def test_ratio_and_targets():
+    assert ratio(3.0, 2.0) == 1.5
+    assert ratio(1.0, 0.0) is None
+    assert ratio(None, 2.0) is None
+    assert meets(1.1, "<=", 1.15) is True
+    assert meets(1.2, "<=", 1.15) is False
+    assert meets(0.6, ">=", 0.6) is True
+    assert meets(None, ">=", 0.6) is None
+    with pytest.raises(ValueError):
+        meets(1.0, "<", 2.0)
+
+
+def test_result_shape_and_json(tmp_path):
+    rec = result("setup", value=np.float64(3.0), baseline=2.0, unit="s", target="ratio <= 1.15",
+                 target_met=np.bool_(False), quick=True, limit="process starts",
+                 sizes=[{"x": float("nan")}])  # fmt: skip
+    assert all(k in rec for k in REQUIRED)
+    assert rec["ratio"] == 1.5 and rec["target_met"] is False
+    assert rec["command"] == "sudo .venv/bin/python -m benchmarks --quick setup"
+    path = write(rec, tmp_path)
+    back = json.loads(path.read_text())
+    assert path.name == "setup.json" and back["sizes"] == [{"x": None}]
+
+
+def test_a_missed_target_must_say_what_limits_it():
+    with pytest.raises(ValueError, match="limit"):
+        result("x", value=1.0, baseline=1.0, unit="", target="t", target_met=False, quick=False)
+
+
+def test_write_refuses_a_record_without_the_required_keys(tmp_path):
+    with pytest.raises(ValueError, match="lacks"):
+        write({"name": "x"}, tmp_path)
+
+
+def test_clean_and_shell_times():
+    assert clean({"a": (np.int64(2), float("inf"))}) == {"a": [2, None]}
+    assert shell_times_s("0m0.010s 0m0.000s\n1m2.500s 0m0.250s\n") == pytest.approx(62.75)
