@@ -39,7 +39,7 @@ class ControllerProcess:
         params: dict[str, Any] | None = None,
         poll_s: float = 0.2,
     ) -> None:
-        compute(fabric, policy)  # a bad policy fails here, before any process starts
+        compute(fabric, policy, params=params)  # a bad policy fails here, before any process starts
         self.fabric = fabric
         self.policy = policy
         self.params = params or {}
