@@ -185,5 +185,8 @@ def cmd_cli(args: argparse.Namespace, console: Console, err: Console) -> int:
         console.print(f"{spec.name}: {len(names)} hosts, policy {ctl['policy']}, run prefix "
                       f"{net.prefix}. Mininet names: {json.dumps(names)[:400]}")  # fmt: skip
         console.print("controller status: " + json.dumps(proc.client.status())[:300])
+        from mininet.log import setLogLevel
+
+        setLogLevel("output")  # the builder keeps Mininet quiet; its CLI must talk
         CLI(net.net)
     return EXIT_OK

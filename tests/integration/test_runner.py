@@ -159,3 +159,16 @@ def test_a_link_down_fault_shows_in_the_controller_log_and_in_the_flows(tmp_path
     assert flows.loc[across & (at < 0.9), "ok"].all()
     assert flows.loc[across & (at > 2.5), "ok"].all()  # and back after link_up
     assert flows.loc[~across, "ok"].all()  # the same-leaf pair never noticed
+
+
+def test_kvfabric_cli_brings_the_fabric_up_for_mininets_cli_and_removes_it(tmp_path):
+    spec = tmp_path / "fault.yaml"
+    spec.write_text(FAULT)
+    out = subprocess.run(
+        [sys.executable, "-m", "experiments.cli", "cli", str(spec)],
+        input="pingall\nexit\n", capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    text = out.stdout + out.stderr
+    assert "policy shortest_path" in text
+    assert "Results: 0% dropped" in text  # every host reaches every other
