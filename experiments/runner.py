@@ -235,6 +235,7 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, stop: StopFlag, rec
                     timeout_s=duration + DRAIN_S, should_stop=should_stop, on_start=started
                 )
             finally:
+                rec.events["t_end_ns"] = time.monotonic_ns()
                 faults.stop()
                 rec.events["faults"] = faults.applied
                 rec.events["t0_ns"] = fleet.t0_ns
@@ -254,6 +255,15 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, stop: StopFlag, rec
                 rec.error = rec.error or f"{name} sampler failed: {exc}"
             rec.tables[name] = s.table()
             rec.samplers[name] = (s.achieved_hz, s.requested_hz)
+
+
+def _traffic_window(table: pd.DataFrame, events: dict[str, Any]) -> pd.DataFrame:
+    """The rows of a sampled table taken while the traffic ran (t0 to the end of
+    the fleet's run), when both instants are known."""
+    t0, t1 = events.get("t0_ns"), events.get("t_end_ns")
+    if t0 is None or t1 is None or "t_ns" not in table:
+        return table
+    return table[(table["t_ns"] >= t0) & (table["t_ns"] <= t1)]
 
 
 def _keep_logs(scratch: Path, run_dir: Path) -> None:
@@ -278,7 +288,8 @@ def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
     rates = {(e.node, e.port): e.rate_bps for e in egress_plan(p.fabric, r["scale"]["bandwidth"])}
     partial = rec.interrupted or bool(stop) or bool(rec.error)
     try:
-        fidelity = verdict(t["flows"], t["queues"], t["cpu"], rec.samplers, rates, p.fabric,
+        cpu = _traffic_window(t["cpu"], rec.events)  # not agent start-up or teardown
+        fidelity = verdict(t["flows"], t["queues"], cpu, rec.samplers, rates, p.fabric,
                            r["fidelity"])  # fmt: skip
     except Exception as exc:
         log.debug("fidelity verdict failed", exc_info=True)
