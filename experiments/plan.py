@@ -35,7 +35,7 @@ def controller_params(resolved: dict[str, Any]) -> dict[str, Any]:
     params: dict[str, Any] = {}
     if ctl["tenants"]:
         params["tenants"] = ctl["tenants"]
-    if ctl["spines"]:
+    if ctl["spines"] and ctl["policy"] == "tenant_paths":  # so a policy sweep can keep it
         params["spines"] = ctl["spines"]
     if ctl["qos"]["classes"]:
         params["qos"] = ctl["qos"]

@@ -133,10 +133,38 @@ def _write_single(run: Run, out: Path) -> Path:
     lines += _verdict_lines(run)
     lines += _spec_lines(run)
     lines += _metric_lines(m)
+    lines += _estimate_lines(run.summary.get("estimate"))
     lines += _plot_lines(run, out)
     path = out / REPORT
     _write_text(path, "\n".join(lines).rstrip() + "\n")
     return path
+
+
+def _estimate_lines(estimate: Any, limit: int = 40) -> list[str]:
+    """The analytic estimate (``summary.json.estimate``) beside the measurement: one
+    row per quantity, latency distributions as p50/p99."""
+    if not estimate:
+        return []
+    rows: list[tuple[str, str]] = []
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict) and "p50" in value:
+            rows.append((prefix, f"p50 {_fmt(value.get('p50'))}, p99 {_fmt(value.get('p99'))}"))
+        elif isinstance(value, dict):
+            for key, sub in value.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), sub)
+        elif not isinstance(value, list):
+            rows.append((prefix, _fmt(value)))
+
+    walk("", estimate)
+    lines = ["## Analytic estimate", "",
+             "What theory predicts from the same parameters "
+             "(`python -m experiments.estimates`); compare with the measurement above.", "",
+             "| quantity | predicted |", "| --- | ---: |"]  # fmt: skip
+    lines += [f"| {_cell(k)} | {_cell(v)} |" for k, v in rows[:limit]]
+    if len(rows) > limit:
+        lines.append(f"| … | {len(rows) - limit} more in summary.json |")
+    return [*lines, ""]
 
 
 def _title(run: Run) -> str:

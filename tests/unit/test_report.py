@@ -320,3 +320,14 @@ def test_cli_report_not_a_run_is_a_usage_error(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["report"])
     assert exc.value.code == 2
+
+
+def test_the_analytic_estimate_is_printed_beside_the_measurement(tmp_path):
+    from experiments.report import _estimate_lines
+
+    lines = _estimate_lines({"incast": {"round_ms": 320.0, "fct_ms": {"p50": 1.5, "p99": 2.5}}})
+    text = "\n".join(lines)
+    assert "## Analytic estimate" in text
+    assert "| incast.round_ms | 320 |" in text
+    assert "| incast.fct_ms | p50 1.5, p99 2.5 |" in text
+    assert _estimate_lines(None) == []

@@ -46,7 +46,8 @@ def test_dry_run_lists_every_sweep_point_without_building(capsys):
         (["run", "incast-basic", "--set", "workloads.0.kind=teleport"], "workloads.0.kind"),
         (["run", "incast-basic", "--set", "faults=[{at_s: 1, link_down: [h0, spine0]}]"],
          "not linked"),
-        (["run", "incast-basic", "--set", "controller.spines={a: [spine0]}"], "spines"),
+        (["run", "incast-basic", "--set", "controller.policy=shortest_path", "--set",
+          "controller.tenants={a: [h0]}", "--set", "controller.spines={b: [spine0]}"], "spines"),
         (["run", "incast-basic", "--out", "/proc/kvfabric-results"], "cannot"),
     ],
 )  # fmt: skip
@@ -105,3 +106,11 @@ def test_the_first_signal_sets_the_stop_flag_and_a_second_ctrl_c_aborts():
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)
     assert signal.getsignal(signal.SIGTERM) == before  # the previous handler is back
+
+
+def test_spines_reach_the_controller_only_under_tenant_paths():
+    sets = ["sweep={}", "controller.tenants={a: [h0, h1]}", "controller.spines={a: [spine0]}"]
+    for policy, has_spines in (("ecmp", False), ("tenant_paths", True)):
+        spec = load_spec(find_bundled("incast-basic"), [*sets, f"controller.policy={policy}"])
+        (run,) = expand(spec)
+        assert ("spines" in controller_params(run.resolved)) is has_spines
