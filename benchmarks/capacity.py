@@ -4,12 +4,17 @@ raw switching capacity of this machine's OVS datapath measured in the same run:
 iperf3 h0 → h1 through one switch with the shaping removed (1 and 4 streams,
 the better one).
 
-The load: spine_leaf 2x2x4, every host of leaf0 sends to its peer on leaf1 and
-the hosts of leaf1 send 2-to-1 to h0 and h1 (standing queues at leaf0, so the
-dequeue-rate check has something to judge): 6 host links' worth of payload
-crossing 3 switches = 18 × the host rate. The host rate is stepped so the load
-is a fraction of the measured raw capacity; the verdict's offered-load check
-uses the measured capacity, not the configured KVFABRIC_SWITCH_CAPACITY_MBPS.
+The load: spine_leaf 2x2x4, h0 → h4 and h1 → h5, and h2, h3 → h6 (2-to-1, a
+standing queue at leaf1, so the dequeue-rate check has something to judge),
+each pair a chunk every 50 ms at its fair share of the host rate: 3 host
+links' worth of payload crossing 3 switches = 9 × the host rate. No host both
+sends and receives: a receiver's ACKs would queue behind its own data (or an
+incast queue) and throttle the flow it acknowledges, and the load would fall
+short of what was planned for reasons of TCP, not of the emulator.
+
+The host rate is stepped so the load is a fraction of the measured raw
+capacity; the verdict's offered-load check uses the measured capacity, not the
+configured KVFABRIC_SWITCH_CAPACITY_MBPS.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from .common import failed_checks, result, show, trial
 NAME = "capacity"
 HOST_GBPS = 100.0
 SWITCHES_PER_FLOW = 3
-HOST_LINKS_DELIVERED = 6  # 4 one-to-one flows + 2 receivers of a 2-to-1 incast
+HOST_LINKS_DELIVERED = 3  # 2 one-to-one flows + the receiver of a 2-to-1 incast
 
 
 def raw_capacity(seconds: float) -> dict:
@@ -46,16 +51,22 @@ def raw_capacity(seconds: float) -> dict:
     return {"mbps": max(streams.values()), "by_streams": streams}
 
 
+CHUNKS_PER_S = 20  # each flow is a stream of chunks, so lateness is judged over many sends
+
+
 def load_schedule(rate_mbps: float, seconds: float, scale: float):
-    """Bytes (real-equivalent) so every flow lasts ``seconds`` at its fair share."""
-    full = rate_mbps * 1e6 * seconds / 8 / scale
-    pairs = [(f"h{i}", f"h{i + 4}", full) for i in range(4)]
-    pairs += [(f"h{4 + i}", f"h{i // 2}", full / 2) for i in range(4)]
-    n = len(pairs)
+    """Each pair sends a chunk every 1/CHUNKS_PER_S s, sized so the pair's fair share
+    (the full host rate, or half of it into an incast receiver) carries it in time."""
+    full = rate_mbps * 1e6 / CHUNKS_PER_S / 8 / scale  # real-equivalent bytes per chunk
+    pairs = [("h0", "h4", full), ("h1", "h5", full), ("h2", "h6", full / 2), ("h3", "h6", full / 2)]
+    chunks = int(seconds * CHUNKS_PER_S)
+    t = (np.arange(chunks) * 1e9 / CHUNKS_PER_S).astype(np.int64)
+    n = len(pairs) * chunks
     return build_schedule({
         "kind": ["background"] * n, "tenant": ["bench"] * n,
-        "src": [p[0] for p in pairs], "dst": [p[1] for p in pairs],
-        "bytes": np.array([int(p[2]) for p in pairs]), "t_sched_ns": np.zeros(n, dtype=np.int64),
+        "src": [p[0] for p in pairs for _ in t], "dst": [p[1] for p in pairs for _ in t],
+        "bytes": np.array([int(p[2]) for p in pairs for _ in t]),
+        "t_sched_ns": np.tile(t, len(pairs)), "chunk": np.tile(np.arange(chunks), len(pairs)),
     })  # fmt: skip
 
 
@@ -68,8 +79,10 @@ def step(fraction: float, raw_mbps: float, seconds: float) -> dict:
                     capacity_mbps=raw_mbps)  # fmt: skip
     offered, _ = offered_switching_mbps(out["flows"], fabric)
     checks = out["verdict"]["checks"]
+    planned = fraction * raw_mbps
     return {
-        "fraction_planned": fraction, "host_mbps": rate, "offered_mbps": offered,
+        "fraction_planned": fraction, "planned_mbps": planned, "host_mbps": rate,
+        "offered_mbps": offered, "carried_of_planned": (offered or 0.0) / planned,
         "fidelity_ok": out["verdict"]["ok"], "failed_checks": failed_checks(out["verdict"]),
         "checks": {k: c["value"] for k, c in checks.items()},
         "flows_ok": int(out["flows"]["ok"].sum()), "flows": len(out["flows"]),
@@ -85,12 +98,24 @@ def run(quick: bool = False) -> dict:
     value = max(ok) if ok else None
     met = value is not None and value / raw["mbps"] >= 0.6
     first_bad = next((s for s in steps if not s["fidelity_ok"]), None)
+    top = max(steps, key=lambda s: s["offered_mbps"] or 0.0)
     limit = ""
     if not met:
-        limit = (f"from {first_bad['offered_mbps']:.0f} Mbit/s offered the verdict failed on "
-                 f"{', '.join(first_bad['failed_checks'])}: the 2 cores that switch the packets "
-                 "(OVS userspace) also run the agents, samplers and TCP stacks"
-                 if first_bad else "no step passed")  # fmt: skip
+        limit = (
+            f"the fabric never carried more than {top['offered_mbps']:.0f} Mbit/s of switch-hop "
+            f"work ({top['offered_mbps'] / raw['mbps']:.0%} of the one-hop iperf3 figure): from "
+            f"{top['planned_mbps']:.0f} Mbit/s planned the flows got "
+            f"{top['carried_of_planned']:.0%} of their configured rate, because the userspace "
+            "datapath forwards each packet once per switch on 3-switch paths, sharing 2 cores "
+            "with the agents and TCP stacks; the fidelity verdict at that step was "
+            + ("ok: it does not see this shortfall (the backlog is not at a shaped egress)"
+               if top["fidelity_ok"] else "not ok")
+        )  # fmt: skip
+    if first_bad is not None:
+        limit += (
+            f"{'; ' if limit else ''}verdict not ok at {first_bad['offered_mbps']:.0f} Mbit/s: "
+            f"{', '.join(first_bad['failed_checks'])}"
+        )
     record = result(
         NAME, value=value, baseline=raw["mbps"], unit="switch-hop Mbit/s (payload)",
         target=">= 0.6", target_met=met, quick=quick, seconds=seconds, raw=raw, steps=steps,
@@ -98,10 +123,10 @@ def run(quick: bool = False) -> dict:
         first_failing=first_bad and {"offered_mbps": first_bad["offered_mbps"],
                                      "failed_checks": first_bad["failed_checks"]},
     )  # fmt: skip
-    show(record, ["planned × raw", "host Mbit/s", "offered Mbit/s", "of raw", "CPU p95 %",
+    show(record, ["planned × raw", "host Mbit/s", "offered Mbit/s", "of planned", "CPU p95 %",
                   "lateness p99 ms", "dequeue ratio", "verdict"],
          [[s["fraction_planned"], s["host_mbps"], s["offered_mbps"],
-           (s["offered_mbps"] or 0) / raw["mbps"], s["checks"]["cpu"], s["checks"]["lateness"],
+           s["carried_of_planned"], s["checks"]["cpu"], s["checks"]["lateness"],
            s["checks"]["dequeue_rate"],
            "ok" if s["fidelity_ok"] else ", ".join(s["failed_checks"])]
           for s in steps])  # fmt: skip

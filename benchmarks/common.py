@@ -185,43 +185,56 @@ def trial(net: Any, schedule: Any, scale: float, *, queue_hz: float = 200.0,
           on_start: Callable[[int], None] | None = None,
           capacity_mbps: float | None = None) -> dict[str, Any]:  # fmt: skip
     """Run ``schedule`` on agents under the samplers of a real run: ``trial_verdict``
-    whose payload is the fleet's t0 (ns)."""
+    whose payload is the fleet's t0 (ns). Sampling begins once every agent is ready."""
     from traffic.fleet import AgentFleet
 
-    def work() -> tuple[int | None, Any]:
+    def work(begin: Callable[[], None]) -> tuple[int | None, Any]:
+        def started(t0_ns: int) -> None:
+            begin()
+            if on_start is not None:
+                on_start(t0_ns)
+
         with (
             tempfile.TemporaryDirectory(prefix="kvfabric-bench-") as run_dir,
             AgentFleet(net, run_dir, schedule, scale) as fleet,
         ):
-            flows = fleet.run(timeout_s=timeout_s, on_start=on_start)
+            flows = fleet.run(timeout_s=timeout_s, on_start=started)
             return fleet.t0_ns, flows
 
     return trial_verdict(net, scale, work, queue_hz=queue_hz, capacity_mbps=capacity_mbps)
 
 
-def trial_verdict(net: Any, scale: float, work: Callable[[], tuple[Any, Any]], *,
-                  queue_hz: float = 200.0,
+def trial_verdict(net: Any, scale: float, work: Callable[[Callable[[], None]], tuple[Any, Any]],
+                  *, queue_hz: float = 200.0,
                   capacity_mbps: float | None = None) -> dict[str, Any]:  # fmt: skip
-    """Run ``work()`` (returning (payload, flows table)) under the queue and CPU
-    samplers; the fidelity verdict over what they saw."""
+    """Run ``work(begin)`` (returning (payload, flows table)); ``begin()`` starts the queue
+    and CPU samplers, so the steady state is judged and not the start-up of agents or
+    tools (dozens of Python imports on 2 cores). The fidelity verdict over what they saw."""
     from experiments.fidelity import egress_rates_bps, verdict
     from experiments.samplers import CpuSampler, QueueSampler
 
-    queues = QueueSampler(switch_ports(net), queue_hz)
-    cpu = CpuSampler()
+    samplers = [QueueSampler(switch_ports(net), queue_hz), CpuSampler()]
+    started: list[Any] = []
+
+    def begin() -> None:
+        for s in samplers[len(started) :]:
+            s.start()
+            started.append(s)
+
     try:
-        queues.start()
-        cpu.start()
-        payload, flows = work()
+        payload, flows = work(begin)
     finally:
-        cpu.stop(raise_error=False)
-        queues.stop()
+        for s in reversed(started):
+            s.stop(raise_error=s is samplers[0])
+    queues, cpu = samplers
     rates = {"queues": (queues.achieved_hz, queues.requested_hz),
              "cpu": (cpu.achieved_hz, cpu.requested_hz)}  # fmt: skip
-    judged = verdict(flows, queues.table(), cpu.table(), rates,
+    judged = verdict(flows, queues.table() if started else None,
+                     cpu.table() if len(started) > 1 else None, rates,
                      egress_rates_bps(net.fabric, scale), net.fabric,
                      capacity_mbps=capacity_mbps)  # fmt: skip
-    return {"payload": payload, "flows": flows, "queues": queues.table(), "verdict": judged}
+    return {"payload": payload, "flows": flows,
+            "queues": queues.table() if started else None, "verdict": judged}  # fmt: skip
 
 
 def failed_checks(judged: Mapping[str, Any]) -> list[str]:

@@ -26,8 +26,9 @@ RATES_MBPS = [10, 50, 100, 200, 400]
 HOST_GBPS = 100.0
 
 
-def saturate(net, seconds: float) -> tuple[list[Transfer], pd.DataFrame]:
-    """Two concurrent iperf3 transfers into h2; their flows rows for the verdict."""
+def saturate(net, seconds: float, begin) -> tuple[list[Transfer], pd.DataFrame]:
+    """Two concurrent iperf3 transfers into h2; their flows rows for the verdict.
+    Sampling begins once the transfers are under way (past iperf3's start-up)."""
     out: list[Transfer | BaseException] = [None, None]  # type: ignore[list-item]
 
     def one(i: int, src: str) -> None:
@@ -40,6 +41,8 @@ def saturate(net, seconds: float) -> tuple[list[Transfer], pd.DataFrame]:
     threads = [threading.Thread(target=one, args=(i, s)) for i, s in enumerate(["h0", "h1"])]
     for t in threads:
         t.start()
+    time.sleep(0.6)
+    begin()
     for t in threads:
         t.join()
     t1 = time.monotonic_ns()
@@ -59,7 +62,9 @@ def measure(rate_mbps: float, seconds: float) -> dict:
     fabric = spine_leaf(1, 1, 3, host_gbps=HOST_GBPS, uplink_gbps=HOST_GBPS)
     egress = ("leaf0", fabric.link_between("leaf0", "h2").port_of("leaf0"))
     with FabricNetwork(fabric, scale) as net:
-        judged = trial_verdict(net, scale, lambda: saturate(net, seconds), queue_hz=200)
+        judged = trial_verdict(
+            net, scale, lambda begin: saturate(net, seconds, begin), queue_hz=200
+        )
     transfers, queues = judged["payload"], judged["queues"]
     busy = busy_dequeue(queues[(queues["node"] == egress[0]) & (queues["port"] == egress[1])])
     achieved = float(busy["bps"].iloc[0]) / 1e6 if not busy.empty else None
