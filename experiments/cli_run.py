@@ -106,22 +106,26 @@ def _print_outcomes(outcomes: list[Any], console: Console, quiet: bool) -> None:
             console.print(f"{o.path / 'report.md'} {state}")
         return
     serving = any((o.summary.get("metrics") or {}).get("ttft_ms") for o in outcomes)
-    table = Table(title="runs")
-    for col in ("run", "fidelity", "FCT p50 ms", "FCT p99 ms"):
-        table.add_column(col)
+    table = Table(title="runs (latencies in ms)")
+    table.add_column("run", overflow="fold", ratio=3)
+    for col in ("faithful", "FCT p50") if serving else ("faithful", "FCT p50", "FCT p99"):
+        table.add_column(col, ratio=1)
     if serving:
-        table.add_column("TTFT p50 ms")
-        table.add_column("ITL p99 ms")
-    table.add_column("result")
+        for col in ("TTFT p50", "ITL p99", "KV p50"):
+            table.add_column(col, ratio=1)
+    table.add_column("result", ratio=1)
     for o in outcomes:
         s, m = o.summary, o.summary.get("metrics") or {}
         fid = (s.get("fidelity") or {}).get("ok")
-        row = [s.get("label", o.path.name),
-               "[green]ok[/green]" if fid else "[red]not faithful[/red]",
-               _stat(m, "fct_ms", "p50"), _stat(m, "fct_ms", "p99")]  # fmt: skip
+        row = [s.get("label", o.path.name).replace(",", ", "),
+               "[green]yes[/green]" if fid else "[red]no[/red]",
+               _stat(m, "fct_ms", "p50")]  # fmt: skip
+        if not serving:
+            row.append(_stat(m, "fct_ms", "p99"))
         if serving:
-            row += [_stat(m, "ttft_ms", "p50"), _stat(m, "itl_ms", "p99")]
-        state = "complete" if o.ok else f"[red]{'partial' if s.get('partial') else 'failed'}[/red]"
+            row += [_stat(m, "ttft_ms", "p50"), _stat(m, "itl_ms", "p99"),
+                    _stat(m, "kv_transfer_ms", "p50")]  # fmt: skip
+        state = "done" if o.ok else f"[red]{'partial' if s.get('partial') else 'failed'}[/red]"
         table.add_row(*row, state)
     console.print(table)
     for o in outcomes:
