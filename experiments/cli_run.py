@@ -163,34 +163,24 @@ def cmd_cli(args: argparse.Namespace, console: Console, err: Console) -> int:
     import tempfile
 
     from mininet.cli import CLI
+    from mininet.log import setLogLevel
 
-    from controller.process import ControllerProcess
-    from topologies.builder import Controller, FabricNetwork
-    from topologies.qos import class_plan
     from topologies.system import preflight
 
-    from .plan import controller_params
+    from .runner import fabric_up
 
     spec, runs = _spec_and_runs(args)
     run = runs[0]
     preflight()
-    fabric, r = run.fabric(), run.resolved
-    ctl = r["controller"]
-    params = controller_params(r)
-    qos = class_plan(ctl["qos"]["classes"]) if ctl["qos"]["classes"] else None
+    fabric, policy = run.fabric(), run.resolved["controller"]["policy"]
     with (
         tempfile.TemporaryDirectory(prefix="kvf-cli-") as scratch,
-        ControllerProcess(fabric, ctl["policy"], Path(scratch), params) as proc,
-        FabricNetwork(fabric, r["scale"]["bandwidth"], controller=Controller(port=proc.port),
-                      policy=ctl["policy"], policy_params=params, qos=qos) as net,
-    ):  # fmt: skip
-        proc.wait_ready(timeout_s=60)
+        fabric_up(fabric, run.resolved, Path(scratch)) as (proc, net),
+    ):
         names = {h.name: net.mn(h.name).name for h in fabric.hosts}
-        console.print(f"{spec.name}: {len(names)} hosts, policy {ctl['policy']}, run prefix "
+        console.print(f"{spec.name}: {len(names)} hosts, policy {policy}, run prefix "
                       f"{net.prefix}. Mininet names: {json.dumps(names)[:400]}")  # fmt: skip
         console.print("controller status: " + json.dumps(proc.client.status())[:300])
-        from mininet.log import setLogLevel
-
         setLogLevel("output")  # the builder keeps Mininet quiet; its CLI must talk
         CLI(net.net)
     return EXIT_OK

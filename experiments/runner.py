@@ -16,7 +16,8 @@ import logging
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -168,31 +169,40 @@ def execute(p: Prepared, out_root: Path, stop: StopFlag, progress: Any = None) -
     return Outcome(run_dir, summary)
 
 
-def _carry_out(p: Prepared, run_dir: Path, scratch: Path, stop: StopFlag, rec: Recorded,
-               say: Callable[..., None]) -> None:  # fmt: skip
-    r = p.run.resolved
-    scale, ctl = r["scale"]["bandwidth"], r["controller"]
-    params = controller_params(r)
+@contextmanager
+def fabric_up(fabric: Fabric, resolved: dict[str, Any], scratch: Path,
+              say: Callable[..., None] = lambda *a, **k: None,
+              ) -> Iterator[tuple[ControllerProcess, FabricNetwork]]:  # fmt: skip
+    """The spec's controller (own process) and fabric, every rule installed; both are
+    released on exit, whatever happens. ``kvfabric run`` and ``kvfabric cli`` use it."""
+    scale, ctl = resolved["scale"]["bandwidth"], resolved["controller"]
+    params = controller_params(resolved)
     qos = class_plan(ctl["qos"]["classes"]) if ctl["qos"]["classes"] else None
-    with ControllerProcess(p.fabric, ctl["policy"], scratch / "controller", params) as proc:
+    with ControllerProcess(fabric, ctl["policy"], scratch / "controller", params) as proc:
         say("building the fabric")
-        with FabricNetwork(p.fabric, scale, controller=Controller(port=proc.port),
+        with FabricNetwork(fabric, scale, controller=Controller(port=proc.port),
                            policy=ctl["policy"], policy_params=params, qos=qos) as net:  # fmt: skip
-            rec.datapath, rec.prefix = net.datapath, net.prefix
             say("waiting for the controller")
             proc.wait_ready(timeout_s=60)
-            results.write_json(run_dir, "env", env_info(net.datapath))
-            if stop:
-                raise InterruptedError("interrupted before the traffic started")
-            try:
-                _traffic(p, net, run_dir, stop, rec, say)
-            finally:
-                try:
-                    rec.events["controller"] = proc.client.events()
-                    rec.events["controller_errors"] = proc.errors()
-                except (OSError, ValueError) as exc:
-                    rec.events["controller_errors"] = [f"channel unreachable: {exc}"]
+            yield proc, net
             say("tearing down")
+
+
+def _carry_out(p: Prepared, run_dir: Path, scratch: Path, stop: StopFlag, rec: Recorded,
+               say: Callable[..., None]) -> None:  # fmt: skip
+    with fabric_up(p.fabric, p.run.resolved, scratch, say) as (proc, net):
+        rec.datapath, rec.prefix = net.datapath, net.prefix
+        results.write_json(run_dir, "env", env_info(net.datapath))
+        if stop:
+            raise InterruptedError("interrupted before the traffic started")
+        try:
+            _traffic(p, net, run_dir, stop, rec, say)
+        finally:
+            try:
+                rec.events["controller"] = proc.client.events()
+                rec.events["controller_errors"] = proc.errors()
+            except (OSError, ValueError) as exc:
+                rec.events["controller_errors"] = [f"channel unreachable: {exc}"]
 
 
 def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, stop: StopFlag, rec: Recorded,
