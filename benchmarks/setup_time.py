@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 import time
 from functools import partial
+from typing import Any
 
 from topologies import spine_leaf
 from topologies.builder import FabricNetwork
@@ -32,9 +33,9 @@ def fitting(sizes: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
     return ok[-3:]
 
 
-def kvfabric_times(fabric) -> tuple[float, float]:
-    t0 = time.monotonic()
-    net = FabricNetwork(fabric, SCALE)
+def _up_down(t0: float, net: Any) -> tuple[float, float]:
+    """Seconds from ``t0`` until ``net.start()`` returned, and for ``net.stop()``
+    (which runs whatever happens)."""
     try:
         net.start()
         t1 = time.monotonic()
@@ -42,6 +43,11 @@ def kvfabric_times(fabric) -> tuple[float, float]:
         t2 = time.monotonic()
         net.stop()
     return t1 - t0, time.monotonic() - t2
+
+
+def kvfabric_times(fabric) -> tuple[float, float]:
+    t0 = time.monotonic()
+    return _up_down(t0, FabricNetwork(fabric, SCALE))
 
 
 def mininet_times(fabric) -> tuple[float, float]:
@@ -68,13 +74,7 @@ def mininet_times(fabric) -> tuple[float, float]:
     t0 = time.monotonic()
     net = Mininet(topo=topo, switch=partial(OVSSwitch, datapath=datapath, failMode="secure"),
                   link=TCLink, controller=None, autoSetMacs=False)  # fmt: skip
-    try:
-        net.start()
-        t1 = time.monotonic()
-    finally:
-        t2 = time.monotonic()
-        net.stop()
-    return t1 - t0, time.monotonic() - t2
+    return _up_down(t0, net)
 
 
 def run(quick: bool = False) -> dict:
