@@ -2,7 +2,8 @@
 
     sudo .venv/bin/python -m benchmarks [--quick] [NAME ...]
 
-Each prints its table and writes benchmarks/results/<name>.json; a summary
+Each prints its table and writes benchmarks/results/<name>.json (``--quick``:
+benchmarks/results/quick/<name>.json, never over a full run's figures); a summary
 table of every benchmark run ends the output. ``--quick`` runs them all in a
 few minutes (shorter transfers, fewer sizes and repeats); the numbers quoted
 in benchmarks/README.md come from the full run (``make bench``).
@@ -17,7 +18,7 @@ import sys
 import time
 import traceback
 
-from .common import fmt, write
+from .common import RESULTS, fmt, write
 
 BENCHMARKS = {  # name -> module (each has run(quick) -> record)
     "setup": "setup_time",
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             failed.append(name)
             continue
         record["wall_s"] = round(time.monotonic() - t0, 1)
-        path = write(record)
+        path = write(record, RESULTS / "quick" if args.quick else RESULTS)
         print(f"wrote {path} ({record['wall_s']} s)\n")
         records.append(record)
     summary(records)
