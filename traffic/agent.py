@@ -156,8 +156,8 @@ class Agent:
                         self.subscribers.append(writer)
                         writer.write(encode({"ok": True}))
                         continue
-                    if msg.get("cmd") == "add" and msg.get("quiet"):
-                        self._add_quietly(msg["rows"])  # no reply: the sender does not wait
+                    if msg.get("cmd") == "add":
+                        self._add(msg["rows"])  # no reply: the coordinator does not wait
                         continue
                     reply = {"ok": True} | await self._command(msg)
                 except Exception as exc:  # a bad command is answered, never fatal
@@ -199,10 +199,6 @@ class Agent:
             for row in rows:
                 self._schedule(row, t + row["t"])
             return {"released": len(rows)}
-        if cmd == "add":  # rows of a live driver, each at its absolute instant "t"
-            for row in msg["rows"]:
-                self._schedule(row, int(row["t"]))
-            return {"added": len(msg["rows"])}
         if cmd == "status":
             ok = sum(1 for r in self.sent.values() if r[4])
             return self.counts | {"rows": len(self.rows), "sent_ok": ok,
@@ -219,9 +215,9 @@ class Agent:
             return {"stopping": True}
         raise ValueError(f"unknown command {cmd!r}")
 
-    def _add_quietly(self, rows: list[dict]) -> None:
-        """``add`` without a reply; a row that cannot be scheduled is reported failed
-        on the event stream instead."""
+    def _add(self, rows: list[dict]) -> None:
+        """Rows of a live driver, each sent at its absolute instant ``t``. ``add`` has no
+        reply: a row that cannot be scheduled is reported failed on the event stream."""
         for row in rows:
             try:
                 self._schedule(row, int(row["t"]))

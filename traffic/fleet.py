@@ -456,7 +456,7 @@ class AgentFleet:
                     tracker.failed(row["fid"], self.stopped.get(host, f"no agent on {host}"))
                 continue
             try:
-                client.send("add", rows=rows, quiet=True)  # no reply to wait for
+                client.send("add", rows=rows)  # no reply to wait for
             except OSError as exc:
                 self._agent_gone(tracker, host, f"agent on {host} failed add: {exc}")
 

@@ -120,19 +120,14 @@ class TierMap:
             self.fabric.link_between(x, y).real_gbps for x, y in zip(path, path[1:], strict=False)
         )
 
+    @staticmethod
+    def _kv_pairs(src: Instance, dst: Instance, overlap: np.ndarray) -> list[tuple[str, str]]:
+        """The (prefill host, decode host) rank pairs that exchange KV (``overlap > 0``)."""
+        return [(src.hosts[i], dst.hosts[j]) for i, j in zip(*np.nonzero(overlap), strict=True)]
+
     def instance_tier(self, src: Instance, dst: Instance, overlap: np.ndarray) -> int:
         """Slowest tier among the rank pairs that exchange KV (``overlap[i, j] > 0``)."""
-        return max(
-            self.host_tier(src.hosts[i], dst.hosts[j])
-            for i in range(src.tp)
-            for j in range(dst.tp)
-            if overlap[i, j]
-        )
+        return max(self.host_tier(a, b) for a, b in self._kv_pairs(src, dst, overlap))
 
     def instance_gbps(self, src: Instance, dst: Instance, overlap: np.ndarray) -> float:
-        return min(
-            self.path_gbps(src.hosts[i], dst.hosts[j])
-            for i in range(src.tp)
-            for j in range(dst.tp)
-            if overlap[i, j]
-        )
+        return min(self.path_gbps(a, b) for a, b in self._kv_pairs(src, dst, overlap))
