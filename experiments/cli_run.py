@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -135,27 +136,35 @@ def _print_outcomes(outcomes: list[Any], console: Console, quiet: bool) -> None:
 
 
 def purpose(path: Path) -> str:
-    """A bundled spec's purpose: the first sentence of its leading comment."""
+    """A bundled spec's topic: its leading comment's first sentence, up to a colon."""
     words = []
     for line in path.read_text().splitlines():
         if not line.startswith("#"):
             break
         words.append(line.lstrip("#").strip())
     text = " ".join(words)
-    return text.split(". ")[0].rstrip(".")
+    first = re.match(r"(.+?[.?!])(\s|$)", text)
+    sentence = first.group(1) if first else text
+    return sentence.split(": ")[0].rstrip(".")
 
 
 def cmd_list(args: argparse.Namespace, console: Console, err: Console) -> int:
     table = Table(title="bundled experiments (kvfabric run NAME)")
-    for col in ("name", "purpose", "handout", "reference"):
-        table.add_column(col)
+    table.add_column("name", no_wrap=True)
+    table.add_column("handout", no_wrap=True)
+    table.add_column("reference", no_wrap=True)
+    table.add_column("topic")
     for name in bundled_names():
         handout = HANDOUTS_DIR / f"{name}.md"
         ref = REFERENCE_DIR / name / "summary.json"
-        table.add_row(name, purpose(SPECS_DIR / f"{name}.yaml"),
-                      str(handout.relative_to(ROOT)) if handout.exists() else "–",
-                      "yes" if ref.exists() else "–")  # fmt: skip
+        table.add_row(name, "yes" if handout.exists() else "–",
+                      "yes" if ref.exists() else "–",
+                      purpose(SPECS_DIR / f"{name}.yaml"))  # fmt: skip
     console.print(table)
+    console.print(
+        f"handouts: {HANDOUTS_DIR.relative_to(ROOT)}/NAME.md · "
+        f"reference results: {REFERENCE_DIR.relative_to(ROOT)}/NAME/"
+    )
     return EXIT_OK
 
 

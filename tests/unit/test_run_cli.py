@@ -11,6 +11,7 @@ import textwrap
 import pytest
 
 from experiments.cli import main
+from experiments.cli_run import purpose
 from experiments.plan import controller_params, network_schedule, workload_seed
 from experiments.runtime import RunBusy, RunLock, StopFlag
 from experiments.spec import expand, find_bundled, load_spec
@@ -31,6 +32,14 @@ def test_list_names_every_bundled_spec(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert "incast-basic" in out and "serving-basic" in out
+
+
+def test_list_topic_is_the_comment_up_to_its_first_colon(tmp_path):
+    spec = tmp_path / "x.yaml"
+    spec.write_text("# ECMP hash collisions: four transfers. More.\n# Next line.\nname: x\n")
+    assert purpose(spec) == "ECMP hash collisions"
+    spec.write_text("# Where does it knee? Sweeps.\nname: x\n")
+    assert purpose(spec) == "Where does it knee?"
 
 
 def test_dry_run_lists_every_sweep_point_without_building(capsys):
