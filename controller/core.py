@@ -26,6 +26,7 @@ TABLE_ROUTE = 2
 
 PRIORITY_DEFAULT = 0  # table-miss "goto next table" entries
 PRIORITY_MARK = 100  # table 0: host port -> set ip_dscp
+PRIORITY_KEEP = 110  # table 0: host port + a DSCP its tenant may use -> keep it
 PRIORITY_ROUTE = 100  # table 2: ipv4_dst
 PRIORITY_TENANT = 200  # table 2: ipv4_src + ipv4_dst of one tenant
 PRIORITY_PACKET_IN = 100  # table 1: host port + ip_proto -> controller + route

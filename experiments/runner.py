@@ -177,7 +177,11 @@ def fabric_up(fabric: Fabric, resolved: dict[str, Any], scratch: Path,
     released on exit, whatever happens. ``kvfabric run`` and ``kvfabric cli`` use it."""
     scale, ctl = resolved["scale"]["bandwidth"], resolved["controller"]
     params = controller_params(resolved)
-    qos = class_plan(ctl["qos"]["classes"]) if ctl["qos"]["classes"] else None
+    qos = (
+        class_plan(ctl["qos"]["classes"], ctl["qos"]["default_class"])
+        if ctl["qos"]["classes"]
+        else None
+    )
     with ControllerProcess(fabric, ctl["policy"], scratch / "controller", params) as proc:
         say("building the fabric")
         with FabricNetwork(fabric, scale, controller=Controller(port=proc.port),

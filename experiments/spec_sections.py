@@ -19,6 +19,7 @@ from controller.policy import known_policies
 from topologies import Fabric
 from topologies.fabric import FabricError
 from topologies.generators import GENERATORS, defaults, make_fabric
+from topologies.shaping import MAX_BUFFER_PKTS
 
 from .spec_schema import (
     Check,
@@ -28,6 +29,7 @@ from .spec_schema import (
     anything,
     bad,
     choice,
+    either,
     host,
     integer,
     join,
@@ -101,6 +103,9 @@ def _fabric() -> Check:
 def _qos_class_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
     if out["rate_share"] is None and out["priority"] is None:
         raise missing(join(path, "rate_share"), "a rate_share in (0, 1] or a priority 0..7")
+    if out["rate_share"] is not None and out["priority"] is not None:
+        raise bad(join(path, "priority"), out["priority"],
+                  "no priority next to a rate_share: a class is weighted or strict")  # fmt: skip
 
 
 QOS_CLASS = section(
@@ -108,7 +113,8 @@ QOS_CLASS = section(
         "name": Field(name_text()),
         "dscp": Field(integer(0, 63)),
         "rate_share": Field(optional(number(gt=0, le=1)), None),
-        "priority": Field(optional(integer(0, 7)), None),  # HTB priorities: 0 is served first
+        "priority": Field(optional(integer(0, 7)), None),  # strict priority: 0 is served first
+        "buffer_pkts": Field(optional(integer(1, MAX_BUFFER_PKTS)), None),  # else the link's
     },
     _qos_class_post,
 )
@@ -129,24 +135,27 @@ def _controller_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
         if tenant not in tenants:
             raise bad(join(path, f"spines.{tenant}"), tenant, known)
     classes = out["qos"]["classes"]
-    for key in ("name", "dscp"):
+    for key in ("name", "dscp", "priority"):
         values = [c[key] for c in classes]
         for i, value in enumerate(values):
-            if value in values[:i]:
+            if value is not None and value in values[:i]:
                 where = join(path, f"qos.classes.{i}.{key}")
                 raise bad(where, value, f"a {key} not used by another class")
     shares = sum(c["rate_share"] or 0.0 for c in classes)
     if shares > 1 + 1e-9:
         raise bad(join(path, "qos.classes"), shares, "rate_share values summing to at most 1")
     names = [c["name"] for c in classes]
-    for tenant, cls in out["qos"]["tenant_class"].items():
+    of_classes = f"a class of controller.qos.classes: {', '.join(names) or 'none'}"
+    for tenant, given in out["qos"]["tenant_class"].items():
         where = join(path, f"qos.tenant_class.{tenant}")
         if tenant not in tenants:
             raise bad(where, tenant, known)
-        if cls not in names:
-            raise bad(
-                where, cls, f"a class of controller.qos.classes: {', '.join(names) or 'none'}"
-            )
+        for i, cls in enumerate(given if isinstance(given, list) else [given]):
+            if cls not in names:
+                raise bad(join(where, i) if isinstance(given, list) else where, cls, of_classes)
+    default = out["qos"]["default_class"]
+    if default is not None and default not in names:
+        raise bad(join(path, "qos.default_class"), default, of_classes)
 
 
 CONTROLLER = section(
@@ -160,7 +169,14 @@ CONTROLLER = section(
             section(
                 {
                     "classes": Field(list_of(QOS_CLASS), []),
-                    "tenant_class": Field(mapping(name_text(), name_text()), {}),
+                    # a class, or a list: the tenant's own marks of those classes are kept
+                    "tenant_class": Field(
+                        mapping(
+                            name_text(), either(name_text(), list_of(name_text(), 1, distinct=True))
+                        ),
+                        {},
+                    ),
+                    "default_class": Field(optional(name_text()), None),  # else the last class
                 }
             ),
             {},

@@ -1,19 +1,25 @@
-"""QoS classes on every egress as data: HTB classes per traffic class, each
-with its own bounded pfifo, and u32 filters on DSCP. Nothing here runs a command.
+"""QoS classes on every egress as data: strict-priority and weighted traffic
+classes, each with its own bounded pfifo, chosen by u32 filters on DSCP (the
+IP TOS byte, ``dscp << 2``, mask ``0xfc``). Nothing here runs a command.
 
-Layout of one egress at rate R (class ids and handles are hex, as tc reads them)::
+Weighted classes only (every class has a ``rate_share``)::
 
     1:     root HTB, "default 1": unclassified traffic goes to class 1:1
     1:100  parent class, rate R, ceil R: the link
-    1:1    the default class -> pfifo 10:   (same ids as without QoS, so
-                                             samplers reading 10: still work)
+    1:1    the default class -> pfifo 10:   (same ids as without QoS)
     1:11, 1:12, ...  the other classes in spec order -> pfifo 11:, 12:, ...
 
-Weighted shares: a class with ``rate_share`` s is assured s × R and may borrow
-up to R. Strict priority: ``priority`` p (0 is served first) is HTB's ``prio``:
-spare capacity goes to the lowest p first; a class with only a priority is
-assured ``PRIORITY_FLOOR_SHARE`` × R. Each class's filter matches its DSCP in
-the IP TOS byte (``dscp << 2``, mask ``0xfc``).
+A class with share s is assured s × R and may borrow up to R.
+
+With strict-priority classes (a ``priority``, 0 served first) the same tree
+serves them ahead of the weighted group, as a switch serves strict-priority
+queues before its weighted ones. This kernel has no ``prio`` qdisc, so it is
+HTB's own: every class is assured only ``FLOOR_SHARE`` × R and borrows the
+rest of the link, and HTB lends in strict order of ``prio`` (the priority
+classes by rank, then the weighted group); within the group, classes borrow
+in proportion to ``rate_share`` (HTB quantum ∝ share). A priority class is
+served whenever it has a packet, so it can starve the rest (to the floor):
+that is what strict priority means on a real switch too.
 """
 
 from __future__ import annotations
@@ -26,8 +32,9 @@ from .fabric import FabricError
 from .shaping import MAX_BUFFER_PKTS, MTU_BYTES, burst_bytes
 
 MAX_CLASSES = 8
-LOWEST_PRIO = 7  # HTB prio of a class that gives none
-PRIORITY_FLOOR_SHARE = 0.01
+LOWEST_PRIO = 7
+MAX_QUANTUM = 60_000  # HTB warns above 200 000 bytes; weights beyond 40:1 saturate here
+FLOOR_SHARE = 0.001  # what every class is assured once strict priorities exist
 CLASS_KEYS = ("name", "dscp", "rate_share", "priority", "buffer_pkts")
 PARENT = "1:100"
 
@@ -61,6 +68,10 @@ class ClassPlan:
     def names(self) -> list[str]:
         return [c.name for c in self.classes]
 
+    def strict(self) -> list[TrafficClass]:
+        """The strict-priority classes, served in this order."""
+        return sorted((c for c in self.classes if c.priority is not None), key=_prio)
+
     def ids(self) -> dict[str, tuple[str, str]]:
         """Class name -> (HTB classid, pfifo handle)."""
         ids = {self.default: ("1:1", "10:")}
@@ -68,6 +79,12 @@ class ClassPlan:
         for i, c in enumerate(others):
             ids[c.name] = (f"1:{0x11 + i:x}", f"{0x11 + i:x}:")
         return ids
+
+    def htb_prio(self) -> dict[str, int]:
+        """HTB ``prio`` per class: the priority classes by rank, then the weighted ones."""
+        strict = self.strict()
+        ranks = {c.name: rank for rank, c in enumerate(strict)}
+        return {c.name: ranks.get(c.name, len(strict)) for c in self.classes}
 
     def commands(self, dev: str, rate_bps: int, buffer_pkts: int) -> list[list[str]]:
         """``tc`` argument lists (without the leading ``tc``) for one egress."""
@@ -78,20 +95,23 @@ class ClassPlan:
              "rate", f"{rate_bps}bit", "ceil", f"{rate_bps}bit",
              "burst", link_burst, "cburst", link_burst, "quantum", str(MTU_BYTES)],
         ]  # fmt: skip
-        ids = self.ids()
+        ids, prio, strict = self.ids(), self.htb_prio(), bool(self.strict())
+        shares = [c.rate_share for c in self.classes if c.rate_share is not None]
+        least = min(shares, default=1.0)
         for c in sorted(self.classes, key=lambda c: ids[c.name][0] != "1:1"):
             classid, handle = ids[c.name]
-            share = c.rate_share if c.rate_share is not None else PRIORITY_FLOOR_SHARE
+            share = FLOOR_SHARE if strict or c.rate_share is None else c.rate_share
             rate = max(1, round(share * rate_bps))
-            prio = c.priority if c.priority is not None else LOWEST_PRIO
-            limit = c.buffer_pkts or buffer_pkts
+            quantum = MTU_BYTES
+            if strict and c.rate_share is not None:
+                quantum = min(MAX_QUANTUM, round(MTU_BYTES * c.rate_share / least))
             cmds += [
                 ["class", "replace", "dev", dev, "parent", PARENT, "classid", classid, "htb",
                  "rate", f"{rate}bit", "ceil", f"{rate_bps}bit",
                  "burst", str(burst_bytes(rate)), "cburst", link_burst,
-                 "quantum", str(MTU_BYTES), "prio", str(prio)],
+                 "quantum", str(quantum), "prio", str(prio[c.name])],
                 ["qdisc", "replace", "dev", dev, "parent", classid, "handle", handle,
-                 "pfifo", "limit", str(limit)],
+                 "pfifo", "limit", str(c.buffer_pkts or buffer_pkts)],
             ]  # fmt: skip
         for c in self.classes:
             classid, _ = ids[c.name]
@@ -103,23 +123,24 @@ class ClassPlan:
         return cmds
 
 
+def _prio(c: TrafficClass) -> int:
+    return LOWEST_PRIO if c.priority is None else c.priority
+
+
 def class_plan(classes: Any, default_class: str | None = None) -> ClassPlan:
     """Check a spec's ``qos.classes`` (a list of {name, dscp, rate_share and/or
     priority, buffer_pkts?}); the default class is ``default_class`` or the last listed."""
     if not isinstance(classes, list) or not 1 <= len(classes) <= MAX_CLASSES:
         raise QosError(f"qos.classes must be a list of 1 to {MAX_CLASSES} classes, got {classes!r}")
     parsed = [_parse_class(i, c) for i, c in enumerate(classes)]
-    for key in ("name", "dscp"):
-        values = [getattr(c, key) for c in parsed]
+    for key in ("name", "dscp", "priority"):
+        values = [getattr(c, key) for c in parsed if getattr(c, key) is not None]
         dup = next((v for v in values if values.count(v) > 1), None)
         if dup is not None:
             raise QosError(f"qos.classes: two classes have {key} {dup!r}")
-    total = sum(c.rate_share if c.rate_share is not None else PRIORITY_FLOOR_SHARE for c in parsed)
+    total = sum(c.rate_share or 0.0 for c in parsed)
     if total > 1 + 1e-9:
-        raise QosError(
-            f"qos.classes: assured rates sum to {total:g} of the link (rate_share, and "
-            f"{PRIORITY_FLOOR_SHARE:g} per priority-only class): must be at most 1"
-        )
+        raise QosError(f"qos.classes: rate_share values sum to {total:g}: must be at most 1")
     default = parsed[-1].name if default_class is None else default_class
     if default not in [c.name for c in parsed]:
         raise QosError(
@@ -143,8 +164,9 @@ def _parse_class(i: int, spec: Any) -> TrafficClass:
     if not _is_int(dscp, 0, 63):
         raise QosError(f"{where}: dscp={dscp!r} must be an integer from 0 to 63")
     share, prio = spec.get("rate_share"), spec.get("priority")
-    if share is None and prio is None:
-        raise QosError(f"{where} has neither a rate_share nor a priority: give one")
+    if (share is None) == (prio is None):
+        which = "both a rate_share and" if prio is not None else "neither a rate_share nor"
+        raise QosError(f"{where} has {which} a priority: give one (weighted or strict)")
     if share is not None:
         ok = isinstance(share, int | float) and not isinstance(share, bool)
         if not ok or not math.isfinite(share) or not 0 < share <= 1:

@@ -71,6 +71,24 @@ def test_weighted_classes_share_a_congested_egress():
     assert 9.0 <= rates["h0"] + rates["h1"] <= 10.5, rates
 
 
+def test_a_strict_priority_class_goes_first_whatever_the_others_share():
+    """gold (priority 0) against bronze (rate_share 0.9): strict priority means
+    gold takes the congested link, not the 10 % a weighted split would leave it."""
+    fabric = spine_leaf(spines=1, leaves=2, hosts_per_leaf=2, host_gbps=100, uplink_gbps=400)
+    qos = {
+        "classes": [
+            {"name": "gold", "dscp": 46, "priority": 0},
+            {"name": "bronze", "dscp": 10, "rate_share": 0.9},
+        ],
+        "tenant_class": {"a": "gold", "b": "bronze"},
+    }
+    params = {"tenants": TENANTS, "qos": qos}
+    with FabricNetwork(fabric, 1e-4, policy_params=params, qos=class_plan(qos["classes"])) as net:
+        rates = _two_flows(net)
+    assert rates["h0"] > 4.0 * rates["h1"], rates
+    assert 9.0 <= rates["h0"] + rates["h1"] <= 10.5, rates
+
+
 def test_the_leaf_rewrites_host_marking():
     """The ingress leaf is the trust boundary: a host that marks itself EF
     still lands in its tenant's class."""

@@ -7,7 +7,7 @@ from controller.core import TABLE_CLASSIFY
 from controller.policy import POLICIES, PolicyError, compute
 from controller.walk import deliveries
 from topologies import rail_optimized, spine_leaf
-from topologies.qos import QosError, class_plan
+from topologies.qos import FLOOR_SHARE, QosError, class_plan
 
 CLASSES = [
     {"name": "token", "dscp": 46, "priority": 0},
@@ -48,6 +48,21 @@ def test_marking_rules_sit_at_every_host_port_and_continue_to_routing():
     assert d.packet["ip_dscp"] == 26
 
 
+def test_a_tenant_with_several_classes_keeps_its_own_marks_only():
+    f = spine_leaf(spines=2, leaves=2, hosts_per_leaf=2)
+    qos = {"classes": CLASSES, "tenant_class": {"serve": ["kv", "token"], "moe": "bulk"}}
+    rules = compute(f, "ecmp", params={"tenants": TENANTS, "qos": qos})
+
+    def mark(src: str, dscp: int) -> set[int]:
+        return {d.packet["ip_dscp"] for d in deliveries(f, rules, src, "h3", ip_dscp=dscp)}
+
+    assert mark("h0", 46) == {46}  # serve marked its tokens EF: kept
+    assert mark("h0", 26) == {26}  # and its KV transfers AF31: kept
+    assert mark("h0", 0) == {26}  # unmarked: the tenant's first class
+    assert mark("h0", 10) == {26}  # a DSCP outside its classes: rewritten
+    assert mark("h1", 46) == {0}  # moe cannot claim EF
+
+
 def test_no_qos_leaves_dscp_alone():
     f = spine_leaf(2, 2, 2)
     for d in deliveries(f, compute(f, "ecmp"), "h0", "h3", ip_dscp=10):
@@ -65,13 +80,18 @@ def test_class_plan_layout_rates_and_filters():
     assert link[link.index("classid") + 1] == "1:100"
     assert link[link.index("rate") + 1] == link[link.index("ceil") + 1] == "10000000bit"
     classes = {c[c.index("classid") + 1]: c for c in cmds if c[0] == "class"}
-    expected = {"1:1": ("3000000bit", "7"), "1:11": ("100000bit", "0"), "1:12": ("6000000bit", "7")}
-    for classid, (rate, prio) in expected.items():
+    # a strict-priority class exists: every class is assured only the floor and
+    # borrows the link in HTB prio order (token first); kv and bulk share 2:1
+    floor = f"{round(FLOOR_SHARE * 10_000_000)}bit"
+    expected = {"1:1": (floor, "1", "1514"), "1:11": (floor, "0", "1514"),
+                "1:12": (floor, "1", "3028")}  # fmt: skip
+    for classid, (rate, prio, quantum) in expected.items():
         c = classes[classid]
         assert c[c.index("parent") + 1] == "1:100"
         assert c[c.index("rate") + 1] == rate
         assert c[c.index("ceil") + 1] == "10000000bit"
         assert c[c.index("prio") + 1] == prio
+        assert c[c.index("quantum") + 1] == quantum
     fifos = {c[c.index("parent") + 1]: (c[c.index("handle") + 1], c[-1])
              for c in cmds if c[0] == "qdisc" and "pfifo" in c}  # fmt: skip
     assert fifos == {"1:1": ("10:", "64"), "1:11": ("11:", "64"), "1:12": ("12:", "32")}
@@ -83,6 +103,22 @@ def test_class_plan_layout_rates_and_filters():
     assert len(set(handles)) == len(handles)  # "replace" stays idempotent
 
 
+def test_weighted_classes_alone_are_assured_their_share():
+    plan = class_plan([{"name": "kv", "dscp": 26, "rate_share": 0.6},
+                       {"name": "bulk", "dscp": 0, "rate_share": 0.3}])  # fmt: skip
+    cmds = plan.commands("s1-eth3", 10_000_000, 64)
+    rates = {c[c.index("classid") + 1]: c[c.index("rate") + 1] for c in cmds if c[0] == "class"}
+    assert rates == {"1:100": "10000000bit", "1:1": "3000000bit", "1:11": "6000000bit"}
+
+
+def test_strict_priorities_rank_before_the_weighted_group():
+    plan = class_plan([{"name": "bulk", "dscp": 0, "rate_share": 0.5},
+                       {"name": "low", "dscp": 8, "priority": 5},
+                       {"name": "top", "dscp": 46, "priority": 2}], "bulk")  # fmt: skip
+    assert [c.name for c in plan.strict()] == ["top", "low"]
+    assert plan.htb_prio() == {"top": 0, "low": 1, "bulk": 2}
+
+
 BAD_CLASSES = [
     ([{"name": "gold", "dscp": 46}], None, "class 'gold' has neither a rate_share nor a priority"),
     ([{"name": "a", "dscp": 64, "priority": 1}], None, "class 'a': dscp=64"),
@@ -92,7 +128,11 @@ BAD_CLASSES = [
     ([{"name": "a", "dscp": 1, "priority": 1}, {"name": "b", "dscp": 1, "priority": 2}], None,
      "two classes have dscp 1"),
     ([{"name": "a", "dscp": 1, "rate_share": 0.7}, {"name": "b", "dscp": 2, "rate_share": 0.5}],
-     None, "assured rates sum to 1.2"),
+     None, "rate_share values sum to 1.2"),
+    ([{"name": "a", "dscp": 1, "rate_share": 0.5, "priority": 1}], None,
+     "class 'a' has both a rate_share"),
+    ([{"name": "a", "dscp": 1, "priority": 1}, {"name": "b", "dscp": 2, "priority": 1}], None,
+     "two classes have priority 1"),
     ([{"name": "a", "dscp": 1, "priority": 1}], "b", "default_class='b' is not a class"),
     ([], None, "qos.classes must be a list of 1 to 8"),
 ]  # fmt: skip
@@ -102,6 +142,13 @@ BAD_CLASSES = [
 def test_bad_classes_are_named(classes, default, message):
     with pytest.raises(QosError, match=message):
         class_plan(classes, default)
+
+
+def test_a_tenant_class_list_names_only_known_classes():
+    f = spine_leaf(2, 2, 2)
+    qos = {"classes": CLASSES, "tenant_class": {"serve": ["kv", "gold"]}}
+    with pytest.raises(PolicyError, match="class 'gold': allowed token, kv, bulk"):
+        compute(f, "ecmp", params={"tenants": TENANTS, "qos": qos})
 
 
 def test_bad_tenant_class_is_named():

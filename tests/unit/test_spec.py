@@ -292,6 +292,45 @@ BAD = [
         ["controller.qos.tenant_class.A:", "'silver'", "gold"],
     ),
     (
+        "qos class both weighted and strict",
+        "incast",
+        "controller.qos",
+        {"classes": [{"name": "gold", "dscp": 46, "priority": 0, "rate_share": 0.5}]},
+        ["controller.qos.classes.0.priority:", "weighted or strict"],
+    ),
+    (
+        "qos two classes at one priority",
+        "incast",
+        "controller.qos",
+        {
+            "classes": [
+                {"name": "a", "dscp": 46, "priority": 0},
+                {"name": "b", "dscp": 8, "priority": 0},
+            ]
+        },
+        ["controller.qos.classes.1.priority:", "not used by another class"],
+    ),
+    (
+        "qos tenant class list with an unknown class",
+        "incast",
+        "controller",
+        {
+            "tenants": {"A": ["h0"]},
+            "qos": {
+                "classes": [{"name": "gold", "dscp": 46, "priority": 0}],
+                "tenant_class": {"A": ["gold", "tin"]},
+            },
+        },
+        ["controller.qos.tenant_class.A.1:", "'tin'", "gold"],
+    ),
+    (
+        "qos default class unknown",
+        "incast",
+        "controller.qos",
+        {"classes": [{"name": "gold", "dscp": 46, "priority": 0}], "default_class": "tin"},
+        ["controller.qos.default_class:", "'tin'"],
+    ),
+    (
         "qos shares above 1",
         "incast",
         "controller.qos.classes",
