@@ -34,6 +34,9 @@ from .core import (
 from .rules import CONTROLLER, IPV4, TCP, UDP, Rule
 
 DEFAULT_IDLE_TIMEOUT_S = 5
+# Port counters (the loads placement reads) are polled at least this often.
+MAX_POLL_S = 0.2
+MIN_POLL_S = 0.01
 L4 = {TCP: ("tcp_src", "tcp_dst"), UDP: ("udp_src", "udp_dst")}
 
 
@@ -45,6 +48,18 @@ def idle_timeout(params: dict[str, Any]) -> int:
             f"idle_timeout_s={value!r} is not allowed: must be an integer from 1 to 65535"
         )
     return value
+
+
+def poll_interval(params: dict[str, Any]) -> float:
+    """``params["poll_s"]`` checked: the port-counter polling period, seconds."""
+    value = params.get("poll_s", MAX_POLL_S)
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not MIN_POLL_S <= value <= MAX_POLL_S:
+        raise PolicyError(
+            f"poll_s={value!r} is not allowed: port counters are polled at least every "
+            f"{MAX_POLL_S * 1000:g} ms: a number of seconds from {MIN_POLL_S:g} to {MAX_POLL_S:g}"
+        )
+    return float(value)
 
 
 def packet_in_rules(fabric: Fabric) -> list[Rule]:

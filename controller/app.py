@@ -5,7 +5,10 @@ come from ``controller.policy``; this module only translates and sends.
 
 Configured by the JSON file named in ``KVFABRIC_CONTROLLER_CONFIG``:
 ``{"fabric": <Fabric dict>, "policy": str, "params": {...}, "socket": path,
-"poll_s": float}``.
+"poll_s": float}`` (``params["poll_s"]``, if given, wins over ``poll_s``).
+
+Every ERROR-or-worse log record goes into ``ErrorLog`` (installed by
+``controller.main``), which ``status`` reports as ``errors``.
 """
 
 from __future__ import annotations
@@ -15,12 +18,17 @@ import logging
 import os
 import threading
 import time
-import traceback
+from collections.abc import Callable
 from typing import Any
 
 from os_ken.base import app_manager
 from os_ken.controller import ofp_event
-from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
+from os_ken.controller.handler import (
+    CONFIG_DISPATCHER,
+    DEAD_DISPATCHER,
+    MAIN_DISPATCHER,
+    set_ev_cls,
+)
 from os_ken.lib import hub
 from os_ken.lib.packet import ipv4, packet, tcp, udp
 from os_ken.ofproto import ofproto_v1_3
@@ -28,8 +36,8 @@ from os_ken.ofproto import ofproto_v1_3
 from topologies import Fabric
 
 from . import adaptive, ofp
-from .channel import ChannelServer
-from .policy import FabricState, compute
+from .channel import ChannelServer, ErrorLog
+from .policy import FabricState, PolicyError, compute
 from .rules import TCP, UDP, Rule, RuleSet, SwitchChanges, diff
 
 log = logging.getLogger("kvfabric.controller")
@@ -38,6 +46,24 @@ log = logging.getLogger("kvfabric.controller")
 # A 5-tuple seen in a packet-in is not placed again for this long: its
 # packets keep reaching the controller until the placed rules are in.
 PLACING_HOLD_S = 1.0
+
+
+def poll_on_deadlines(
+    send: Callable[[], None],
+    period_s: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], Any] = hub.sleep,
+) -> None:
+    """Call ``send`` at ``start + k * period_s`` for k = 0, 1, ... forever: the
+    time ``send`` takes and sleep overshoot never stretch the period. Deadlines
+    already missed are skipped (the grid is kept, no burst of catch-up polls)."""
+    start = clock()
+    k = 0
+    while True:
+        send()
+        now = clock()
+        k = max(k + 1, int((now - start) / period_s) + 1)
+        sleep(max(0.0, start + k * period_s - now))
 
 
 class KvFabricController(app_manager.OSKenApp):
@@ -53,8 +79,10 @@ class KvFabricController(app_manager.OSKenApp):
         self.fabric = Fabric.from_dict(cfg["fabric"])
         self.policy: str = cfg["policy"]
         self.params: dict = cfg.get("params") or {}
-        self.poll_s: float = cfg.get("poll_s", 0.2)
+        poll_s = self.params.get("poll_s", cfg.get("poll_s", adaptive.MAX_POLL_S))
+        self.poll_s = adaptive.poll_interval({"poll_s": poll_s})
         self.by_dpid = {sw.dpid: sw.name for sw in self.fabric.switches}
+        self.host_ips = {h.ip for h in self.fabric.hosts}
         self.lock = threading.RLock()
         self.datapaths: dict[str, Any] = {}
         self.state = FabricState()
@@ -62,7 +90,7 @@ class KvFabricController(app_manager.OSKenApp):
         self.installed = RuleSet()
         self.pending_barriers: dict[str, int] = {}
         self.event_log: list[dict] = []
-        self.errors: list[str] = []
+        self.errors = ErrorLog.install()  # every ERROR record of the process
         self.port_stats: dict[str, dict[int, dict]] = {}
         self.placing: dict[tuple, float] = {}  # flow match -> monotonic time placed
         self.placed: dict[tuple, list[Rule]] = {}  # flow match -> its placed rules
@@ -76,13 +104,12 @@ class KvFabricController(app_manager.OSKenApp):
 
     # ----- guarded handlers -------------------------------------------------
     def _guard(self, what: str, fn: Any, *args: Any) -> Any:
+        """Run a handler; an exception is logged with its traceback (and so
+        reported by ``status`` through ``ErrorLog``), not raised into os-ken."""
         try:
             return fn(*args)
         except Exception:
-            tb = traceback.format_exc()
-            log.error("controller exception in %s:\n%s", what, tb)
-            with self.lock:
-                self.errors.append(f"{what}: {tb}")
+            log.error("controller exception in %s", what, exc_info=True)
             return None
 
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
@@ -105,12 +132,19 @@ class KvFabricController(app_manager.OSKenApp):
     def on_packet_in(self, ev: Any) -> None:
         self._guard("packet in", self._packet_in, ev.msg)
 
+    @set_ev_cls(ofp_event.EventOFPFlowRemoved, MAIN_DISPATCHER)
+    def on_flow_removed(self, ev: Any) -> None:
+        self._guard("flow removed", self._flow_removed, ev.msg)
+
+    @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
+    def on_state_change(self, ev: Any) -> None:
+        if ev.state == DEAD_DISPATCHER:
+            self._guard("switch disconnected", self._disconnected, ev.datapath)
+
     @set_ev_cls(ofp_event.EventOFPErrorMsg, MAIN_DISPATCHER)
     def on_error(self, ev: Any) -> None:
         msg = ev.msg
         switch = self.by_dpid.get(msg.datapath.id, msg.datapath.id)
-        with self.lock:
-            self.errors.append(f"OpenFlow error from {switch}: type={msg.type} code={msg.code}")
         log.error("OpenFlow error from %s: type=%s code=%s", switch, msg.type, msg.code)
 
     # ----- switches and rules -----------------------------------------------
@@ -129,6 +163,15 @@ class KvFabricController(app_manager.OSKenApp):
             log.info("switch %s connected (%d/%d)", name, len(self.datapaths), len(self.by_dpid))
             if complete:
                 self._install_all("all switches connected")
+
+    def _disconnected(self, dp: Any) -> None:
+        name = self.by_dpid.get(dp.id)
+        with self.lock:
+            if name is None or self.datapaths.get(name) is not dp:
+                return  # never fully connected, or already replaced by a reconnection
+            del self.datapaths[name]
+            self.pending_barriers.pop(name, None)
+            self._event("switch_disconnected", switch=name)
 
     def _install_all(self, reason: str) -> None:
         """Wipe every switch and install the whole rule set (first install,
@@ -256,6 +299,9 @@ class KvFabricController(app_manager.OSKenApp):
         if l4 is None:
             return
         five = (ip.src, ip.dst, ip.proto, l4.src_port, l4.dst_port)
+        if ip.src not in self.host_ips or ip.dst not in self.host_ips:
+            log.debug("packet-in for an address outside the fabric ignored: %s", five)
+            return
         match = adaptive.flow_match(*five)
         now = time.monotonic()
         with self.lock:
@@ -282,17 +328,36 @@ class KvFabricController(app_manager.OSKenApp):
                 self.placing = {m: t for m, t in self.placing.items() if t > cutoff}
             log.info("placed %s via %s", five, [r.switch for r in rules])
 
+    def _flow_removed(self, msg: Any) -> None:
+        """A placed rule idled out (or was deleted): forget it, so ``placed``
+        lists only rules still on the switches."""
+        if msg.cookie != ofp.COOKIE:
+            return
+        name = self.by_dpid.get(msg.datapath.id)
+        fields = dict(msg.match.items())
+        with self.lock:
+            for match, rules in list(self.placed.items()):
+                if dict(match) != fields:
+                    continue
+                left = [r for r in rules if (r.switch, r.table, r.priority)
+                        != (name, msg.table_id, msg.priority)]  # fmt: skip
+                if left:
+                    self.placed[match] = left
+                else:
+                    del self.placed[match]
+
     # ----- counters ----------------------------------------------------------
     def _poll_ports(self) -> None:
-        while True:
-            with self.lock:
-                dps = list(self.datapaths.values())
-            for dp in dps:
-                try:
-                    dp.send_msg(dp.ofproto_parser.OFPPortStatsRequest(dp, 0, dp.ofproto.OFPP_ANY))
-                except Exception:  # a switch going away is not a controller failure
-                    log.debug("port stats request failed", exc_info=True)
-            hub.sleep(self.poll_s)
+        poll_on_deadlines(self._request_port_stats, self.poll_s)
+
+    def _request_port_stats(self) -> None:
+        with self.lock:
+            dps = list(self.datapaths.values())
+        for dp in dps:
+            try:
+                dp.send_msg(dp.ofproto_parser.OFPPortStatsRequest(dp, 0, dp.ofproto.OFPP_ANY))
+            except Exception:  # a switch going away is not a controller failure
+                log.debug("port stats request failed", exc_info=True)
 
     def _port_stats_reply(self, msg: Any) -> None:
         name = self.by_dpid.get(msg.datapath.id)
@@ -331,7 +396,7 @@ class KvFabricController(app_manager.OSKenApp):
                     "groups_installed": len(self.installed.groups),
                     "flows_placed": self.placements,
                     "links_down": sorted("-".join(sorted(p)) for p in self.state.down),
-                    "errors": list(self.errors),
+                    "errors": self.errors.snapshot(),
                 }
             if cmd == "rules":
                 placed = [r.to_dict() for rules in self.placed.values() for r in rules]
@@ -342,7 +407,11 @@ class KvFabricController(app_manager.OSKenApp):
             if cmd == "events":
                 return {"events": list(self.event_log)}
             if cmd == "set_policy":
-                new = self._compute(req["policy"])  # raises on a bad policy
+                try:
+                    new = self._compute(str(req.get("policy")))
+                except PolicyError as exc:  # the old policy stays; not a controller failure
+                    log.warning("policy change refused: %s", exc)
+                    return {"error": f"policy change refused: {exc}"}
                 old, self.policy = self.policy, req["policy"]
                 changed = self._apply(new) if self.ready_ns is not None else []
                 self._event("policy", old=old, new=self.policy, switches=changed)

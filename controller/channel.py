@@ -17,6 +17,44 @@ from typing import Any
 log = logging.getLogger("kvfabric.controller.channel")
 
 
+class ErrorLog(logging.Handler):
+    """Every ERROR-or-worse record of any logger (os-ken's own threads
+    included), with its traceback text: the channel's status reports them.
+    ``install`` puts one on the root logger; the app reads ``snapshot``."""
+
+    LIMIT = 100  # records kept; later ones are only counted
+    _installed: ErrorLog | None = None
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+        self.records: list[str] = []
+        self.dropped = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = self.format(record)
+        except Exception:  # a bad format string must still count as an error
+            text = f"{record.name}: {record.msg!r} {record.args!r}"
+        if len(self.records) < self.LIMIT:
+            self.records.append(text)
+        else:
+            self.dropped += 1
+
+    def snapshot(self) -> list[str]:
+        with self.lock:
+            more = [f"... and {self.dropped} more errors"] if self.dropped else []
+            return list(self.records) + more
+
+    @classmethod
+    def install(cls) -> ErrorLog:
+        """The collector on the root logger (added once per process)."""
+        if cls._installed is None:
+            cls._installed = cls()
+            logging.getLogger().addHandler(cls._installed)
+        return cls._installed
+
+
 class ChannelServer:
     """Serves ``handler(request_dict) -> answer_dict`` on ``path`` in a thread.
     A handler exception becomes ``{"error": ..., "traceback": ...}``."""

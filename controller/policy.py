@@ -7,7 +7,8 @@ OpenFlow library). ``compute`` is the one entry point for every policy.
 - ``ecmp``: a select group over every equal-cost next hop.
 - ``adaptive``: ECMP, plus a rule at each host's network port that copies new
   TCP/UDP flows to the controller, which places them with
-  ``adaptive.place_flow``.
+  ``adaptive.place_flow`` (params ``idle_timeout_s``, and ``poll_s``: port
+  counters polled at least every 200 ms).
 - ``tenant_paths``: ECMP, plus per-tenant source+destination routes confined
   to the tenant's spines (``tenants.py``).
 
@@ -68,6 +69,7 @@ def _ecmp(ctx: Context) -> tuple[list[Forward], list[Rule]]:
 
 def _adaptive(ctx: Context) -> tuple[list[Forward], list[Rule]]:
     adaptive.idle_timeout(ctx.params)  # validated here, before anything is built
+    adaptive.poll_interval(ctx.params)
     return destination_routes(ctx.fabric, ctx.hops, spread=True), adaptive.packet_in_rules(
         ctx.fabric
     )
@@ -85,7 +87,7 @@ def _tenant_paths(ctx: Context) -> tuple[list[Forward], list[Rule]]:
 POLICIES: dict[str, Policy] = {
     "shortest_path": Policy(_shortest_path),
     "ecmp": Policy(_ecmp),
-    "adaptive": Policy(_adaptive, ("idle_timeout_s",)),
+    "adaptive": Policy(_adaptive, ("idle_timeout_s", "poll_s")),
     "tenant_paths": Policy(_tenant_paths, ("spines",)),
 }
 

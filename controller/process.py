@@ -2,11 +2,17 @@
 
 ``ControllerProcess`` is a context manager that owns the process, its config
 file and its socket; its exit stops the process (SIGTERM, then SIGKILL).
+
+If ``KVFABRIC_CONTROLLER_LOGS`` names a folder, every stopped controller's
+``controller.log`` is copied there (the integration tests check each one for a
+traceback, wherever its run directory was).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -16,8 +22,11 @@ from typing import Any
 
 from topologies import Fabric
 
+from .adaptive import poll_interval
 from .channel import ChannelClient
 from .policy import compute
+
+LOG_COPY_ENV = "KVFABRIC_CONTROLLER_LOGS"
 
 
 class ControllerError(RuntimeError):
@@ -40,6 +49,7 @@ class ControllerProcess:
         poll_s: float = 0.2,
     ) -> None:
         compute(fabric, policy, params=params)  # a bad policy fails here, before any process starts
+        poll_interval({"poll_s": poll_s})
         self.fabric = fabric
         self.policy = policy
         self.params = params or {}
@@ -123,3 +133,12 @@ class ControllerProcess:
                 self.proc.wait(timeout=5)
         self.proc = None
         self.socket.unlink(missing_ok=True)
+        self._copy_log()
+
+    def _copy_log(self) -> None:
+        folder = os.environ.get(LOG_COPY_ENV)
+        if not folder or not self.log.exists():
+            return
+        dest = Path(folder)
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(self.log, dest / f"controller-{os.getpid()}-{time.monotonic_ns()}.log")

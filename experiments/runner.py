@@ -202,11 +202,24 @@ def _carry_out(p: Prepared, run_dir: Path, scratch: Path, stop: StopFlag, rec: R
         try:
             _traffic(p, net, run_dir, stop, rec, say)
         finally:
-            try:
-                rec.events["controller"] = proc.client.events()
-                rec.events["controller_errors"] = proc.errors()
-            except (OSError, ValueError) as exc:
-                rec.events["controller_errors"] = [f"channel unreachable: {exc}"]
+            record_controller(proc, rec)
+
+
+def record_controller(proc: ControllerProcess, rec: Recorded) -> None:
+    """The controller's event log and errors into ``rec.events``; a controller that
+    reported an error (or cannot be asked) fails the run: ``rec.error`` says so."""
+    try:
+        rec.events["controller"] = proc.client.events()
+        errors = proc.errors()
+    except (OSError, ValueError) as exc:
+        errors = [f"channel unreachable: {exc}"]
+    rec.events["controller_errors"] = errors
+    if errors and not rec.error:
+        first = errors[0].strip().splitlines()[0] if errors[0].strip() else "(empty)"
+        rec.error = (
+            f"the controller reported {len(errors)} error(s) (events.json controller_errors, "
+            f"logs/controller.log); the first: {first}"
+        )
 
 
 def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, stop: StopFlag, rec: Recorded,

@@ -1,4 +1,5 @@
-"""Every integration test must leave no bridge or interface of a kvfabric run.
+"""Every integration test must leave no bridge or interface of a kvfabric run,
+and no controller it started may have logged a traceback.
 
 Runs owned by other live processes (another test session on the same
 machine) are not this test's leftovers and are ignored.
@@ -7,9 +8,12 @@ machine) are not this test's leftovers and are ignored.
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 
 import pytest
 
+from controller.process import LOG_COPY_ENV
 from topologies.cleanup import bridges, interfaces, records
 from topologies.naming import owned
 
@@ -29,3 +33,43 @@ def nothing_left_behind():
     yield
     after = owned_leftovers() - before
     assert not after, f"the test left kvfabric resources behind: {sorted(after)}"
+
+
+@pytest.fixture(scope="session")
+def controller_logs(tmp_path_factory) -> dict:
+    """Every stopped controller copies its log here (``ControllerProcess``, also in
+    ``kvfabric`` subprocesses, which inherit the variable), whatever its run
+    directory was: the runner's and ``kvfabric cli``'s are deleted after the run."""
+    folder = tmp_path_factory.mktemp("controller-logs")
+    old = os.environ.get(LOG_COPY_ENV)
+    os.environ[LOG_COPY_ENV] = str(folder)
+    yield {"folder": folder, "checked": set()}
+    if old is None:
+        os.environ.pop(LOG_COPY_ENV, None)
+    else:
+        os.environ[LOG_COPY_ENV] = old
+
+
+@pytest.fixture(autouse=True)
+def no_controller_traceback(request, controller_logs):
+    """Fail the test if a controller log written during it holds a traceback: the
+    copies not checked yet (a module fixture's controllers are checked with the
+    first test after them), and any ``controller.log`` under the test's
+    ``tmp_path`` written since it started (a run's ``logs/``, a run directory)."""
+    started = time.time()
+    yield
+    folder, checked = controller_logs["folder"], controller_logs["checked"]
+    logs = [p for p in folder.glob("controller-*.log") if p not in checked]
+    checked.update(logs)
+    if "tmp_path" in request.fixturenames:
+        tmp: Path = request.getfixturevalue("tmp_path")
+        logs += [p for p in tmp.rglob("controller.log") if p.stat().st_mtime >= started - 1]
+    bad = [p for p in logs if "Traceback" in p.read_text(errors="replace")]
+    if bad:
+        first = bad[0].read_text(errors="replace")
+        at = first.index("Traceback")
+        pytest.fail(
+            f"the controller logged an exception ({', '.join(map(str, bad))}):\n"
+            + first[max(0, at - 300) : at + 3000],
+            pytrace=False,
+        )
