@@ -1,5 +1,8 @@
-"""The ``kvfabric`` command line. Exit codes: 0 ok, 1 failed run or missing
-capability, 2 usage error (bad arguments, spec or parameter)."""
+"""The ``kvfabric`` command line. Exit codes: 0 ok; 1 a failed run, a missing
+capability, or a fabric parameter or scale out of range in ``topo show`` and
+``demo`` (one line naming it and the command that shows what is allowed);
+2 bad input to ``run``, ``cli``, ``report`` or ``calc`` (a spec, an argument,
+a run directory) and arguments argparse rejects."""
 
 from __future__ import annotations
 
@@ -11,19 +14,26 @@ import sys
 from collections.abc import Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from topologies import FabricError, defaults, make_fabric
+from topologies import Fabric, FabricError, defaults, make_fabric
 from topologies.generators import GENERATORS, parse_param
 from topologies.shaping import (
+    check_scale,
+    egress_plan,
     emulated_rate_bps,
     switch_capacity_mbps,
     switching_demand_mbps,
 )
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+# Commands whose FabricError is "a parameter out of range" (exit 1); for run,
+# cli and report it is bad input (exit 2).
+FABRIC_COMMANDS = ("topo", "demo")
+TOPO_HINT = "see 'kvfabric topo list' for each fabric's parameters and defaults"
 console = Console(stderr=False)
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # an error is one line, however long
 
 
 class UsageError(Exception):
@@ -42,9 +52,9 @@ def _parser() -> argparse.ArgumentParser:
     tsub = t.add_subparsers(dest="topo_command", required=True)
     tsub.add_parser("list", help="fabric kinds and their parameters")
     ts = tsub.add_parser("show", help="one fabric: counts, links, oversubscription, bisection")
-    ts.add_argument("kind", choices=sorted(GENERATORS))
+    ts.add_argument("kind", help=f"one of {', '.join(GENERATORS)}")
     ts.add_argument("params", nargs="*", metavar="k=v", help="generator parameters")
-    ts.add_argument("--scale", type=float, default=1e-4, help="bandwidth scale (default 1e-4)")
+    ts.add_argument("--scale", default="1e-4", help="bandwidth scale in (0, 1] (default 1e-4)")
     ts.add_argument("--json", action="store_true")
 
     c = sub.add_parser("clean", help="remove leftovers of kvfabric runs only")
@@ -59,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     kv.add_argument("--link-gbps", type=float, default=400.0, help="real link rate (400)")
 
     demo = sub.add_parser("demo", help="build the default rail-optimized fabric and measure it")
-    demo.add_argument("--scale", type=float, default=1e-4)
+    demo.add_argument("--scale", default="1e-4", help="bandwidth scale in (0, 1] (1e-4)")
     demo.add_argument("--seconds", type=float, default=5.0)
 
     from .cli_run import add_parsers
@@ -82,9 +92,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
         return COMMANDS[args.command](args)
-    except (UsageError, FabricError, ValueError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        return EXIT_USAGE
+    except FabricError as exc:
+        return _error("error", exc, EXIT_FAILED if args.command in FABRIC_COMMANDS else EXIT_USAGE)
+    except (UsageError, ValueError) as exc:
+        return _error("error", exc, EXIT_USAGE)
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/yellow]: everything this run created was removed")
         return EXIT_FAILED
@@ -93,8 +104,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         logging.getLogger("kvfabric").debug("failure", exc_info=True)
         label = "cannot run" if isinstance(exc, EnvironmentProblem) else "failed"
-        err.print(f"[red]{label}:[/red] {exc}")
-        return EXIT_FAILED
+        return _error(label, exc, EXIT_FAILED)
+
+
+def _error(label: str, exc: BaseException, code: int) -> int:
+    err.print(f"[red]{label}:[/red] {escape(str(exc))}", highlight=False)
+    return code
 
 
 def _sigterm_as_interrupt(signum: int, frame: object) -> None:
@@ -102,7 +117,7 @@ def _sigterm_as_interrupt(signum: int, frame: object) -> None:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from topologies.system import capabilities
+    from topologies.system import QDISC_PROBES, capabilities
 
     caps = capabilities()
     if args.json:
@@ -112,53 +127,104 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     table.add_column("capability")
     table.add_column("here")
     for name, value in caps.as_json()["capabilities"].items():
-        shown = ", ".join(value) if isinstance(value, list) else value
-        mark = {True: "[green]yes[/green]", False: "[yellow]no[/yellow]"}.get(shown, shown)
-        table.add_row(name, str(mark))
+        if isinstance(value, list):
+            shown = ", ".join(value)
+        elif value is None and name in QDISC_PROBES:
+            shown = "[dim]not probed[/dim]"
+        else:
+            shown = {True: "[green]yes[/green]", False: "[yellow]no[/yellow]"}.get(value, value)
+        table.add_row(name, str(shown))
     console.print(table)
+    if not caps.root:
+        say("qdiscs were not probed: trying them needs root (sudo kvfabric doctor)")
+    for fix in caps.optional_fixes:
+        say(f"[yellow]optional[/yellow]: {fix}")
     if caps.ok:
         dp = "kernel" if caps.ovs_kernel_datapath else "userspace"
-        console.print(f"[green]ok[/green]: this machine can emulate a fabric ({dp} datapath)")
+        say(f"[green]ok[/green]: this machine can emulate a fabric ({dp} datapath)")
         return EXIT_OK
     for fix in caps.fixes:
-        console.print(f"[red]missing[/red]: {fix}")
+        say(f"[red]missing[/red]: {fix}")
     return EXIT_FAILED
 
 
-def _fabric_from_args(kind: str, params: list[str]):
+def say(line: str) -> None:
+    """One message line on stdout, never wrapped (tables still wrap)."""
+    console.print(line, soft_wrap=True, highlight=False)
+
+
+def _fabric_from_args(kind: str, params: list[str]) -> Fabric:
     values = {}
     for item in params:
         if "=" not in item:
-            raise UsageError(f"parameter {item!r} must look like name=value")
+            raise FabricError(f"{kind}: parameter {item!r} must look like name=value")
         name, text = item.split("=", 1)
         values[name] = parse_param(kind, name, text)
     return make_fabric(kind, **values)
 
 
+def _scale(text: str) -> float:
+    """``--scale`` checked as the builder checks it, as one line with the fix."""
+    try:
+        return check_scale(float(text))
+    except (ValueError, FabricError):
+        raise FabricError(
+            f"--scale {text} is not allowed: must be a number in (0, 1], "
+            "e.g. --scale 1e-4 (the default: a 400 Gbit/s link runs at 40 Mbit/s)"
+        ) from None
+
+
+def _unhonoured(fabric: Fabric, scale: float) -> str | None:
+    """The builder's refusal for the first link it cannot shape at ``scale``, or None."""
+    try:
+        egress_plan(fabric, scale)
+    except FabricError as exc:
+        return str(exc).replace("scale.bandwidth", "--scale")  # the builder speaks spec
+    return None
+
+
+def _topo_list() -> int:
+    table = Table(title="fabric kinds (kvfabric topo show KIND k=v ...)")
+    table.add_column("kind")
+    table.add_column("parameters (defaults)")
+    table.add_column("what")
+    for kind, gen in GENERATORS.items():
+        params = " ".join(f"{k}={v:g}" for k, v in defaults(kind).items())
+        doc = " ".join((gen.__doc__ or "").split())
+        table.add_row(kind, params, doc.split(". ")[0].rstrip("."))
+    console.print(table)
+    say("rates (*_gbps) are real-equivalent Gbit/s, buffers packets; --scale S emulates "
+        "a rate R at R x S (kvfabric topo show KIND --scale S)")  # fmt: skip
+    return EXIT_OK
+
+
 def cmd_topo(args: argparse.Namespace) -> int:
     if args.topo_command == "list":
-        table = Table(title="fabric kinds (kvfabric topo show KIND k=v ...)")
-        table.add_column("kind")
-        table.add_column("parameters (defaults)")
-        table.add_column("what")
-        for kind, gen in GENERATORS.items():
-            params = " ".join(f"{k}={v}" for k, v in defaults(kind).items())
-            table.add_row(kind, params, (gen.__doc__ or "").strip().splitlines()[0])
-        console.print(table)
-        return EXIT_OK
-    fabric = _fabric_from_args(args.kind, args.params)
+        return _topo_list()
+    scale = _scale(args.scale)
+    try:
+        fabric = _fabric_from_args(args.kind, args.params)
+    except FabricError as exc:
+        raise FabricError(f"{exc} ({TOPO_HINT})") from None
     info = fabric.summary()
-    demand = switching_demand_mbps(fabric, args.scale)
+    demand = switching_demand_mbps(fabric, scale)
     capacity = switch_capacity_mbps()
+    problem = _unhonoured(fabric, scale)
+    if problem is None and demand > capacity:
+        problem = (
+            f"{demand:.0f} Mbit/s of switch-hop work at line rate exceeds this machine's "
+            f"{capacity:.0f} (lower --scale; KVFABRIC_SWITCH_CAPACITY_MBPS sets the figure)"
+        )
     info.update(
-        scale=args.scale,
+        scale=scale,
         emulated_mbps_by_real_gbps={
-            f"{g:g}": emulated_rate_bps(g, args.scale) / 1e6
+            f"{g:g}": emulated_rate_bps(g, scale) / 1e6
             for g in sorted({lk.real_gbps for lk in fabric.links})
         },
         switching_demand_mbps=round(demand, 1),
         switch_capacity_mbps=capacity,
-        fits=demand <= capacity,
+        fits=problem is None,
+        problem=problem,
     )
     if args.json:
         print(json.dumps(info, indent=2))
@@ -171,16 +237,18 @@ def cmd_topo(args: argparse.Namespace) -> int:
     for kind, n in info["links_by_kind"].items():
         if n:
             table.add_row(f"{kind} links", str(n))
-    table.add_row("max oversubscription", f"{info['max_oversubscription']:.2f}:1")
+    table.add_row("max oversubscription", f"{info['max_oversubscription']:.3g}:1")
     table.add_row("bisection (real)", f"{info['bisection_gbps']:g} Gbit/s")
     table.add_row("mean switches per path", f"{info['mean_switch_hops']:.2f}")
     for real, emu in info["emulated_mbps_by_real_gbps"].items():
-        table.add_row(f"{real} Gbit/s link at scale {args.scale:g}", f"{emu:g} Mbit/s")
+        table.add_row(f"{real} Gbit/s link at scale {scale:g}", f"{emu:g} Mbit/s")
     fits = "[green]yes[/green]" if info["fits"] else "[red]no[/red]"
     table.add_row(
         "fits this machine", f"{fits} ({demand:.0f} of {capacity:.0f} Mbit/s switch-hop capacity)"
     )
     console.print(table)
+    if problem:
+        say(f"[red]does not fit[/red]: {escape(problem)}")
     return EXIT_OK
 
 
@@ -193,11 +261,11 @@ def cmd_clean(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     removed, skipped = clean(force=args.force)
     for line in removed:
-        console.print(f"removed {line}")
+        say(f"removed {line}")
     for line in skipped:
-        console.print(f"[yellow]kept[/yellow] {line}; --force removes it")
+        say(f"[yellow]kept[/yellow] {line}; --force removes it")
     if not removed:
-        console.print("nothing of kvfabric's was left behind")
+        say("nothing of kvfabric's was left behind")
     return EXIT_OK
 
 
@@ -210,9 +278,21 @@ def cmd_calc(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from topologies import rail_optimized
+    from topologies.system import preflight
+
     from .demo import run_demo
 
-    return run_demo(console, scale=args.scale, seconds=args.seconds)
+    scale = _scale(args.scale)
+    problem = _unhonoured(rail_optimized(), scale)  # the fabric run_demo builds
+    if problem:
+        raise FabricError(
+            f"{problem} (every link: kvfabric topo show rail_optimized --scale {scale:g})"
+        )
+    if not args.seconds > 0:
+        raise FabricError(f"--seconds {args.seconds:g} is not allowed: must be > 0, e.g. 5")
+    preflight()  # root, Mininet, OVS, htb and pfifo: one line before anything is built
+    return run_demo(console, scale=scale, seconds=args.seconds)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

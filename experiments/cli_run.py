@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -80,10 +81,10 @@ def cmd_run(args: argparse.Namespace, console: Console, err: Console) -> int:
         else:
             outcomes = run_spec(spec, runs, Path(args.out), announce=announce)
     except RunBusy as exc:
-        err.print(f"[red]refused:[/red] {exc}")
+        err.print(f"[red]refused:[/red] {escape(str(exc))}", soft_wrap=True)
         return EXIT_FAILED
     except ResultsError as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         return EXIT_USAGE
     if len(outcomes) > 1:
         from .report import write_report
@@ -131,7 +132,8 @@ def _print_outcomes(outcomes: list[Any], console: Console, quiet: bool) -> None:
     console.print(table)
     for o in outcomes:
         if o.summary.get("error"):
-            console.print(f"[red]{o.path.name}[/red]: {o.summary['error']}")
+            console.print(f"[red]{o.path.name}[/red]: {escape(str(o.summary['error']))}",
+                          soft_wrap=True)  # fmt: skip
         console.print(f"report: {o.path / 'report.md'}")
 
 

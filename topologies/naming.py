@@ -15,11 +15,13 @@ PREFIX_RE = r"kf[0-9a-z]{2}"
 # Bridge (switch) or node name, optionally with an interface suffix.
 OWNED_NAME = re.compile(rf"^(?P<prefix>{PREFIX_RE})[hs]\d+(-eth\d+)?$")
 _ALPHABET = string.digits + string.ascii_lowercase
+# Scratch devices of capability probes (``system``); never a run's prefix.
+SCRATCH_PREFIX = "kfzz"
 
 
 def new_prefix(taken: set[str] | None = None) -> str:
-    """A fresh run prefix not in ``taken``."""
-    taken = taken or set()
+    """A fresh run prefix, neither in ``taken`` nor the probes' ``SCRATCH_PREFIX``."""
+    taken = (taken or set()) | {SCRATCH_PREFIX}
     while True:
         prefix = "kf" + "".join(secrets.choice(_ALPHABET) for _ in range(2))
         if prefix not in taken:

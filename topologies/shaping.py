@@ -9,6 +9,7 @@ all need it, and many kernels, this project's CI included, lack it).
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 from .fabric import Fabric, FabricError, Link
@@ -19,6 +20,7 @@ MTU_BYTES = 1514
 MIN_RATE_BPS = 100_000
 # Above this one emulated link would outrun what one OVS userspace hop on a
 # small machine switches (about 1.4 Gbit/s measured), so the rate is not honoured.
+# KVFABRIC_MAX_RATE_MBPS overrides it (a faster machine, the kernel datapath).
 MAX_RATE_BPS = 1_000_000_000
 MAX_BUFFER_PKTS = 100_000
 
@@ -38,6 +40,24 @@ def emulated_rate_bps(real_gbps: float, scale: float) -> int:
     return int(round(real_gbps * 1e9 * scale))
 
 
+def max_rate_bps() -> int:
+    """The fastest emulated link this machine honours: ``KVFABRIC_MAX_RATE_MBPS``
+    if set, else ``MAX_RATE_BPS``."""
+    text = os.environ.get("KVFABRIC_MAX_RATE_MBPS")
+    if text is None:
+        return MAX_RATE_BPS
+    try:
+        mbps = float(text)
+    except ValueError:
+        mbps = math.nan
+    if not math.isfinite(mbps) or mbps * 1e6 < MIN_RATE_BPS:
+        raise FabricError(
+            f"KVFABRIC_MAX_RATE_MBPS={text!r} is not allowed: must be a rate in Mbit/s "
+            f">= {MIN_RATE_BPS / 1e6:g} (unset it for the default {MAX_RATE_BPS / 1e6:g})"
+        )
+    return int(mbps * 1e6)
+
+
 def check_scale(scale: float) -> float:
     if not isinstance(scale, int | float) or not math.isfinite(scale) or not 0 < scale <= 1:
         raise FabricError(f"scale.bandwidth={scale!r} is not allowed: must be in (0, 1]")
@@ -51,6 +71,7 @@ def egress_plan(fabric: Fabric, scale: float) -> list[Egress]:
     cannot be honoured, and what to change, before anything is built.
     """
     check_scale(scale)
+    max_rate = max_rate_bps()
     plan: list[Egress] = []
     for link in fabric.links:
         rate = emulated_rate_bps(link.real_gbps, scale)
@@ -61,11 +82,11 @@ def egress_plan(fabric: Fabric, scale: float) -> list[Egress]:
                 f"{MIN_RATE_BPS / 1e6:g} Mbit/s this emulation can shape faithfully: "
                 "raise scale.bandwidth or the link rate"
             )
-        if rate > MAX_RATE_BPS:
+        if rate > max_rate:
             raise FabricError(
                 f"{where} would run at {rate / 1e6:.0f} Mbit/s, above the "
-                f"{MAX_RATE_BPS / 1e6:g} Mbit/s one emulated hop can carry here: "
-                "lower scale.bandwidth"
+                f"{max_rate / 1e6:g} Mbit/s one emulated hop can carry here: "
+                "lower scale.bandwidth (or set KVFABRIC_MAX_RATE_MBPS for a faster machine)"
             )
         if not 1 <= link.buffer_pkts <= MAX_BUFFER_PKTS:
             raise FabricError(
@@ -115,8 +136,6 @@ DEFAULT_SWITCH_CAPACITY_MBPS = 700.0
 
 
 def switch_capacity_mbps() -> float:
-    import os
-
     return float(os.environ.get("KVFABRIC_SWITCH_CAPACITY_MBPS", DEFAULT_SWITCH_CAPACITY_MBPS))
 
 

@@ -1,11 +1,23 @@
 """Fabrics as data: counts, degrees, addressing, queries, errors, JSON."""
 
 import ipaddress
+import re
 from collections import Counter
 
 import pytest
 
-from topologies import Fabric, FabricError, fat_tree, make_fabric, rail_optimized, spine_leaf
+from topologies import (
+    GENERATORS,
+    Fabric,
+    FabricError,
+    defaults,
+    fat_tree,
+    make_fabric,
+    port_mac,
+    rail_optimized,
+    spine_leaf,
+)
+from topologies.shaping import MAX_BUFFER_PKTS
 
 
 def degrees(fabric: Fabric) -> Counter:
@@ -134,3 +146,86 @@ def test_bad_parameters_name_themselves(call, words):
 def test_unknown_node_is_a_clear_error():
     with pytest.raises(FabricError, match="no node named 'gpu9_9'"):
         rail_optimized().node("gpu9_9")
+
+
+MAC = re.compile(r"^([0-9a-f]{2}:){5}[0-9a-f]{2}$")
+SIZES = [
+    fat_tree(2),
+    fat_tree(4),
+    fat_tree(8),
+    fat_tree(16),  # 1,024 hosts: host numbers past one octet
+    spine_leaf(1, 1, 1),
+    spine_leaf(3, 4, 2),
+    spine_leaf(2, 20, 30),  # 600 hosts
+    rail_optimized(1, 1, 1),
+    rail_optimized(4, 4, 2),
+    rail_optimized(64, 8, 2),  # 512 GPUs, two ports each (rail and NVLink)
+]
+
+
+@pytest.mark.parametrize("fabric", SIZES, ids=lambda f: f"{f.kind}-{len(f.hosts)}")
+def test_macs_are_unique_and_locally_administered(fabric):
+    macs = [
+        port_mac(fabric.node(end).number, link.port_of(end))
+        for link in fabric.links
+        for end in link.ends()
+        if fabric.node(end).is_host
+    ]
+    assert len(macs) == sum(lk.kind in ("host", "nvlink") for lk in fabric.links)
+    assert len(set(macs)) == len(macs)
+    assert all(MAC.match(m) for m in macs), [m for m in macs if not MAC.match(m)][:3]
+    # locally administered (bit 1), unicast (bit 0) in the first octet
+    assert all(int(m[:2], 16) & 0b11 == 0b10 for m in macs)
+    ips = [h.ip for h in fabric.hosts]
+    assert len(set(ips)) == len(ips)
+
+
+# Every generator parameter with its allowed range: (kind, name, low, high or None).
+# An integer parameter's bounds are inclusive; a rate has no upper bound.
+PARAM_RANGES = {
+    ("spine_leaf", "spines"): (1, 64),
+    ("spine_leaf", "leaves"): (1, 256),
+    ("spine_leaf", "hosts_per_leaf"): (1, 256),
+    ("spine_leaf", "buffer_pkts"): (1, MAX_BUFFER_PKTS),
+    ("fat_tree", "k"): (2, 16),
+    ("fat_tree", "buffer_pkts"): (1, MAX_BUFFER_PKTS),
+    ("rail_optimized", "servers"): (1, 256),
+    ("rail_optimized", "gpus_per_server"): (1, 16),
+    ("rail_optimized", "spines"): (1, 64),
+    ("rail_optimized", "buffer_pkts"): (1, MAX_BUFFER_PKTS),
+}
+
+
+def _bad_values():
+    for kind in GENERATORS:
+        for name, default in defaults(kind).items():
+            bad = [0, -1, "3", True, None]
+            if isinstance(default, int):
+                low, high = PARAM_RANGES[(kind, name)]
+                bad += [low - 1, high + 1, 2.5]
+            else:
+                bad += [-0.5, float("nan"), float("inf")]
+            for value in bad:
+                yield pytest.param(kind, name, value, id=f"{kind}.{name}={value!r}")
+
+
+def test_every_integer_parameter_has_a_known_range():
+    ints = {(k, n) for k in GENERATORS for n, d in defaults(k).items() if isinstance(d, int)}
+    assert ints == set(PARAM_RANGES)
+
+
+@pytest.mark.parametrize("kind,name,value", list(_bad_values()))
+def test_every_bad_value_of_every_parameter_names_itself(kind, name, value):
+    with pytest.raises(FabricError) as info:
+        make_fabric(kind, **{name: value})
+    message = str(info.value)
+    assert message.startswith(f"{kind}: {name}={value!r} is not allowed: must be"), message
+
+
+@pytest.mark.parametrize("kind", list(GENERATORS))
+def test_every_parameter_at_its_bounds_is_allowed(kind):
+    for name, default in defaults(kind).items():
+        if isinstance(default, int):
+            low, high = PARAM_RANGES[(kind, name)]
+            for value in (low, min(high, low + 2)) if name != "k" else (2, 4):
+                assert make_fabric(kind, **{name: value}).params[name] == value
