@@ -23,6 +23,7 @@ class ErrorLog(logging.Handler):
     ``install`` puts one on the root logger; the app reads ``snapshot``."""
 
     LIMIT = 100  # records kept; later ones are only counted
+    CHARS = 10_000  # of each record (os-ken's parser errors carry a hex dump)
     _installed: ErrorLog | None = None
 
     def __init__(self) -> None:
@@ -37,7 +38,7 @@ class ErrorLog(logging.Handler):
         except Exception:  # a bad format string must still count as an error
             text = f"{record.name}: {record.msg!r} {record.args!r}"
         if len(self.records) < self.LIMIT:
-            self.records.append(text)
+            self.records.append(text[: self.CHARS])
         else:
             self.dropped += 1
 

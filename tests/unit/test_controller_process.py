@@ -280,8 +280,10 @@ def test_a_switch_that_disconnects_is_no_longer_listed_and_the_event_is_recorded
         assert "spine1" not in status["switches_connected"]
         events = [e for e in proc.client.events() if e["event"] == "switch_disconnected"]
         assert [e["switch"] for e in events] == ["spine1"]
-        with switches(proc, ["spine1"]):  # it comes back: listed again, rules reinstalled
+        with switches(proc, ["spine1"]) as back:  # listed again, its rules reinstalled
             until(lambda: "spine1" in proc.client.status()["switches_connected"])
+            until(lambda: back["spine1"].barriers >= 1)
+            assert back["spine1"].flow_mods
         assert proc.errors() == []
 
 
