@@ -129,14 +129,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     for name, value in caps.as_json()["capabilities"].items():
         if isinstance(value, list):
             shown = ", ".join(value)
-        elif value is None and name in QDISC_PROBES:
-            shown = "[dim]not probed[/dim]"
+        elif value is None:
+            shown = "[dim]not probed[/dim]" if name in (*QDISC_PROBES, "ovs") else "–"
         else:
             shown = {True: "[green]yes[/green]", False: "[yellow]no[/yellow]"}.get(value, value)
         table.add_row(name, str(shown))
     console.print(table)
     if not caps.root:
-        say("qdiscs were not probed: trying them needs root (sudo kvfabric doctor)")
+        say("qdiscs and Open vSwitch were not probed: that needs root (sudo kvfabric doctor)")
     for fix in caps.optional_fixes:
         say(f"[yellow]optional[/yellow]: {fix}")
     if caps.ok:

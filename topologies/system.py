@@ -3,7 +3,8 @@ OVS datapath, qdiscs and TCP congestion controls, each with the fix for a gap.
 
 Probes that need a device create a scratch veth pair (prefix ``kfzz``, which
 no run is given, and this process's id) and always delete it. A qdisc that was
-not probed (not root, or no scratch veth) is ``None``, never ``False``.
+not probed (not root, or no scratch veth) is ``None``, never ``False``; so is
+Open vSwitch without root (its database socket is root's).
 """
 
 from __future__ import annotations
@@ -157,7 +158,8 @@ class Capabilities:
         caps = {
             "root": self.root,
             "mininet": self.mininet,
-            "ovs": self.ovs is not None,
+            # without root ovsdb's socket refuses us: not running is unknown
+            "ovs": True if self.ovs else (False if self.root else None),
             "ovs_version": self.ovs,
             "ovs_kernel_datapath": self.ovs_kernel_datapath,
             **{q: self.qdiscs.get(q) for q in QDISC_PROBES},  # None: not probed
@@ -187,7 +189,7 @@ def capabilities() -> Capabilities:
         caps.fixes.append("not root: run kvfabric with sudo (Mininet needs root)")
     if not caps.mininet:
         caps.fixes.append(f"Mininet is not importable from this Python: {SETUP_FIX}")
-    if caps.ovs is None:
+    if caps.ovs is None and caps.root:
         caps.fixes.append(f"Open vSwitch is not running: {OVS_START}")
     shaping = [caps.qdiscs.get(q) for q in SHAPING_QDISCS]
     if caps.root and caps.tools["tc"] and None in shaping:

@@ -164,16 +164,18 @@ def test_doctor_json_has_the_contract_keys(machine, capsys):
     assert caps["tcp_cc"] == ["reno", "cubic"] and caps["ovs_version"] == "3.1.0"
 
 
-def test_doctor_without_root_reports_qdiscs_as_not_probed(machine, capsys):
+def test_doctor_without_root_reports_qdiscs_as_not_probed(machine, monkeypatch, capsys):
+    import topologies.system as system
+
     machine["root"] = False
+    monkeypatch.setattr(system, "ovs_version", lambda: None)  # ovsdb refuses non-root
     code, report = doctor_json(capsys)
     assert code == EXIT_FAILED and report["ok"] is False
-    assert all(report["capabilities"][q] is None for q in ("htb", "pfifo", "netem"))
-    assert any("sudo" in fix for fix in report["fixes"])
-    assert not any("qdisc" in fix for fix in report["fixes"])  # unknown, not missing
+    assert all(report["capabilities"][q] is None for q in ("htb", "pfifo", "netem", "ovs"))
+    assert report["fixes"] == ["not root: run kvfabric with sudo (Mininet needs root)"]
     assert main(["doctor"]) == EXIT_FAILED
     out = capsys.readouterr().out
-    assert "not probed" in out and "qdiscs were not probed: trying them needs root" in out
+    assert "not probed" in out and "qdiscs and Open vSwitch were not probed" in out
 
 
 def test_doctor_names_the_fix_for_each_missing_piece(machine, monkeypatch, capsys):
@@ -185,6 +187,13 @@ def test_doctor_names_the_fix_for_each_missing_piece(machine, monkeypatch, capsy
     assert report["optional_fixes"] == [
         "iperf3 is missing (kvfabric demo and the root tests measure with it): sudo make setup"
     ]
+    monkeypatch.setattr(system, "ovs_version", lambda: None)
+    code, report = doctor_json(capsys)
+    assert code == EXIT_FAILED and report["capabilities"]["ovs"] is False
+    assert report["fixes"] == [
+        "Open vSwitch is not running: sudo /usr/share/openvswitch/scripts/ovs-ctl start"
+    ]
+    monkeypatch.setattr(system, "ovs_version", lambda: "3.1.0")
     machine["qdiscs"]["htb"] = False
     code, report = doctor_json(capsys)
     assert code == EXIT_FAILED and report["capabilities"]["htb"] is False
