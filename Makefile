@@ -8,12 +8,13 @@ APT_CHECKS := mn:mininet ovs-vsctl:openvswitch-switch iperf3:iperf3 ping:iputils
               ethtool:ethtool tcpdump:tcpdump
 OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
 
-.PHONY: setup demo test unit lint clean bench bench-quick help
+.PHONY: setup demo test unit lint clean bench bench-quick references help
 
 help:
 	@echo "sudo make demo   install what is missing, then run the flagship experiment (topology-aware-placement)"
 	@echo "sudo make test   install what is missing, then run every test (unit + root integration)"
 	@echo "sudo make bench  every fidelity/cost benchmark in full (bench-quick: a few minutes)"
+	@echo "sudo make references  rerun every bundled experiment into results/reference/"
 	@echo "make unit        unit tests only (no root)"
 	@echo "make lint        ruff"
 	@echo "sudo make clean  remove leftovers of kvfabric runs (only those)"
@@ -55,6 +56,9 @@ bench: setup
 
 bench-quick: setup
 	$(PY) -m benchmarks --quick
+
+references: setup
+	$(PY) -m experiments.reference
 
 unit: venv-user
 	$(PY) -m pytest -q tests/unit
