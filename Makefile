@@ -7,6 +7,9 @@ APT_PACKAGES := mininet openvswitch-switch iperf3 iputils-ping ethtool tcpdump p
 APT_CHECKS := mn:mininet ovs-vsctl:openvswitch-switch iperf3:iperf3 ping:iputils-ping \
               ethtool:ethtool tcpdump:tcpdump
 OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
+# The OVS daemons outlive make: start them with no inherited descriptor beyond
+# 0-2, so they never hold a caller's lock or pipe open (e.g. `flock L make test`).
+DETACHED := /usr/bin/python3 -c 'import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))'
 
 .PHONY: setup demo test unit lint clean bench bench-quick references help
 
@@ -36,7 +39,7 @@ apt: .setup-root
 ovs: apt
 	@if ovs-appctl -t ovs-vswitchd version >/dev/null 2>&1 && ovs-vsctl -t 2 show >/dev/null 2>&1; then \
 	  echo "Open vSwitch: running"; \
-	else echo "starting Open vSwitch"; $(OVS_CTL) start >/dev/null 2>&1 || $(OVS_CTL) start; fi
+	else echo "starting Open vSwitch"; $(DETACHED) $(OVS_CTL) start >/dev/null 2>&1 || $(DETACHED) $(OVS_CTL) start; fi
 
 venv: $(VENV)/.installed
 
