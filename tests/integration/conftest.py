@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 import pytest
 
@@ -51,7 +50,7 @@ def controller_logs(tmp_path_factory) -> dict:
 
 
 @pytest.fixture(autouse=True)
-def no_controller_traceback(request, controller_logs):
+def no_controller_traceback(controller_logs, tmp_path):
     """Fail the test if a controller log written during it holds a traceback: the
     copies not checked yet (a module fixture's controllers are checked with the
     first test after them), and any ``controller.log`` under the test's
@@ -61,9 +60,8 @@ def no_controller_traceback(request, controller_logs):
     folder, checked = controller_logs["folder"], controller_logs["checked"]
     logs = [p for p in folder.glob("controller-*.log") if p not in checked]
     checked.update(logs)
-    if "tmp_path" in request.fixturenames:
-        tmp: Path = request.getfixturevalue("tmp_path")
-        logs += [p for p in tmp.rglob("controller.log") if p.stat().st_mtime >= started - 1]
+    # depending on tmp_path keeps it alive until this check has read it
+    logs += [p for p in tmp_path.rglob("controller.log") if p.stat().st_mtime >= started - 1]
     bad = [p for p in logs if "Traceback" in p.read_text(errors="replace")]
     if bad:
         first = bad[0].read_text(errors="replace")
