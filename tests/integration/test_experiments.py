@@ -100,12 +100,6 @@ def test_qos_lowers_tenant_a_median_itl_under_the_all_to_all(noisy):
     assert metric(qos, "itl_ms", "p50") < metric(none, "itl_ms", "p50")
 
 
-@pytest.mark.xfail(
-    reason="the ITL tail is set by rare ~200 ms TCP retransmission stalls of tenant A's"
-    " collectives that occur with and without QoS (and with tenant_paths), with no drop on"
-    " A's shaped queues: see experiments/handouts/noisy-neighbour.md",
-    strict=False,
-)
 def test_qos_lowers_tenant_a_itl_p99_under_the_all_to_all(noisy):
     none, qos = noisy
     assert metric(qos, "itl_ms", "p99") < metric(none, "itl_ms", "p99")
