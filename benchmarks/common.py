@@ -210,6 +210,7 @@ def trial_verdict(net: Any, scale: float, work: Callable[[Callable[[], None]], t
     """Run ``work(begin)`` (returning (payload, flows table)); ``begin()`` starts the queue
     and CPU samplers, so the steady state is judged and not the start-up of agents or
     tools (dozens of Python imports on 2 cores). The fidelity verdict over what they saw."""
+    from experiments import tcpcount
     from experiments.fidelity import egress_rates_bps, verdict
     from experiments.samplers import CpuSampler, QueueSampler
 
@@ -221,18 +222,21 @@ def trial_verdict(net: Any, scale: float, work: Callable[[Callable[[], None]], t
             s.start()
             started.append(s)
 
+    hosts = [h.name for h in net.fabric.hosts]
+    tcp_before = tcpcount.host_counters(net, hosts)
     try:
         payload, flows = work(begin)
     finally:
         for s in reversed(started):
             s.stop(raise_error=s is samplers[0])
+    tcp = tcpcount.totals(tcpcount.delta(tcp_before, tcpcount.host_counters(net, hosts)))
     queues, cpu = samplers
     rates = {"queues": (queues.achieved_hz, queues.requested_hz),
              "cpu": (cpu.achieved_hz, cpu.requested_hz)}  # fmt: skip
     judged = verdict(flows, queues.table() if started else None,
                      cpu.table() if len(started) > 1 else None, rates,
                      egress_rates_bps(net.fabric, scale), net.fabric,
-                     capacity_mbps=capacity_mbps)  # fmt: skip
+                     capacity_mbps=capacity_mbps, tcp=tcp)  # fmt: skip
     return {"payload": payload, "flows": flows,
             "queues": queues.table() if started else None, "verdict": judged}  # fmt: skip
 

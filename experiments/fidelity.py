@@ -14,6 +14,11 @@ gathers them; everything is JSON-serialisable (no NaN: ``None``).
 - ``sampler_rate``: the samplers kept their rate (what they saw is dense enough).
 - ``offered_load``: the switch-hop work the run asked for (bytes × switches on
   the path, over the run's busy span) fits this machine's switching capacity.
+- ``unmodelled_loss``: TCP lost no more than the shaped queues dropped. Every
+  loss the emulation models is a pfifo drop; retransmissions beyond those
+  drops (less the ones the receivers reported as duplicates, and one per
+  retransmission timeout) were lost where nothing is modelled: OVS or a veth
+  fell behind, which the average offered load does not show during bursts.
 """
 
 from __future__ import annotations
@@ -33,7 +38,10 @@ DEFAULT_THRESHOLDS = {"lateness_p99_ms": 2.0, "cpu_max_pct": 90.0, "dequeue_rate
 CPU_QUANTILE = 0.95
 MIN_BUSY_MS = 20.0  # a standing queue must last this long to count
 MIN_SAMPLER_RATIO = 0.9
-CHECKS = ("cpu", "dequeue_rate", "lateness", "sampler_rate", "offered_load")
+CHECKS = ("cpu", "dequeue_rate", "lateness", "sampler_rate", "offered_load", "unmodelled_loss")
+# unexplained retransmissions allowed: this share of segments sent, plus a
+# share of the modelled drops (a drop can cost more than one retransmission)
+UNMODELLED_SHARE, PER_DROP, MIN_UNEXPLAINED = 0.002, 0.5, 50
 
 Check = dict[str, Any]
 
@@ -293,6 +301,35 @@ def offered_load_check(
     return make_check(mbps <= cap, mbps, cap, "Mbit/s", detail)
 
 
+# ----- unmodelled loss -----------------------------------------------------------------
+def queue_drops(queues: pd.DataFrame | None) -> int:
+    """Packets the sampled (switch) pfifos dropped while they were watched."""
+    if queues is None or queues.empty:
+        return 0
+    by_port = queues.groupby(["node", "port"])["drops"]
+    return int((by_port.max() - by_port.min()).clip(lower=0).sum())
+
+
+def unmodelled_loss_check(tcp: Mapping[str, int] | None, queues: pd.DataFrame | None) -> Check:
+    """Retransmitted segments not explained by a shaped queue's drop, a
+    duplicate the receiver reported, or a retransmission timeout. ``tcp``: the
+    run's totals from ``experiments.tcpcount`` (None: not measured)."""
+    unit = "segments"
+    if not tcp:
+        return make_check(True, None, MIN_UNEXPLAINED, unit, "TCP counters not measured")
+    drops = queue_drops(queues) + int(tcp.get("egress_drops", 0))
+    retrans, sent = int(tcp.get("retrans_segs", 0)), int(tcp.get("out_segs", 0))
+    explained = drops + int(tcp.get("spurious_segs", 0)) + int(tcp.get("timeouts", 0))
+    unexplained = max(0, retrans - explained)
+    allowed = MIN_UNEXPLAINED + UNMODELLED_SHARE * sent + PER_DROP * drops
+    detail = (
+        f"{retrans} retransmitted of {sent} segments sent; {drops} dropped by shaped queues, "
+        f"{tcp.get('spurious_segs', 0)} reported duplicate, {tcp.get('timeouts', 0)} timeouts; "
+        f"{unexplained} unexplained (allowed {allowed:.0f})"
+    )
+    return make_check(unexplained <= allowed, unexplained, allowed, unit, detail)
+
+
 # ----- the verdict ---------------------------------------------------------------------
 def verdict(
     flows: pd.DataFrame | None,
@@ -303,6 +340,7 @@ def verdict(
     fabric: Fabric,
     thresholds: Mapping[str, float] | None = None,
     capacity_mbps: float | None = None,
+    tcp: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """``{"ok", "checks": {name: check}}`` over one run's tables.
 
@@ -310,7 +348,8 @@ def verdict(
     ``queues``: the QueueSampler table; ``cpu``: the CpuSampler table;
     ``sampler_rates``: name -> (achieved_hz, requested_hz); ``rates_bps``:
     (node, port) -> configured bit/s (``egress_rates_bps``); ``thresholds``:
-    the spec's ``fidelity:`` section (missing keys take the defaults).
+    the spec's ``fidelity:`` section (missing keys take the defaults); ``tcp``:
+    the hosts' TCP counter totals over the traffic (``experiments.tcpcount``).
     """
     th = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
     checks = {
@@ -319,6 +358,7 @@ def verdict(
         "lateness": lateness_check(flows, th["lateness_p99_ms"]),
         "sampler_rate": sampler_rate_check(sampler_rates),
         "offered_load": offered_load_check(flows, fabric, capacity_mbps),
+        "unmodelled_loss": unmodelled_loss_check(tcp, queues),
     }
     return {"ok": all(c["ok"] for c in checks.values()), "checks": checks}
 

@@ -33,7 +33,7 @@ from topologies.qos import class_plan
 from topologies.shaping import egress_plan
 from traffic.fleet import AgentFleet
 
-from . import results
+from . import results, tcpcount
 from .estimates import estimate
 from .fidelity import verdict
 from .plan import TrafficPlan, controller_params, traffic_plan
@@ -257,12 +257,15 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, stop: StopFlag, rec
                 return bool(stop)
 
             say("running", total=duration, completed=0)
+            hosts = [h.name for h in p.fabric.hosts]
+            tcp_before = tcpcount.host_counters(net, hosts)
             try:
                 rec.tables["flows"] = fleet.run(
                     timeout_s=duration + DRAIN_S, should_stop=should_stop, on_start=started
                 )
             finally:
                 rec.events["t_end_ns"] = time.monotonic_ns()
+                rec.events["tcp"] = tcpcount.delta(tcp_before, tcpcount.host_counters(net, hosts))
                 faults.stop()
                 rec.events["faults"] = faults.applied
                 rec.events["t0_ns"] = fleet.t0_ns
@@ -316,8 +319,9 @@ def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
     partial = rec.interrupted or bool(stop) or bool(rec.error)
     try:
         cpu = _traffic_window(t["cpu"], rec.events)  # not agent start-up or teardown
+        tcp = tcpcount.totals(rec.events["tcp"]) if rec.events.get("tcp") else None
         fidelity = verdict(t["flows"], t["queues"], cpu, rec.samplers, rates, p.fabric,
-                           r["fidelity"])  # fmt: skip
+                           r["fidelity"], tcp=tcp)  # fmt: skip
     except Exception as exc:
         log.debug("fidelity verdict failed", exc_info=True)
         fidelity = {"ok": False, "checks": {}, "error": f"could not judge: {exc}"}

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.root
 
 CONTRACT = ["spec.yaml", "env.json", "flows.parquet", "queues.parquet", "summary.json",
             "report.md"]  # fmt: skip
-CHECKS = {"cpu", "dequeue_rate", "lateness", "sampler_rate", "offered_load"}
+CHECKS = {"cpu", "dequeue_rate", "lateness", "sampler_rate", "offered_load", "unmodelled_loss"}
 
 
 def run_dirs(root: Path) -> list[Path]:

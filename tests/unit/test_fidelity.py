@@ -295,3 +295,41 @@ def test_group_released_flows_are_reported_but_not_judged():
     check = fd.lateness_check(flows, 2.0)
     assert check["ok"] and check["value"] == pytest.approx(0.3)
     assert "50 group-released flows, p99 4.000 ms (not judged)" in check["detail"]
+
+
+# ----- unmodelled loss ---------------------------------------------------------------------
+def drops_rows(node: str, port: int, first: int, last: int) -> pd.DataFrame:
+    return pd.DataFrame({"t_ns": [0, 1], "node": node, "port": port, "drops": [first, last]})
+
+
+def test_retransmissions_explained_by_queue_drops_pass():
+    # measured: 16-packet incast at 8 senders, 259 retransmitted, 236 dropped at leaf1
+    queues = drops_rows("leaf1", 1, 10, 246)
+    tcp = {"out_segs": 2010, "retrans_segs": 259, "spurious_segs": 2, "timeouts": 3}
+    c = fd.unmodelled_loss_check(tcp, queues)
+    assert c["ok"] and c["value"] == 259 - 236 - 2 - 3, c
+
+
+def test_retransmissions_with_no_queue_drop_fail():
+    # measured: OVS saturated (shortest_path at 5x the demo rate): 884 retransmitted, 22 drops
+    tcp = {"out_segs": 47409, "retrans_segs": 884, "spurious_segs": 0, "timeouts": 4}
+    c = fd.unmodelled_loss_check(tcp, drops_rows("spine0", 3, 0, 22))
+    assert not c["ok"] and c["value"] == 858, c
+    assert "22 dropped by shaped queues" in c["detail"]
+
+
+def test_host_egress_drops_and_duplicates_explain_retransmissions():
+    tcp = {"out_segs": 1000, "retrans_segs": 300, "spurious_segs": 100, "timeouts": 0,
+           "egress_drops": 200}  # fmt: skip
+    assert fd.unmodelled_loss_check(tcp, None)["value"] == 0
+
+
+def test_unmeasured_tcp_counters_pass_with_no_value():
+    c = fd.unmodelled_loss_check(None, None)
+    assert c["ok"] and c["value"] is None and "not measured" in c["detail"]
+
+
+def test_unmodelled_loss_fails_the_verdict():
+    tcp = {"out_segs": 10_000, "retrans_segs": 500, "spurious_segs": 0, "timeouts": 0}
+    v = fd.verdict(*run_tables(), capacity_mbps=1400, tcp=tcp)
+    assert [n for n, c in v["checks"].items() if not c["ok"]] == ["unmodelled_loss"]
