@@ -41,7 +41,7 @@ MIN_SAMPLER_RATIO = 0.9
 CHECKS = ("cpu", "dequeue_rate", "lateness", "sampler_rate", "offered_load", "unmodelled_loss")
 # unexplained retransmissions allowed: this share of segments sent, plus a
 # share of the modelled drops (a drop can cost more than one retransmission)
-UNMODELLED_SHARE, PER_DROP, MIN_UNEXPLAINED = 0.002, 0.5, 50
+UNMODELLED_SHARE, PER_DROP, MIN_UNEXPLAINED = 0.002, 0.1, 50
 
 Check = dict[str, Any]
 
