@@ -90,7 +90,7 @@ def cmd_run(args: argparse.Namespace, console: Console, err: Console) -> int:
         from .report import write_report
 
         compare = write_report([o.path for o in outcomes])
-        console.print(f"comparison report: {compare}")
+        console.print(f"comparison report: {compare}", soft_wrap=True)
     _print_outcomes(outcomes, console, args.quiet)
     complete = len(outcomes) == len(runs) and all(o.ok for o in outcomes)
     return EXIT_OK if complete else EXIT_FAILED
@@ -134,7 +134,7 @@ def _print_outcomes(outcomes: list[Any], console: Console, quiet: bool) -> None:
         if o.summary.get("error"):
             console.print(f"[red]{o.path.name}[/red]: {escape(str(o.summary['error']))}",
                           soft_wrap=True)  # fmt: skip
-        console.print(f"report: {o.path / 'report.md'}")
+        console.print(f"report: {o.path / 'report.md'}", soft_wrap=True)
 
 
 def purpose(path: Path) -> str:
