@@ -327,6 +327,8 @@ def unmodelled_loss_check(tcp: Mapping[str, int] | None, queues: pd.DataFrame | 
         f"{tcp.get('spurious_segs', 0)} reported duplicate, {tcp.get('timeouts', 0)} timeouts; "
         f"{unexplained} unexplained (allowed {allowed:.0f})"
     )
+    if tcp.get("receiver_drops"):
+        detail += f"; receiving stacks threw away {tcp['receiver_drops']} (slow readers)"
     return make_check(unexplained <= allowed, unexplained, allowed, unit, detail)
 
 

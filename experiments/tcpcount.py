@@ -19,8 +19,11 @@ from pathlib import Path
 from typing import Any
 
 SNMP = {"Tcp": ("OutSegs", "RetransSegs")}
-NETSTAT = {"TcpExt": ("TCPTimeouts", "TCPDSACKRecvSegs")}
-FIELDS = ("out_segs", "retrans_segs", "spurious_segs", "timeouts", "egress_drops")
+RECEIVER_DROPS = ("TCPBacklogDrop", "TCPOFODrop", "TCPZeroWindowDrop", "TCPRcvQDrop",
+                  "RcvPruned", "OfoPruned")  # fmt: skip
+NETSTAT = {"TcpExt": ("TCPTimeouts", "TCPDSACKRecvSegs", *RECEIVER_DROPS)}
+FIELDS = ("out_segs", "retrans_segs", "spurious_segs", "timeouts", "receiver_drops",
+          "egress_drops")  # fmt: skip
 
 
 def parse_proc_table(text: str, wanted: Mapping[str, tuple[str, ...]]) -> dict[str, int]:
@@ -60,6 +63,8 @@ def host_counters(net: Any, hosts: list[str]) -> dict[str, dict[str, int]]:
             # segments the receiver reported (D-SACK) as received twice: not lost
             "spurious_segs": ext.get("TCPDSACKRecvSegs", 0),
             "timeouts": ext.get("TCPTimeouts", 0),
+            # segments the receiving stack threw away (full socket buffer, slow reader)
+            "receiver_drops": sum(ext.get(k, 0) for k in RECEIVER_DROPS),
             "egress_drops": parse_qdisc_drops(tc) if code == 0 else 0,
         }
     return out

@@ -324,6 +324,12 @@ def test_host_egress_drops_and_duplicates_explain_retransmissions():
     assert fd.unmodelled_loss_check(tcp, None)["value"] == 0
 
 
+def test_segments_a_slow_receiver_threw_away_stay_unexplained_and_are_named():
+    tcp = {"out_segs": 10_000, "retrans_segs": 400, "receiver_drops": 380}
+    c = fd.unmodelled_loss_check(tcp, None)
+    assert not c["ok"] and "receiving stacks threw away 380" in c["detail"]
+
+
 def test_unmeasured_tcp_counters_pass_with_no_value():
     c = fd.unmodelled_loss_check(None, None)
     assert c["ok"] and c["value"] is None and "not measured" in c["detail"]
