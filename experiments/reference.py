@@ -21,14 +21,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .cli_run import REFERENCE_DIR
 from .spec import bundled_names, expand, find_bundled, load_spec
 
-ROOT = Path(__file__).resolve().parent.parent
-REFERENCE_DIR = ROOT / "results" / "reference"
 RUN_FILES = ("summary.json", "spec.yaml", "report.md", "events.json")
 MAX_TABLE_BYTES = 256_000  # parquet tables up to this size are kept
 LATENCIES = ("ttft_ms", "itl_ms", "tpot_ms", "kv_transfer_ms", "e2e_ms", "fct_ms")
-HANDOUTS = ("incast-basic", "serving-basic")  # bundled, but no reference
+NO_REFERENCE = ("incast-basic", "serving-basic")  # bundled examples without a handout
 
 
 def run_index(summary: Mapping[str, Any], rel: str) -> dict[str, Any]:
@@ -106,7 +105,7 @@ def regenerate(name: str, dest: Path = REFERENCE_DIR) -> Path | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    names = [n for n in bundled_names() if n not in HANDOUTS]
+    names = [n for n in bundled_names() if n not in NO_REFERENCE]
     p = argparse.ArgumentParser(prog="python -m experiments.reference", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("names", nargs="*", metavar="NAME", help=f"default: all of {', '.join(names)}")

@@ -70,7 +70,8 @@ class ClassPlan:
 
     def strict(self) -> list[TrafficClass]:
         """The strict-priority classes, served in this order."""
-        return sorted((c for c in self.classes if c.priority is not None), key=_prio)
+        return sorted((c for c in self.classes if c.priority is not None),
+                      key=lambda c: c.priority)  # fmt: skip
 
     def ids(self) -> dict[str, tuple[str, str]]:
         """Class name -> (HTB classid, pfifo handle)."""
@@ -100,7 +101,7 @@ class ClassPlan:
         least = min(shares, default=1.0)
         for c in sorted(self.classes, key=lambda c: ids[c.name][0] != "1:1"):
             classid, handle = ids[c.name]
-            share = FLOOR_SHARE if strict or c.rate_share is None else c.rate_share
+            share = FLOOR_SHARE if strict else c.rate_share or FLOOR_SHARE
             rate = max(1, round(share * rate_bps))
             quantum = MTU_BYTES
             if strict and c.rate_share is not None:
@@ -123,12 +124,8 @@ class ClassPlan:
         return cmds
 
 
-def _prio(c: TrafficClass) -> int:
-    return LOWEST_PRIO if c.priority is None else c.priority
-
-
 def class_plan(classes: Any, default_class: str | None = None) -> ClassPlan:
-    """Check a spec's ``qos.classes`` (a list of {name, dscp, rate_share and/or
+    """Check a spec's ``qos.classes`` (a list of {name, dscp, rate_share or
     priority, buffer_pkts?}); the default class is ``default_class`` or the last listed."""
     if not isinstance(classes, list) or not 1 <= len(classes) <= MAX_CLASSES:
         raise QosError(f"qos.classes must be a list of 1 to {MAX_CLASSES} classes, got {classes!r}")
