@@ -20,7 +20,7 @@ import numpy as np
 
 from topologies import spine_leaf
 from topologies.builder import FabricNetwork
-from traffic.fleet import AgentFleet
+from traffic.agents import AgentFleet
 from traffic.workloads.schedule import build_schedule
 
 from .common import process_cpu_s, result, shell_times_s, show

@@ -186,7 +186,7 @@ def trial(net: Any, schedule: Any, scale: float, *, queue_hz: float = 200.0,
           capacity_mbps: float | None = None) -> dict[str, Any]:  # fmt: skip
     """Run ``schedule`` on agents under the samplers of a real run: ``trial_verdict``
     whose payload is the fleet's t0 (ns). Sampling begins once every agent is ready."""
-    from traffic.fleet import AgentFleet
+    from traffic.agents import AgentFleet
 
     def work(begin: Callable[[], None]) -> tuple[int | None, Any]:
         def started(t0_ns: int) -> None:

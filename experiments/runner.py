@@ -31,7 +31,7 @@ from topologies import Fabric
 from topologies.builder import Controller, FabricNetwork
 from topologies.qos import class_plan
 from topologies.shaping import egress_plan
-from traffic.fleet import AgentFleet
+from traffic.agents import AgentFleet
 
 from . import results, tcpcount
 from .estimates import estimate

@@ -277,6 +277,10 @@ class FabricNetwork:
         assert self.names is not None and self.net is not None
         return self.net.get(self.names.node(self.fabric.node(name)))
 
+    def netns(self, host: str) -> str:
+        """The path of a host's network namespace (its Mininet shell's)."""
+        return f"/proc/{self.mn(host).pid}/ns/net"
+
     def bridge(self, switch: str) -> str:
         assert self.names is not None
         return self.names.node(self.fabric.node(switch))

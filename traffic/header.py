@@ -46,7 +46,7 @@ from scapy.layers.inet import TCP, UDP
 from scapy.packet import Packet, Raw, bind_layers
 
 # One wire format: the scapy-free agent module owns the struct layout.
-from .agent_wire import _FORMAT, AGENT_PORT, HEADER_LEN, MAGIC, VERSION, pack  # noqa: E402
+from .agents.wire import _FORMAT, AGENT_PORT, HEADER_LEN, MAGIC, VERSION, pack  # noqa: E402
 
 # Wire codes of the message kinds; the names are the ``kind`` column of flows.parquet.
 KINDS = {

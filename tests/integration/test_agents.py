@@ -12,7 +12,7 @@ from experiments.metrics.flows import alltoall_step_ms, incast_goodput
 from experiments.qstats import QdiscReader
 from topologies import spine_leaf
 from topologies.builder import FabricNetwork
-from traffic.fleet import AgentFleet
+from traffic.agents import AgentFleet
 from traffic.workloads import concat_schedules, incast, moe_alltoall, probe
 from traffic.workloads.schedule import build_schedule
 

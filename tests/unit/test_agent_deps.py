@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from traffic.agent_deps import DependencyTracker
-from traffic.fleet import agent_rows, plan
+from traffic.agents.deps import DependencyTracker
+from traffic.agents.merge import agent_rows, plan
 from traffic.workloads import concat_schedules, incast, moe_alltoall, probe
 
 
@@ -111,7 +111,7 @@ def test_plan_scales_bytes_and_numbers_kinds_and_tenants():
     assert p.loc[p["kind"] == "probe", "bytes_emulated"].eq(100).all()
     assert set(p.loc[p["tenant"] == "a", "tenant_code"]) == {0}
     assert set(p.loc[p["tenant"] == "b", "tenant_code"]) == {1}
-    rows = agent_rows(p, "h1", {"h0": "10.0.0.1", "h1": "10.0.0.2", "h2": "10.0.0.3"})
+    rows = agent_rows(p, ["h1"], {"h0": "10.0.0.1", "h1": "10.0.0.2", "h2": "10.0.0.3"})
     assert {r["dst"] for r in rows} == {"h0"} and all(r["ip"] == "10.0.0.1" for r in rows)
     assert len(rows) == 2 + 2
     assert {r["proto"] for r in rows} == {"tcp", "udp"}

@@ -1,15 +1,14 @@
 """The agents and their fleet on loopback addresses (127.0.0.x), without root or Mininet:
-a stand-in for ``FabricNetwork`` starts the agents as ordinary processes."""
+a stand-in for ``FabricNetwork`` has no namespaces, so every host's sockets live here."""
 
 from __future__ import annotations
 
 import os
-import subprocess
 from types import SimpleNamespace
 
 import pytest
 
-from traffic.fleet import FLOW_COLUMNS, AgentFleet, FleetError
+from traffic.agents import FLOW_COLUMNS, AgentFleet, FleetError
 from traffic.workloads import concat_schedules, incast, probe
 
 CC = "cubic" if os.geteuid() == 0 else "reno"  # non-root may only pick allowed algorithms
@@ -19,28 +18,26 @@ class LoopbackNet:
     """Enough of FabricNetwork for AgentFleet: host hN has address 127.0.0.(N+1)."""
 
     def __init__(self, n: int) -> None:
-        hosts = [SimpleNamespace(name=f"h{i}", ip=f"127.0.0.{i + 1}") for i in range(n)]
+        hosts = [SimpleNamespace(name=f"h{i}", ip=f"127.0.0.{i + 1}", server=i) for i in range(n)]
         by_name = {h.name: h for h in hosts}
         self.fabric = SimpleNamespace(hosts=hosts, node=by_name.__getitem__)
-        self.started: list[subprocess.Popen] = []
-
-    def mn(self, host: str) -> SimpleNamespace:
-        def popen(args, **kw):
-            proc = subprocess.Popen(args, **kw)
-            self.started.append(proc)
-            return proc
-
-        return SimpleNamespace(popen=popen)
 
 
-@pytest.mark.parametrize("connection", ["persistent", "per_flow"])
-def test_incast_and_probes_complete_over_loopback(tmp_path, connection):
+def stopped(fleet: AgentFleet) -> bool:
+    return bool(fleet.procs) and all(p.poll() is not None for p in fleet.procs.values())
+
+
+@pytest.mark.parametrize(("connection", "processes"),
+                         [("persistent", None), ("per_flow", 1), ("persistent", "per_host")])
+def test_incast_and_probes_complete_over_loopback(tmp_path, connection, processes):
     net = LoopbackNet(4)
     schedule = concat_schedules([incast("h0", ["h1", "h2", "h3"], 20_000_000, 4),
                                  probe([("h1", "h2")], 50, 200, 0.2)])  # fmt: skip
-    with AgentFleet(net, tmp_path, schedule, 1e-3, cc=CC, connection=connection) as fleet:
+    with AgentFleet(net, tmp_path, schedule, 1e-3, cc=CC, connection=connection,
+                    processes=processes) as fleet:  # fmt: skip
         flows = fleet.run(timeout_s=20)
-    assert all(p.poll() is not None for p in net.started), "an agent outlived the fleet"
+    assert stopped(fleet), "an agent outlived the fleet"
+    assert len(fleet.procs) == {None: min(4, os.cpu_count()), 1: 1, "per_host": 4}[processes]
     assert list(flows.columns) == FLOW_COLUMNS
     assert len(flows) == len(schedule)
     assert flows["ok"].all(), flows.loc[~flows["ok"], "error"].tolist()
@@ -53,7 +50,7 @@ def test_incast_and_probes_complete_over_loopback(tmp_path, connection):
     assert all(rel[r + 1] == ends[r] for r in range(3))
     assert (flows["lateness_ms"] >= 0).all()
     assert set(flows["cc"]) == {CC} and set(flows["connection"]) == {connection}
-    assert (tmp_path / "agents" / "h1.records.json").exists()
+    assert (tmp_path / "agents" / "worker-0.records.json").exists()
 
 
 def test_a_stopped_peer_is_refused_and_the_run_goes_on(tmp_path):
@@ -77,7 +74,7 @@ def test_an_agent_that_cannot_listen_is_named(tmp_path):
     fleet = AgentFleet(net, tmp_path, incast("h0", ["h1"], 1000, 1), 1e-3, cc=CC)
     with pytest.raises(FleetError, match="h1"), fleet:
         pass
-    assert all(p.poll() is not None for p in net.started)
+    assert stopped(fleet)
 
 
 def test_bad_arguments_are_refused_before_anything_starts(tmp_path):
@@ -89,4 +86,6 @@ def test_bad_arguments_are_refused_before_anything_starts(tmp_path):
         AgentFleet(net, tmp_path, s, 1e-3, cc="dctcp-nope")
     with pytest.raises(ValueError, match="h7"):
         AgentFleet(net, tmp_path, incast("h0", ["h7"], 1000, 1), 1e-3)
-    assert not net.started
+    with pytest.raises(ValueError, match="processes"):
+        AgentFleet(net, tmp_path, s, 1e-3, processes=0)
+    assert not (tmp_path / "agents").exists()

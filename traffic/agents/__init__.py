@@ -1,0 +1,32 @@
+"""The traffic agents: the processes that send and receive every message of a run
+over real kernel sockets, and the coordinator that drives them.
+
+- ``wire``: the KV header's byte layout, the stream deframer, byte scaling, the
+  control protocol's line encoding (no scapy: workers must start fast).
+- ``records``: ``Sent`` and ``Received``, the one record type both ends share.
+- ``kernel``: ``setns`` into a host's namespace, a nanosecond timer for asyncio.
+- ``host``: one emulated host's sockets and its non-blocking send/receive paths.
+- ``worker``: the agent process, serving many hosts on one event loop.
+- ``launcher``: host grouping, worker processes and their control clients.
+- ``deps``: completion groups and settling (pure).
+- ``coordinator``: the run's event loop over the workers' event streams.
+- ``merge``: planned rows and records into the flows table (pure).
+- ``fleet``: ``AgentFleet``, which puts them together.
+"""
+
+
+from typing import Any
+
+__all__ = ["FLOW_COLUMNS", "AgentFleet", "FleetError", "process_count"]
+_HOMES = {"AgentFleet": "fleet", "process_count": "fleet", "FleetError": "launcher",
+          "FLOW_COLUMNS": "merge"}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    """The fleet's names, imported on first use: a worker process (and ``traffic.header``,
+    which shares ``wire``) must not load pandas and the workloads to start."""
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)

@@ -1,0 +1,212 @@
+"""The coordinator's event loop: start every worker at one t0, follow their event
+streams, complete groups (``deps.DependencyTracker``), release the rows waiting
+for them, run a live driver, and decide when the run is settled.
+
+It reads the workers' events with one ``selectors`` loop; everything it does per
+event is a dictionary update unless the event completes a group or belongs to
+the driver. Messages the driver produces are handed to their senders' workers in
+one ``add`` per worker per batch, ``timer_lead_ns`` before they are due.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import selectors
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..driver import Driver, Message
+from .deps import DependencyTracker
+from .launcher import FleetError, WorkerProcess, Workers
+from .merge import message_row
+from .wire import decode
+
+log = logging.getLogger("kvfabric.fleet")
+
+CHECK_NS = 50_000_000  # how often the loop asks whether the run is settled
+
+
+class Coordinator:
+    """One run of a fleet's schedule (see the module docstring)."""
+
+    def __init__(self, workers: Workers, tracker: DependencyTracker, *, src_of: dict[int, str],
+                 dst_of: dict[int, str], scale: float, tenants: dict[str, int],
+                 ips: dict[str, str], driver: Driver | None, timer_lead_ns: int,
+                 udp_grace_ns: int, stopped: dict[str, str]) -> None:  # fmt: skip
+        self.workers, self.tracker = workers, tracker
+        self.src_of, self.dst_of = src_of, dst_of
+        self.scale, self.tenants, self.ips = scale, tenants, ips
+        self.driver, self.timer_lead_ns, self.udp_grace_ns = driver, timer_lead_ns, udp_grace_ns
+        self.stopped = stopped  # host -> why its agent is gone
+        self.live: list[Message] = []
+        self._live_ids: set[int] = set()
+        self.messages_handled = 0
+
+    # ----- the loop -------------------------------------------------------------------
+    def run(self, t0: int, deadline_ns: int, should_stop: Callable[[], bool] | None) -> str:
+        """Until settled, past ``deadline_ns`` or ``should_stop()``; returns how the run
+        ended early ("" if it settled)."""
+        tracker, driver = self.tracker, self.driver
+        for host, why in self.stopped.items():
+            self.fail_host(host, why)
+        self._send(self.workers.all, "start", t0_ns=t0)
+        tracker.start(t0)
+        if driver is not None:
+            self._dispatch(driver.start(t0))
+        sel = selectors.DefaultSelector()
+        bufs: dict[str, bytes] = {}
+        for w in self.workers.all:
+            if w.events is not None:
+                sel.register(w.events.sock, selectors.EVENT_READ, w)
+                bufs[w.name] = b""
+        next_check, told_failed, ended = 0, 0, ""
+        try:
+            while True:
+                wait = 0.05
+                due = driver.next_timer_ns() if driver is not None else None
+                if due is not None:
+                    ahead = due - self.timer_lead_ns - time.monotonic_ns()
+                    wait = min(wait, max(0.0, ahead / 1e9))
+                for key, _ in sel.select(timeout=wait):
+                    w = key.data
+                    data = b""
+                    with contextlib.suppress(BlockingIOError):
+                        data = key.fileobj.recv(1 << 20)  # type: ignore[union-attr]
+                    if not data:
+                        sel.unregister(key.fileobj)
+                        self.worker_gone(w)
+                        continue
+                    lines = (bufs[w.name] + data).split(b"\n")
+                    bufs[w.name] = lines.pop()
+                    for line in lines:
+                        self._events(decode(line)["ev"])
+                now = time.monotonic_ns()
+                if driver is not None:
+                    due = driver.next_timer_ns()
+                    if due is not None and due <= now + self.timer_lead_ns:
+                        self._dispatch(driver.on_timer(now + self.timer_lead_ns))
+                    while told_failed < len(tracker.failures):
+                        fid = tracker.failures[told_failed]
+                        told_failed += 1
+                        if fid in self._live_ids:
+                            self._dispatch(driver.on_failed(fid, tracker.errors[fid], now))
+                if now >= next_check:
+                    next_check = now + CHECK_NS
+                    for w in self.workers.all:
+                        if w.client is not None and w.proc.poll() is not None:
+                            self.worker_gone(w)
+                    if tracker.settled(now, self.udp_grace_ns) and (
+                        driver is None or driver.finished()
+                    ):
+                        break
+                if now > deadline_ns:
+                    ended = f"timed out after {(deadline_ns - t0) / 1e9:.3g} s"
+                    log.warning("run %s", ended)
+                    break
+                if should_stop is not None and should_stop():
+                    ended = "was interrupted"
+                    log.warning("run interrupted")
+                    break
+        finally:
+            sel.close()
+            if driver is not None and not driver.finished():
+                driver.finish(time.monotonic_ns(), ended or "the run ended")
+        return ended
+
+    # ----- events ---------------------------------------------------------------------
+    def _events(self, items: list) -> None:
+        tracker = self.tracker
+        self.messages_handled += len(items)
+        now = time.monotonic_ns()
+        for item in items:
+            tag, fid = item[0], item[1]
+            if tag == "r":
+                fresh = tracker.state.get(fid) not in (None, "done", "failed")
+                for group, t_done, released in tracker.received(fid, item[2]):
+                    hosts = {self.src_of[f] for f in released}
+                    owners = {self.workers.of_host[h].name: self.workers.of_host[h] for h in hosts}
+                    self._send(list(owners.values()), "release", group=group, t_ns=t_done)
+                if fresh and fid in self._live_ids:
+                    assert self.driver is not None
+                    self._dispatch(self.driver.on_received(fid, item[2]))
+            elif tag == "s":
+                tracker.sent(fid, now)
+                dst = self.dst_of[fid]
+                if dst in self.stopped:
+                    tracker.failed(fid, f"sent, but {self.stopped[dst]} before receiving it")
+            elif tag == "f":
+                tracker.failed(fid, item[2])
+
+    def _dispatch(self, messages: list[Message]) -> None:
+        """Hand a driver's messages to their senders' workers (one ``add`` per worker)."""
+        if not messages:
+            return
+        by_worker: dict[str, tuple[WorkerProcess, list[dict]]] = {}
+        for m in messages:
+            row = message_row(m, self.scale, self.tenants, self.ips)
+            self.tracker.add(m.flow_id, m.proto == "udp", m.t_ns)
+            self._live_ids.add(m.flow_id)
+            self.src_of[m.flow_id], self.dst_of[m.flow_id] = m.src, m.dst
+            self.live.append(m)
+            if m.src in self.stopped or m.dst in self.stopped:
+                gone = m.src if m.src in self.stopped else m.dst
+                self.tracker.failed(m.flow_id, self.stopped[gone])
+                continue
+            w = self.workers.of_host[m.src]
+            by_worker.setdefault(w.name, (w, []))[1].append(row)
+        for w, rows in by_worker.values():
+            if w.client is None:
+                for row in rows:
+                    self.tracker.failed(row["fid"], self.stopped.get(row["src"], "no agent"))
+                continue
+            try:
+                w.client.send("add", rows=rows)  # no reply to wait for
+            except OSError as exc:
+                self.worker_gone(w, f"the agent of {', '.join(w.hosts[:4])} failed add: {exc}")
+
+    def _send(self, workers: list[WorkerProcess], cmd: str, **kw: Any) -> None:
+        """``cmd`` to several workers at once: all requests go out before any reply is read."""
+        sent = []
+        for w in workers:
+            if w.client is None:
+                continue
+            try:
+                w.client.send(cmd, **kw)
+                sent.append(w)
+            except OSError as exc:
+                self.worker_gone(w, f"agent failed {cmd}: {exc}")
+        for w in sent:
+            try:
+                assert w.client is not None
+                w.client.reply(cmd)
+            except (OSError, FleetError, ValueError, KeyError, AssertionError) as exc:
+                log.warning("the agent of %s failed %s: %s", w.hosts[0], cmd, exc)
+                self.worker_gone(w, f"agent failed {cmd}: {exc}")
+
+    # ----- failures -------------------------------------------------------------------
+    def worker_gone(self, w: WorkerProcess, why: str = "") -> None:
+        """A worker died or stopped answering: every host it served is gone."""
+        if w.client is None and all(h in self.stopped for h in w.hosts):
+            return
+        code = w.proc.poll()
+        why = why or f"agent exited (code {code}) during the run"
+        log.warning("%s: %s", why, w.log_tail())
+        self.workers.end(w)
+        for host in w.hosts:
+            if host not in self.stopped:
+                self.fail_host(host, f"agent on {host}: {why}")
+
+    def fail_host(self, host: str, why: str) -> None:
+        """The agent on ``host`` is gone: its unsent messages fail, and so do messages
+        on their way to it (nobody will receive them)."""
+        self.stopped.setdefault(host, why)
+        tracker = self.tracker
+        for fid, state in list(tracker.state.items()):
+            if state in ("done", "failed"):
+                continue
+            if self.src_of.get(fid) == host and state in ("waiting", "released"):
+                tracker.failed(fid, why)
+            elif self.dst_of.get(fid) == host and state in ("released", "sent"):
+                tracker.failed(fid, f"sent, but {why} before receiving it")

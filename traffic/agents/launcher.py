@@ -1,0 +1,222 @@
+"""Starting and stopping agent workers, and talking to them.
+
+``assign_hosts`` (pure) splits the hosts of a run into at most ``processes``
+groups, keeping each GPU server's hosts in one worker. ``Workers`` starts one
+``traffic.agents.worker`` process per group in this machine's root namespace
+(each enters its hosts' namespaces only to make their sockets), waits until each
+answers on its control socket, and stops them all on ``close`` (stop, then
+terminate, then kill), also after a failure half-way. Each worker dies with the
+process that started it (``PR_SET_PDEATHSIG``), so a runner killed with SIGKILL
+leaves no agent behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .wire import decode, encode
+
+
+class FleetError(RuntimeError):
+    """An agent could not be started or controlled; the message names the host."""
+
+
+def assign_hosts(servers: Sequence[Sequence[str]], processes: int) -> list[list[str]]:
+    """Hosts grouped by server (in order) -> at most ``processes`` groups of nearly
+    equal size; a server is split only when it alone is larger than a group."""
+    if processes < 1:
+        raise ValueError(f"processes={processes!r}; must be >= 1")
+    hosts = [h for s in servers for h in s]
+    if not hosts:
+        return []
+    bins = min(processes, len(hosts))
+    size = math.ceil(len(hosts) / bins)
+    groups: list[list[str]] = [[]]
+    for server in servers:
+        members = list(server)
+        if groups[-1] and len(groups[-1]) + len(members) > size and len(groups) < bins:
+            groups.append([])
+        for h in members:
+            if len(groups[-1]) >= size and len(groups) < bins:
+                groups.append([])
+            groups[-1].append(h)
+    return [g for g in groups if g]
+
+
+class ControlClient:
+    """Blocking request/reply on a worker's control socket (one JSON line each way)."""
+
+    def __init__(self, path: str, timeout: float = 10.0) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        try:
+            self.sock.connect(path)
+        except OSError:
+            self.sock.close()
+            raise
+        self.buf = b""
+
+    def request(self, cmd: str, **kw: Any) -> dict[str, Any]:
+        self.send(cmd, **kw)
+        return self.reply(cmd)
+
+    def send(self, cmd: str, **kw: Any) -> None:
+        self.sock.sendall(encode({"cmd": cmd} | kw))
+
+    def reply(self, cmd: str) -> dict[str, Any]:
+        while b"\n" not in self.buf:
+            data = self.sock.recv(1 << 16)
+            if not data:
+                raise ConnectionError("the agent closed its control socket")
+            self.buf += data
+        line, self.buf = self.buf.split(b"\n", 1)
+        reply = decode(line)
+        if not reply.get("ok"):
+            raise FleetError(f"{cmd}: {reply.get('error')}")
+        return reply
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@dataclass
+class WorkerProcess:
+    """One running worker: its hosts, process, control and event connections."""
+
+    name: str
+    hosts: list[str]
+    proc: subprocess.Popen
+    control_path: str
+    log_path: Path
+    client: ControlClient | None = None
+    events: ControlClient | None = None
+
+    def log_tail(self) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return text.strip()[-600:] or "(empty log)"
+
+
+class Workers:
+    """The worker processes of one fleet (see the module docstring)."""
+
+    def __init__(self, agents_dir: Path, groups: list[list[dict[str, Any]]], cc: str,
+                 connection: str, priority: str, ready_timeout_s: float = 20.0,
+                 stop_grace_s: float = 3.0) -> None:  # fmt: skip
+        self.agents_dir = agents_dir
+        self.groups = groups
+        self.cc, self.connection, self.priority = cc, connection, priority
+        self.ready_timeout_s, self.stop_grace_s = ready_timeout_s, stop_grace_s
+        self.all: list[WorkerProcess] = []
+        self.of_host: dict[str, WorkerProcess] = {}
+        self._sock_dir: Path | None = None
+        self._tmp_sock_dir = False
+
+    def start(self) -> None:
+        self.agents_dir.mkdir(parents=True, exist_ok=True)
+        here = self.agents_dir.resolve()
+        if len(str(here)) + 20 < 100:
+            self._sock_dir = here
+        else:  # AF_UNIX paths are limited to 108 bytes
+            self._sock_dir, self._tmp_sock_dir = Path(tempfile.mkdtemp(prefix="kvf-")), True
+        env = dict(os.environ)
+        root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+        for i, specs in enumerate(self.groups):
+            name = f"worker-{i}"
+            hosts_file = here / f"{name}.hosts.json"
+            hosts_file.write_text(json.dumps(specs))
+            control = str(self._sock_dir / f"{name}.sock")
+            log_path = here / f"{name}.log"
+            with open(log_path, "wb") as logf:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "traffic.agents.worker", "--hosts", str(hosts_file),
+                     "--control", control, "--cc", self.cc, "--connection", self.connection,
+                     "--priority", self.priority],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=logf, env=env,
+                )  # fmt: skip
+            w = WorkerProcess(name, [s["name"] for s in specs], proc, control, log_path)
+            self.all.append(w)
+            for h in w.hosts:
+                self.of_host[h] = w
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.ready_timeout_s
+        waiting = list(self.all)
+        while waiting:
+            for w in list(waiting):
+                code = w.proc.poll()
+                if code is not None:
+                    raise FleetError(f"the agent of {', '.join(w.hosts[:8])} exited with code "
+                                     f"{code} before it listened: {w.log_tail()}")  # fmt: skip
+                try:
+                    client = ControlClient(w.control_path)
+                    client.request("ping")
+                except OSError:
+                    continue
+                w.client = client
+                waiting.remove(w)
+            if waiting and time.monotonic() > deadline:
+                hosts = ", ".join(h for w in waiting for h in w.hosts[:4])
+                raise FleetError(f"agents of {hosts} not listening after "
+                                 f"{self.ready_timeout_s:g} s: {waiting[0].log_tail()}")  # fmt: skip
+            if waiting:
+                time.sleep(0.02)
+
+    def subscribe(self) -> None:
+        for w in self.all:
+            ev = ControlClient(w.control_path)
+            ev.request("subscribe")
+            ev.sock.setblocking(False)
+            w.events = ev
+
+    def end(self, w: WorkerProcess) -> None:
+        """Stop one worker's process (terminate, then kill) and close its connections."""
+        for client in (w.client, w.events):
+            if client is not None:
+                client.close()
+        w.client = w.events = None
+        if w.proc.poll() is None:
+            w.proc.terminate()
+            try:
+                w.proc.wait(timeout=self.stop_grace_s)
+            except subprocess.TimeoutExpired:
+                w.proc.kill()
+                w.proc.wait(timeout=10)
+
+    def close(self) -> None:
+        """Stop every worker; safe to call twice."""
+        try:
+            for w in self.all:
+                if w.client is not None:
+                    with contextlib.suppress(OSError, FleetError, ValueError):
+                        w.client.request("stop")
+        finally:
+            for w in self.all:
+                try:
+                    self.end(w)
+                except Exception:  # keep stopping the others  # noqa: S110
+                    pass
+            if self._tmp_sock_dir and self._sock_dir is not None:
+                shutil.rmtree(self._sock_dir, ignore_errors=True)
+                self._tmp_sock_dir = False
+
+    @property
+    def pids(self) -> list[int]:
+        return [w.proc.pid for w in self.all]

@@ -1,0 +1,332 @@
+"""An agent worker: ``python -m traffic.agents.worker --hosts FILE --control SOCK``.
+
+One process serves many emulated hosts (``FILE``: a JSON list of ``{name, ip,
+netns}``): each host's sockets are created in its own network namespace and
+kept by this process, so the process count follows the CPUs, not the hosts, and
+an idle host costs only its idle sockets. One asyncio loop on a precise timer
+(``kernel.PreciseSelector``) does everything; nothing on the send or receive
+path blocks or sleeps.
+
+Control, on a Unix socket: one JSON object per line, answered by one line
+``{"ok": true, ...}`` or ``{"ok": false, "error": ...}``. Commands: ``ping``;
+``load {path}`` (a JSON file of the rows these hosts send, bytes already
+scaled, each naming its ``src``); ``prepare`` (open the persistent
+connections); ``start {t0_ns}`` (rows with after == -1 are sent at ``t0_ns +
+t``); ``release {group, t_ns}`` (the completion group finished at ``t_ns``: its
+waiting rows are sent at ``t_ns + t``); ``add {rows}`` (a live driver's rows at
+absolute ``t``; no reply); ``stop_host {host}`` (that host's agent dies: its
+sockets close, its rows fail); ``status``; ``collect {path}`` (write the
+records, ``traffic.agents.records``); ``stop``. ``subscribe`` turns the
+connection into an event stream: lines ``{"ev": [...]}`` with items ``["r",
+flow_id, t_end_ns]`` (a message fully received here), ``["s", flow_id]`` (a
+UDP datagram sent) and ``["f", flow_id, error]`` (failed). A TCP message's
+completion is its receiver's ``r``; its sender reports only failures.
+
+Rows fire from one heap of due instants behind one timer, so a million rows
+cost one timer, not a million.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import heapq
+import json
+import logging
+import os
+import signal
+from typing import Any
+
+from .host import Endpoint, describe_error, now_ns
+from .kernel import PreciseSelector, die_with_parent, set_timer_slack
+from .records import Received, Records, Sent, write_records
+from .wire import F_FLOW, F_LEN, F_TSEND, HEADER_LEN, decode, encode
+
+log = logging.getLogger("kvfabric.agent")
+
+CONNECTIONS = ("persistent", "per_flow")
+PRIORITIES = ("normal", "nice", "rt")
+RECEIVE_BUFFER = 256 * 1024
+
+
+class Worker:
+    """The agent of every host in ``hosts`` (see the module docstring)."""
+
+    def __init__(self, hosts: list[dict[str, Any]], control: str, cc: str = "cubic",
+                 connection: str = "persistent") -> None:  # fmt: skip
+        if connection not in CONNECTIONS:
+            raise ValueError(f"connection={connection!r}; allowed: {', '.join(CONNECTIONS)}")
+        self.host_specs = hosts
+        self.control, self.cc, self.connection = control, cc, connection
+        self.endpoints: dict[str, Endpoint] = {}
+        self.rows: list[dict] = []
+        self.waiting: dict[int, list[dict]] = {}
+        self.sent_records: dict[int, Sent] = {}
+        self.recv_records: dict[int, Received] = {}
+        self.subscribers: list[asyncio.StreamWriter] = []
+        self.events: list[list] = []
+        self.counts = {"released": 0, "fired": 0, "framing_errors": 0}
+        self.due: list[tuple[int, int, dict]] = []  # (t_ns, seq, row)
+        self._seq = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0
+        self.buffer = memoryview(bytearray(RECEIVE_BUFFER))
+        self.done = asyncio.Event()
+        self.loop: asyncio.AbstractEventLoop
+
+    # ----- lifetime -------------------------------------------------------------------
+    async def serve(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        persistent = self.connection == "persistent"
+        try:
+            for spec in self.host_specs:
+                ep = Endpoint(self, spec["name"], spec["ip"], spec.get("netns"), self.cc,
+                              persistent)  # fmt: skip
+                self.endpoints[ep.name] = ep
+                ep.open()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.control)
+            ctl = await asyncio.start_unix_server(self._control, self.control, limit=1 << 24)
+        except BaseException:
+            self._close_endpoints()
+            raise
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self.loop.add_signal_handler(sig, self.done.set)
+        log.info("agent worker for %d hosts (%s ...)", len(self.endpoints),
+                 ", ".join(list(self.endpoints)[:4]))  # fmt: skip
+        try:
+            await self.done.wait()
+        finally:
+            ctl.close()
+            self._close_endpoints()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.control)
+
+    def _close_endpoints(self) -> None:
+        for ep in self.endpoints.values():
+            ep.close("the agent stopped")
+
+    # ----- control --------------------------------------------------------------------
+    async def _control(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while line := await reader.readline():
+                try:
+                    msg = decode(line)
+                    cmd = msg.get("cmd")
+                    if cmd == "subscribe":
+                        self.subscribers.append(writer)
+                        writer.write(encode({"ok": True}))
+                        continue
+                    if cmd == "add":
+                        self._add(msg["rows"])  # no reply: the coordinator does not wait
+                        continue
+                    reply = {"ok": True} | await self._command(msg)
+                except Exception as exc:  # a bad command is answered, never fatal
+                    reply = {"ok": False, "error": describe_error(exc)}
+                writer.write(encode(reply))
+                await writer.drain()
+                if reply.get("stopping"):
+                    self.done.set()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            if writer in self.subscribers:
+                self.subscribers.remove(writer)
+            writer.close()
+
+    async def _command(self, msg: dict[str, Any]) -> dict[str, Any]:
+        cmd = msg.get("cmd")
+        if cmd == "ping":
+            return {"hosts": list(self.endpoints), "pid": os.getpid(), "cc": self.cc}
+        if cmd == "load":
+            with open(msg["path"]) as fh:
+                self.rows = json.load(fh)
+            unknown = {r["src"] for r in self.rows} - set(self.endpoints)
+            if unknown:
+                raise ValueError(f"rows from hosts this worker does not serve: {sorted(unknown)}")
+            self.waiting = {}
+            for row in self.rows:
+                if row["after"] >= 0:
+                    self.waiting.setdefault(row["after"], []).append(row)
+            return {"rows": len(self.rows)}
+        if cmd == "prepare":
+            return {"failed": await self._prepare()}
+        if cmd == "start":
+            t0 = int(msg["t0_ns"])
+            self._schedule([(t0 + r["t"], r) for r in self.rows if r["after"] < 0])
+            return {}
+        if cmd == "release":
+            t = int(msg["t_ns"])
+            rows = self.waiting.pop(int(msg["group"]), [])
+            self._schedule([(t + r["t"], r) for r in rows])
+            return {"released": len(rows)}
+        if cmd == "stop_host":
+            ep = self.endpoints[msg["host"]]
+            ep.close(f"agent on {ep.name} {msg.get('why', 'stopped')}")
+            return {}
+        if cmd == "status":
+            ok = sum(1 for r in self.sent_records.values() if r.ok)
+            return self.counts | {"rows": len(self.rows), "sent_ok": ok,
+                                  "sent_failed": len(self.sent_records) - ok,
+                                  "received": len(self.recv_records), "due": len(self.due),
+                                  "t_ns": now_ns()}  # fmt: skip
+        if cmd == "collect":
+            records = Records(list(self.endpoints), self.cc, list(self.sent_records.values()),
+                              list(self.recv_records.values()))  # fmt: skip
+            write_records(msg["path"], records)
+            return {"sent": len(records.sent), "recv": len(records.received)}
+        if cmd == "stop":
+            return {"stopping": True}
+        raise ValueError(f"unknown command {cmd!r}")
+
+    async def _prepare(self) -> dict[str, str]:
+        """Open every persistent connection the loaded rows will use, all at once."""
+        if self.connection != "persistent":
+            return {}
+        keys = sorted({(r["src"], r["ip"], r["dscp"]) for r in self.rows if r["proto"] == "tcp"})
+        failed: dict[str, str] = {}
+        for src, ip, dscp in keys:
+            self.endpoints[src].connect(ip, dscp)
+        deadline = now_ns() + 6_000_000_000
+        while now_ns() < deadline:
+            pending = [k for k in keys if self.endpoints[k[0]].outgoing[(k[1], k[2])].connecting]
+            if not pending:
+                break
+            await asyncio.sleep(0.01)
+        for src, ip, dscp in keys:
+            if not self.endpoints[src].outgoing[(ip, dscp)].open:
+                failed[f"{src}->{ip}/dscp{dscp}"] = "could not connect"
+        return failed
+
+    def _add(self, rows: list[dict]) -> None:
+        """Rows of a live driver, each sent at its absolute instant ``t``; a row that
+        cannot be scheduled is reported failed on the event stream."""
+        good = []
+        for row in rows:
+            if row.get("src") in self.endpoints and isinstance(row.get("t"), int):
+                good.append((row["t"], row))
+            else:
+                self._emit(["f", row.get("fid", -1), f"add: a bad row {str(row)[:120]}"])
+        self._schedule(good)
+
+    # ----- firing ---------------------------------------------------------------------
+    def _schedule(self, items: list[tuple[int, dict]]) -> None:
+        due = self.due
+        for t, row in items:
+            self._seq += 1
+            heapq.heappush(due, (t, self._seq, row))
+        self.counts["released"] += len(items)
+        self._arm()
+
+    def _arm(self) -> None:
+        if not self.due:
+            return
+        head = self.due[0][0]
+        if self._timer is not None:
+            if self._timer_at <= head:
+                return
+            self._timer.cancel()
+        self._timer_at = head
+        self._timer = self.loop.call_at(head / 1e9, self._fire_due)
+
+    def _fire_due(self) -> None:
+        self._timer = None
+        due, now = self.due, now_ns()
+        while due and due[0][0] <= now:
+            t_sched, _, row = heapq.heappop(due)
+            self._fire(row, t_sched)
+        self._arm()
+
+    def _fire(self, row: dict, t_sched: int) -> None:
+        self.counts["fired"] += 1
+        ep = self.endpoints[row["src"]]
+        if row["proto"] == "udp":
+            ep.send_udp(row, t_sched, now_ns())
+        else:
+            ep.send_tcp(row, t_sched, now_ns())
+
+    # ----- what endpoints report (host.Sink) ------------------------------------------
+    def sent(self, row: dict, t_sched: int, t_issue: int, t_start: int) -> None:
+        fid = row["fid"]
+        self.sent_records[fid] = Sent(fid, t_sched, t_issue, t_start, row["bytes"], True, "")
+        if row["proto"] == "udp":
+            self._emit(["s", fid])
+
+    def failed(self, row: dict, t_sched: int, t_issue: int, t_start: int, error: str) -> None:
+        fid = row["fid"]
+        self.sent_records[fid] = Sent(fid, t_sched, t_issue, t_start, row["bytes"], False, error)
+        self._emit(["f", fid, error])
+
+    def received(self, fields: tuple, t_end: int, peer: str) -> None:
+        fid = fields[F_FLOW]
+        self.recv_records[fid] = Received(fid, t_end, HEADER_LEN + fields[F_LEN], fields[F_TSEND],
+                                          peer, True, "")  # fmt: skip
+        self._emit(["r", fid, t_end])
+
+    def partial(self, fields: tuple, got: int, total: int, peer: str, why: str) -> None:
+        fid = fields[F_FLOW]
+        err = f"from {peer}: {why} after {got} of {total} bytes"
+        self.recv_records[fid] = Received(fid, None, got, fields[F_TSEND], peer, False, err)
+        self._emit(["f", fid, err])
+
+    def framing_error(self) -> None:
+        self.counts["framing_errors"] += 1
+
+    # ----- events ---------------------------------------------------------------------
+    def _emit(self, item: list) -> None:
+        if not self.subscribers:
+            return
+        if not self.events:
+            self.loop.call_soon(self._flush)
+        self.events.append(item)
+
+    def _flush(self) -> None:
+        data, self.events = encode({"ev": self.events}), []
+        for w in self.subscribers:
+            w.write(data)
+
+
+def set_priority(priority: str) -> None:
+    """Raise this process's CPU priority (root only; a failure is logged, not fatal)."""
+    try:
+        if priority == "nice":
+            os.nice(-10)
+        elif priority == "rt":
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    except OSError as exc:
+        log.warning("could not set priority %s: %s", priority, exc)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m traffic.agents.worker",
+                                description=__doc__.split("\n")[0])  # fmt: skip
+    p.add_argument("--hosts", required=True, help="JSON file: [{name, ip, netns}, ...]")
+    p.add_argument("--control", required=True, help="Unix socket path for control")
+    p.add_argument("--cc", default="cubic")
+    p.add_argument("--connection", default="persistent", choices=CONNECTIONS)
+    p.add_argument("--log-level", default="INFO")
+    p.add_argument("--priority", default="normal", choices=PRIORITIES,
+                   help="normal; nice (-10); rt (SCHED_FIFO 1): prompter wake-ups")  # fmt: skip
+    args = p.parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s: %(message)s")
+    die_with_parent()
+    set_priority(args.priority)
+    with contextlib.suppress(OSError):
+        set_timer_slack(1)
+    with open(args.hosts) as fh:
+        hosts = json.load(fh)
+    worker = Worker(hosts, args.control, args.cc, args.connection)
+    loop = asyncio.SelectorEventLoop(PreciseSelector())
+    try:
+        loop.run_until_complete(worker.serve())
+    except OSError as exc:
+        log.error("%s", exc)
+        return 3
+    finally:
+        loop.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
