@@ -27,8 +27,9 @@ def stopped(fleet: AgentFleet) -> bool:
     return bool(fleet.procs) and all(p.poll() is not None for p in fleet.procs.values())
 
 
-@pytest.mark.parametrize(("connection", "processes"),
-                         [("persistent", None), ("per_flow", 1), ("persistent", "per_host")])
+@pytest.mark.parametrize(
+    ("connection", "processes"), [("persistent", None), ("per_flow", 1), ("persistent", "per_host")]
+)
 def test_incast_and_probes_complete_over_loopback(tmp_path, connection, processes):
     net = LoopbackNet(4)
     schedule = concat_schedules([incast("h0", ["h1", "h2", "h3"], 20_000_000, 4),

@@ -14,7 +14,6 @@ over real kernel sockets, and the coordinator that drives them.
 - ``fleet``: ``AgentFleet``, which puts them together.
 """
 
-
 from typing import Any
 
 __all__ = ["FLOW_COLUMNS", "AgentFleet", "FleetError", "process_count"]

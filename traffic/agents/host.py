@@ -200,8 +200,9 @@ class Outgoing:
                         if self.persistent:  # per_flow: t_start was taken before the connect
                             out.t_start = now
                         r = out.row
-                        out.head = pack(r["kind"], r["fid"], out.total - HEADER_LEN, r["req"],
-                                        r["layer"], r["chunk"], r["tenant"], out.t_start)  # fmt: skip
+                        out.head = pack(r["kind"], r["fid"], out.total - HEADER_LEN,
+                                        r["req"], r["layer"], r["chunk"], r["tenant"],
+                                        out.t_start)  # fmt: skip
                     iov.append(out.head[out.done :])
                     size += HEADER_LEN - out.done
                 left = out.total - max(out.done, HEADER_LEN)
@@ -465,4 +466,3 @@ class Endpoint:
         for sock in self.udp_out.values():
             sock.close()
         self.udp_out.clear()
-

@@ -138,4 +138,3 @@ class PreciseSelector(selectors.EpollSelector):
         with contextlib.suppress(OSError):
             os.close(self._tfd)
         super().close()
-

@@ -174,8 +174,10 @@ class Workers:
                 waiting.remove(w)
             if waiting and time.monotonic() > deadline:
                 hosts = ", ".join(h for w in waiting for h in w.hosts[:4])
-                raise FleetError(f"agents of {hosts} not listening after "
-                                 f"{self.ready_timeout_s:g} s: {waiting[0].log_tail()}")  # fmt: skip
+                raise FleetError(
+                    f"agents of {hosts} not listening after {self.ready_timeout_s:g} s: "
+                    f"{waiting[0].log_tail()}"
+                )
             if waiting:
                 time.sleep(0.02)
 
@@ -209,10 +211,8 @@ class Workers:
                         w.client.request("stop")
         finally:
             for w in self.all:
-                try:
+                with contextlib.suppress(Exception):  # keep stopping the others
                     self.end(w)
-                except Exception:  # keep stopping the others  # noqa: S110
-                    pass
             if self._tmp_sock_dir and self._sock_dir is not None:
                 shutil.rmtree(self._sock_dir, ignore_errors=True)
                 self._tmp_sock_dir = False
