@@ -203,20 +203,48 @@ def lateness_check(flows: pd.DataFrame | None, p99_ms: float = 2.0) -> Check:
 
 # ----- sampler rate ------------------------------------------------------------------
 def sampler_rate_check(
-    rates: Mapping[str, tuple[float, float]], min_ratio: float = MIN_SAMPLER_RATIO
+    rates: Mapping[str, tuple[float, float] | Mapping[str, float]],
+    min_ratio: float = MIN_SAMPLER_RATIO,
 ) -> Check:
-    """Every sampler's achieved rate ≥ ``min_ratio`` × requested. ``rates``:
-    name -> (achieved_hz, requested_hz). No sampler fails (nothing was watched)."""
+    """Every sampler took ≥ ``min_ratio`` of the ticks asked of it. ``rates``: name ->
+    (achieved_hz, requested_hz), or a sampler's ``rates()``: a sampler that lowered its
+    rate is judged against what it then asked of itself (``target_hz``), and the detail
+    states the resolution it kept. No sampler fails (nothing was watched)."""
     if not rates:
         return make_check(False, None, min_ratio, "x requested", "no sampler ran")
-    ratios = {n: (a / r if r > 0 else 0.0) for n, (a, r) in rates.items()}
+    got = {n: _rate(r) for n, r in rates.items()}
+    ratios = {n: (a / t if t > 0 else 0.0) for n, (a, t, _, _) in got.items()}
     worst = min(ratios, key=lambda n: ratios[n])
-    achieved, requested = rates[worst]
-    detail = f"worst {worst}: {achieved:.1f} of {requested:g} Hz"
+    achieved, target, requested, resolution = got[worst]
+    detail = f"worst {worst}: {achieved:.1f} of {target:.4g} Hz"
+    adapted = [f"{n} {g[2]:g} Hz → every {g[3]:.3g} ms" for n, g in got.items()
+               if g[3] > 1e3 / g[2] * 1.01]  # fmt: skip
+    if adapted:
+        detail += f"; lowered to keep pace: {', '.join(adapted)}"
     slow = [n for n, q in ratios.items() if q < min_ratio]
     if slow:
         detail += f"; below {min_ratio:.0%}: {', '.join(sorted(slow))}"
     return make_check(not slow, ratios[worst], min_ratio, "x requested", detail)
+
+
+def _rate(r: tuple[float, float] | Mapping[str, float]) -> tuple[float, float, float, float]:
+    """(achieved, target, requested Hz, resolution ms) of a sampler's reported rates."""
+    if isinstance(r, Mapping):
+        requested = float(r["requested_hz"])
+        target = float(r.get("target_hz", requested))
+        return (
+            float(r["achieved_hz"]),
+            target,
+            requested,
+            float(r.get("resolution_ms", 1e3 / requested)),
+        )
+    achieved, requested = r
+    return (
+        float(achieved),
+        float(requested),
+        float(requested),
+        1e3 / requested if requested else 0.0,
+    )
 
 
 # ----- offered load ------------------------------------------------------------------

@@ -38,7 +38,8 @@ from .estimates import estimate
 from .fidelity import verdict
 from .plan import TrafficPlan, controller_params, traffic_plan
 from .runtime import FaultInjector, RunLock, StopFlag, env_info
-from .samplers import CpuSampler, LinkSampler, QueueSampler
+from .sampler_process import SamplerProcess
+from .samplers import SamplerError
 from .spec import RunSpec, Spec, resolved_yaml
 from .summary import summarize
 
@@ -77,7 +78,7 @@ class Recorded:
 
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     events: dict[str, Any] = field(default_factory=dict)
-    samplers: dict[str, tuple[float, float]] = field(default_factory=dict)
+    samplers: dict[str, dict[str, float]] = field(default_factory=dict)
     datapath: str | None = None
     prefix: str | None = None  # the run's name prefix on bridges, veths and namespaces
     error: str = ""
@@ -200,7 +201,7 @@ def _carry_out(p: Prepared, run_dir: Path, scratch: Path, stop: StopFlag, rec: R
         if stop:
             raise InterruptedError("interrupted before the traffic started")
         try:
-            _traffic(p, net, run_dir, stop, rec, say)
+            _traffic(p, net, run_dir, scratch, stop, rec, say)
         finally:
             record_controller(proc, rec)
 
@@ -222,24 +223,20 @@ def record_controller(proc: ControllerProcess, rec: Recorded) -> None:
         )
 
 
-def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, stop: StopFlag, rec: Recorded,
-             say: Callable[..., None]) -> None:  # fmt: skip
+def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop: StopFlag,
+             rec: Recorded, say: Callable[..., None]) -> None:  # fmt: skip
     r = p.run.resolved
     ports = {
         net.intf(e.node, e.port): (e.node, e.port)
         for e in net.plan
         if not p.fabric.node(e.node).is_host
     }
-    samplers = {
-        "queues": QueueSampler(ports, r["sampler"]["rate_hz"]),
-        "links": LinkSampler(ports),
-        "cpu": CpuSampler(),
-    }
+    samplers = SamplerProcess(scratch / "samplers", ports, r["sampler"]["rate_hz"],
+                              link_ports=ports)  # fmt: skip
     faults = FaultInjector(net, r["faults"])
     duration = r["duration_s"]
     try:
-        for s in samplers.values():
-            s.start()
+        samplers.start()
         say("starting agents")
         fleet = AgentFleet(net, run_dir, p.plan.schedule, r["scale"]["bandwidth"],
                            cc=r["agents"]["cc"], connection=r["agents"]["connection"],
@@ -278,13 +275,13 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, stop: StopFlag, rec
                 rec.tables["tokens"] = driver.tokens_table()
                 rec.events["serving"] = driver.cache_stats()
     finally:
-        for name, s in samplers.items():
-            try:
-                s.stop()
-            except Exception as exc:  # a sampler's failure is reported, not fatal
-                rec.error = rec.error or f"{name} sampler failed: {exc}"
-            rec.tables[name] = s.table()
-            rec.samplers[name] = (s.achieved_hz, s.requested_hz)
+        try:
+            samplers.stop()
+        except SamplerError as exc:  # a sampler's failure is reported, not fatal
+            rec.error = rec.error or f"sampler failed: {exc}"
+        for name in ("queues", "links", "cpu"):
+            rec.tables[name] = samplers.table(name)
+        rec.samplers = samplers.rates()
 
 
 def _traffic_window(table: pd.DataFrame, events: dict[str, Any]) -> pd.DataFrame:
@@ -298,8 +295,8 @@ def _traffic_window(table: pd.DataFrame, events: dict[str, Any]) -> pd.DataFrame
 
 def _keep_logs(scratch: Path, run_dir: Path) -> None:
     logs = run_dir / "logs"
-    for path in (scratch / "controller").glob("*"):
-        if path.suffix in (".log", ".stderr", ".json"):
+    for path in [*(scratch / "controller").glob("*"), scratch / "samplers" / "samplers.log"]:
+        if path.exists() and path.suffix in (".log", ".stderr", ".json"):
             logs.mkdir(exist_ok=True)
             shutil.copy2(path, logs / path.name)
 
@@ -346,9 +343,7 @@ def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
         "datapath": rec.datapath,
         "run_prefix": rec.prefix,
         "fidelity": fidelity,
-        "samplers": {
-            name: {"achieved_hz": a, "requested_hz": q} for name, (a, q) in rec.samplers.items()
-        },  # fmt: skip
+        "samplers": rec.samplers,
         "metrics": metrics,
         "estimate": predicted,
     }

@@ -8,8 +8,11 @@ machine's CPU (psutil), each on its own thread at a fixed rate.
 
 Every sampler ticks at absolute instants ``t0 + k / rate_hz``; when a sample
 runs late, the ticks it overran are skipped (the latest one is still taken if
-less than half a period late), never caught up in a burst. One tick is one netlink dump for all
-ports, never one request per port. Rows are kept as flat ``array('q')`` of
+less than half a period late), never caught up in a burst. A sampler that
+cannot keep its rate over a one-second window halves it (down to an eighth of
+what was asked) and records when: it never falls behind silently, and its
+resolution is stated (``resolution_ms``, ``adaptations``). One tick is one
+netlink dump for all ports, never one request per port. Rows are kept as flat ``array('q')`` of
 integers, names as small indexes, so an hour at 200 Hz × 50 ports stays small.
 
 A sampler thread that fails stores its exception in ``.error``; ``stop()``
@@ -49,6 +52,11 @@ LINK_COLUMNS = [
 CPU_COLUMNS = ["t_ns", "cpu_pct", "max_core_pct"]
 
 
+ADAPT_WINDOW_NS = 1_000_000_000  # a sampler judges its own pace over this window
+MIN_KEPT = 0.9  # below this share of its ticks in a window, it halves its rate
+MAX_SLOWDOWN = 8  # never below an eighth of the requested rate
+
+
 class SamplerError(RuntimeError):
     """A sampler's thread failed; ``__cause__`` is the original exception."""
 
@@ -76,6 +84,9 @@ class Sampler:
         self._busy_ns = 0  # thread CPU time spent sampling (for the cost figure)
         self._opened = False
         self._raised = False
+        self.adaptive = True
+        self.adaptations: list[tuple[int, float]] = []  # (t_ns, new rate in Hz)
+        self._segments: list[tuple[int, int]] = []  # (t_ns, period_ns) from then on
 
     # ----- lifetime ------------------------------------------------------
     def start(self) -> Self:
@@ -136,6 +147,30 @@ class Sampler:
         return self.samples / elapsed if elapsed > 0 else 0.0
 
     @property
+    def target_hz(self) -> float:
+        """The rate asked of the sampler over its span, time-weighted: ``requested_hz``
+        until it adapted, then each lower rate for as long as it held."""
+        if self._t_start is None or not self._segments:
+            return self.requested_hz
+        end = self._t_stop if self._t_stop is not None else time.monotonic_ns()
+        bounds = [t for t, _ in self._segments[1:]] + [end]
+        expected = sum((b - t) / p for (t, p), b in zip(self._segments, bounds, strict=True))
+        span = end - self._t_start
+        return expected / span * 1e9 if span > 0 else self.requested_hz
+
+    @property
+    def resolution_ms(self) -> float:
+        """The sampling period at the end (ms): what the table resolves in time."""
+        period = self._segments[-1][1] if self._segments else self._period_ns
+        return period / 1e6
+
+    def rates(self) -> dict[str, float]:
+        """What the fidelity verdict and summary.json report of this sampler."""
+        return {"achieved_hz": self.achieved_hz, "requested_hz": self.requested_hz,
+                "target_hz": self.target_hz, "resolution_ms": self.resolution_ms,
+                "adaptations": len(self.adaptations)}  # fmt: skip
+
+    @property
     def cpu_ms_per_sample(self) -> float:
         """Mean thread CPU time of one tick (the cost of a dump and its parsing)."""
         return self._busy_ns / self.samples / 1e6 if self.samples else 0.0
@@ -143,6 +178,9 @@ class Sampler:
     # ----- the tick loop ---------------------------------------------------
     def _run(self) -> None:
         period, t0, k = self._period_ns, self._t_start or time.monotonic_ns(), 0
+        self._segments = [(t0, period)]
+        window_start, window_samples = t0, 0
+        slowest = period * MAX_SLOWDOWN
         try:
             while not self._stop.is_set():
                 now = time.monotonic_ns()
@@ -153,6 +191,18 @@ class Sampler:
                 self._sample()
                 self._busy_ns += time.thread_time_ns() - c0
                 self.samples += 1
+                window_samples += 1
+                now = time.monotonic_ns()
+                if now - window_start >= ADAPT_WINDOW_NS:
+                    kept = window_samples / ((now - window_start) / period)
+                    window_start, window_samples = now, 0
+                    if self.adaptive and kept < MIN_KEPT and period * 2 <= slowest:
+                        period, t0, k = period * 2, now, 1  # half the rate, from now on
+                        self._segments.append((now, period))
+                        self.adaptations.append((now, 1e9 / period))
+                        log.warning("%s kept %.0f%% of its rate: now %.4g Hz (%.3g ms)",
+                                    self.name, kept * 100, 1e9 / period, period / 1e6)  # fmt: skip
+                        continue
                 # Next tick: k+1; if that is already past, the latest due tick when it is
                 # less than half a period late, else the next one: missed ticks are
                 # skipped, never burst, and no two samples come closer than period/2.
@@ -360,6 +410,7 @@ class Netlink:
             raise
         self.buf = bytearray(1 << 18)
         self.seq = 0
+        self._pfifo_at: dict[int, int] = {}  # pfifo message length -> TCA_STATS offset
 
     def close(self) -> None:
         self.sock.close()
@@ -415,23 +466,34 @@ class Netlink:
 
     def pfifo_stats(self, wanted: dict[int, int]) -> dict[int, list[int]]:
         """key -> [backlog_pkts, backlog_bytes, drops, sent_bytes] for the interfaces
-        ``wanted`` (ifindex -> key): the sum over their non-root pfifo qdiscs."""
+        ``wanted`` (ifindex -> key): the sum over their non-root pfifo qdiscs.
+
+        Every pfifo message of a dump has the same layout, so once one has been
+        parsed attribute by attribute, the offset of its ``TCA_STATS`` is known for
+        every message of that length: the rest are read at that offset after two
+        checks (the kind is pfifo, the attribute there is ``TCA_STATS``)."""
         out: dict[int, list[int]] = {}
+        layout = self._pfifo_at
+        kind_at = _TCMSG.size + _RTA.size
+        header, rta, tc_stats = _TCMSG.unpack_from, _RTA.unpack_from, _TC_STATS.unpack_from
         for mtype, view, off, end in self.dump(RTM_GETQDISC, _TCMSG.pack(0, 0, 0, 0, 0, 0, 0)):
             if mtype != RTM_NEWQDISC:
                 continue
-            _, _, _, ifindex, _, parent, _ = _TCMSG.unpack_from(view, off)
+            _, _, _, ifindex, _, parent, _ = header(view, off)
             key = wanted.get(ifindex)
             if key is None or parent == TC_H_ROOT:
                 continue
-            kind, stats = None, None
-            for atype, a, b in self.attrs(view, off + _TCMSG.size, end):
-                if atype == TCA_KIND:
-                    kind = bytes(view[a:b]).rstrip(b"\0")
-                elif atype == TCA_STATS and b - a >= _TC_STATS.size:
-                    stats = _TC_STATS.unpack_from(view, a)
-            if kind != b"pfifo" or stats is None:
-                continue
+            at = layout.get(end - off)
+            if (
+                at is not None
+                and view[off + kind_at : off + kind_at + 6] == b"pfifo\0"
+                and rta(view, off + at - _RTA.size)[1] & 0x3FFF == TCA_STATS
+            ):
+                stats = tc_stats(view, off + at)
+            else:
+                stats = self._pfifo_slow(view, off, end)
+                if stats is None:
+                    continue
             sent, _, drops, _, _, _, qlen, backlog = stats
             row = out.get(key)
             if row is None:
@@ -442,6 +504,20 @@ class Netlink:
                 row[2] += drops
                 row[3] += sent
         return out
+
+    def _pfifo_slow(self, view: memoryview, off: int, end: int) -> tuple | None:
+        """A qdisc message's pfifo stats by walking its attributes (None: not a pfifo);
+        learns the message layout for ``pfifo_stats``."""
+        kind, stats, at = None, None, 0
+        for atype, a, b in self.attrs(view, off + _TCMSG.size, end):
+            if atype == TCA_KIND:
+                kind = bytes(view[a:b]).rstrip(b"\0")
+            elif atype == TCA_STATS and b - a >= _TC_STATS.size:
+                stats, at = _TC_STATS.unpack_from(view, a), a - off
+        if kind != b"pfifo" or stats is None:
+            return None
+        self._pfifo_at[end - off] = at
+        return stats
 
     def link_stats(self, wanted: dict[int, int]) -> dict[int, tuple[int, ...]]:
         """key -> (tx_bytes, rx_bytes, tx_packets, rx_packets, tx_dropped) from one

@@ -5,7 +5,10 @@ for them, run a live driver, and decide when the run is settled.
 It reads the workers' events with one ``selectors`` loop; everything it does per
 event is a dictionary update unless the event completes a group or belongs to
 the driver. Messages the driver produces are handed to their senders' workers in
-one ``add`` per worker per batch, ``timer_lead_ns`` before they are due.
+one ``add`` per worker per batch, ``timer_lead_ns`` before they are due. The
+run-time commands (``add``, ``release``) have no reply and go through a
+per-worker outbox written without blocking, so a busy worker never holds the
+coordinator (and the next decision) up.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import selectors
+import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -21,7 +25,7 @@ from ..driver import Driver, Message
 from .deps import DependencyTracker
 from .launcher import FleetError, WorkerProcess, Workers
 from .merge import message_row
-from .wire import decode
+from .wire import decode, encode
 
 log = logging.getLogger("kvfabric.fleet")
 
@@ -43,6 +47,8 @@ class Coordinator:
         self.live: list[Message] = []
         self._live_ids: set[int] = set()
         self.messages_handled = 0
+        self._outbox: dict[str, bytearray] = {}
+        self._sel: selectors.BaseSelector | None = None
 
     # ----- the loop -------------------------------------------------------------------
     def run(self, t0: int, deadline_ns: int, should_stop: Callable[[], bool] | None) -> str:
@@ -51,16 +57,20 @@ class Coordinator:
         tracker, driver = self.tracker, self.driver
         for host, why in self.stopped.items():
             self.fail_host(host, why)
-        self._send(self.workers.all, "start", t0_ns=t0)
+        self._request(self.workers.all, "start", t0_ns=t0)
+        for w in self.workers.all:
+            if w.client is not None:
+                w.client.sock.settimeout(0.0)  # from here on: posted commands only
         tracker.start(t0)
         if driver is not None:
             self._dispatch(driver.start(t0))
-        sel = selectors.DefaultSelector()
+        sel = self._sel = selectors.DefaultSelector()
         bufs: dict[str, bytes] = {}
         for w in self.workers.all:
             if w.events is not None:
                 sel.register(w.events.sock, selectors.EVENT_READ, w)
                 bufs[w.name] = b""
+        self._flush_all()
         next_check, told_failed, ended = 0, 0, ""
         try:
             while True:
@@ -71,6 +81,9 @@ class Coordinator:
                     wait = min(wait, max(0.0, ahead / 1e9))
                 for key, _ in sel.select(timeout=wait):
                     w = key.data
+                    if key.fileobj is not getattr(w.events, "sock", None):
+                        self._flush(w)  # the control socket can take more
+                        continue
                     data = b""
                     with contextlib.suppress(BlockingIOError):
                         data = key.fileobj.recv(1 << 20)  # type: ignore[union-attr]
@@ -92,6 +105,7 @@ class Coordinator:
                         told_failed += 1
                         if fid in self._live_ids:
                             self._dispatch(driver.on_failed(fid, tracker.errors[fid], now))
+                self._flush_all()
                 if now >= next_check:
                     next_check = now + CHECK_NS
                     for w in self.workers.all:
@@ -110,7 +124,12 @@ class Coordinator:
                     log.warning("run interrupted")
                     break
         finally:
+            self._flush_all(block=True)
+            for w in self.workers.all:
+                if w.client is not None:
+                    w.client.sock.settimeout(10.0)
             sel.close()
+            self._sel = None
             if driver is not None and not driver.finished():
                 driver.finish(time.monotonic_ns(), ended or "the run ended")
         return ended
@@ -127,7 +146,8 @@ class Coordinator:
                 for group, t_done, released in tracker.received(fid, item[2]):
                     hosts = {self.src_of[f] for f in released}
                     owners = {self.workers.of_host[h].name: self.workers.of_host[h] for h in hosts}
-                    self._send(list(owners.values()), "release", group=group, t_ns=t_done)
+                    for w in owners.values():
+                        self._post(w, "release", group=group, t_ns=t_done)
                 if fresh and fid in self._live_ids:
                     assert self.driver is not None
                     self._dispatch(self.driver.on_received(fid, item[2]))
@@ -161,12 +181,53 @@ class Coordinator:
                 for row in rows:
                     self.tracker.failed(row["fid"], self.stopped.get(row["src"], "no agent"))
                 continue
-            try:
-                w.client.send("add", rows=rows)  # no reply to wait for
-            except OSError as exc:
-                self.worker_gone(w, f"the agent of {', '.join(w.hosts[:4])} failed add: {exc}")
+            self._post(w, "add", rows=rows)
 
-    def _send(self, workers: list[WorkerProcess], cmd: str, **kw: Any) -> None:
+    # ----- talking to workers -----------------------------------------------------------
+    def _post(self, w: WorkerProcess, cmd: str, **kw: Any) -> None:
+        """A reply-less command into ``w``'s outbox; written as soon as the socket takes it."""
+        if w.client is None:
+            return
+        box = self._outbox.setdefault(w.name, bytearray())
+        box += encode({"cmd": cmd} | kw)
+        self._flush(w)
+
+    def _flush(self, w: WorkerProcess, block: bool = False) -> None:
+        box = self._outbox.get(w.name)
+        if w.client is None:
+            if box:
+                box.clear()
+            return
+        sock = w.client.sock
+        try:
+            if block:
+                sock.settimeout(10.0)
+                sock.sendall(box)
+                box.clear()
+            while box:
+                n = sock.send(box, socket.MSG_DONTWAIT)  # the socket has no timeout: never waits
+                del box[:n]
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            box.clear()
+            self.worker_gone(w, f"agent control socket failed: {exc}")
+            return
+        sel = self._sel
+        if sel is None:
+            return
+        watching = sock in sel.get_map()
+        if box and not watching:
+            sel.register(sock, selectors.EVENT_WRITE, w)
+        elif not box and watching:
+            sel.unregister(sock)
+
+    def _flush_all(self, block: bool = False) -> None:
+        for w in self.workers.all:
+            if self._outbox.get(w.name):
+                self._flush(w, block)
+
+    def _request(self, workers: list[WorkerProcess], cmd: str, **kw: Any) -> None:
         """``cmd`` to several workers at once: all requests go out before any reply is read."""
         sent = []
         for w in workers:
@@ -190,6 +251,9 @@ class Coordinator:
         """A worker died or stopped answering: every host it served is gone."""
         if w.client is None and all(h in self.stopped for h in w.hosts):
             return
+        if self._sel is not None and w.client is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self._sel.unregister(w.client.sock)
         code = w.proc.poll()
         why = why or f"agent exited (code {code}) during the run"
         log.warning("%s: %s", why, w.log_tail())

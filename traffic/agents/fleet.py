@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,12 +40,16 @@ from .coordinator import Coordinator
 from .deps import DependencyTracker
 from .launcher import FleetError, Workers, assign_hosts
 from .merge import agent_rows, flows_table, live_frame, plan, tenant_codes
+from .pauses import no_full_collections
 from .records import Received, Sent, read_records
-from .worker import CONNECTIONS, PRIORITIES
+from .worker import CONNECTIONS, PRIORITIES, thread_priority
 
 log = logging.getLogger("kvfabric.fleet")
 
 PER_HOST = "per_host"
+# Threads of this process (the samplers) take the GIL from the coordinator for at most
+# this long, not Python's default 5 ms: the coordinator's next decision waits on it.
+SWITCH_INTERVAL_S = 0.0005
 
 
 def available_cc() -> list[str]:
@@ -219,7 +224,13 @@ class AgentFleet:
         if on_start is not None:
             on_start(t0)
         cpu0 = time.thread_time()
-        ended = coord.run(t0, time.monotonic_ns() + int(timeout_s * 1e9), should_stop)
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
+        try:
+            with no_full_collections(), thread_priority(self.priority):
+                ended = coord.run(t0, time.monotonic_ns() + int(timeout_s * 1e9), should_stop)
+        finally:
+            sys.setswitchinterval(switch)
         self.coordinator_cpu_s = time.thread_time() - cpu0
         self.events_handled = coord.messages_handled
         sent, received, cc = self._collect()

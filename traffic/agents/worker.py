@@ -13,8 +13,8 @@ Control, on a Unix socket: one JSON object per line, answered by one line
 scaled, each naming its ``src``); ``prepare`` (open the persistent
 connections); ``start {t0_ns}`` (rows with after == -1 are sent at ``t0_ns +
 t``); ``release {group, t_ns}`` (the completion group finished at ``t_ns``: its
-waiting rows are sent at ``t_ns + t``); ``add {rows}`` (a live driver's rows at
-absolute ``t``; no reply); ``stop_host {host}`` (that host's agent dies: its
+waiting rows are sent at ``t_ns + t``; no reply); ``add {rows}`` (a live driver's
+rows at absolute ``t``; no reply); ``stop_host {host}`` (that host's agent dies: its
 sockets close, its rows fail); ``status``; ``collect {path}`` (write the
 records, ``traffic.agents.records``); ``stop``. ``subscribe`` turns the
 connection into an event stream: lines ``{"ev": [...]}`` with items ``["r",
@@ -36,10 +36,12 @@ import json
 import logging
 import os
 import signal
+from collections.abc import Iterator
 from typing import Any
 
 from .host import Endpoint, describe_error, now_ns
 from .kernel import PreciseSelector, die_with_parent, set_timer_slack
+from .pauses import no_full_collections
 from .records import Received, Records, Sent, write_records
 from .wire import F_FLOW, F_LEN, F_TSEND, HEADER_LEN, decode, encode
 
@@ -72,6 +74,7 @@ class Worker:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0
         self.buffer = memoryview(bytearray(RECEIVE_BUFFER))
+        self._quiet_gc = no_full_collections()
         self.done = asyncio.Event()
         self.loop: asyncio.AbstractEventLoop
 
@@ -118,8 +121,11 @@ class Worker:
                         self.subscribers.append(writer)
                         writer.write(encode({"ok": True}))
                         continue
-                    if cmd == "add":
-                        self._add(msg["rows"])  # no reply: the coordinator does not wait
+                    if cmd == "add":  # run-time commands have no reply: nobody waits
+                        self._add(msg["rows"])
+                        continue
+                    if cmd == "release":
+                        self._release(int(msg["group"]), int(msg["t_ns"]))
                         continue
                     reply = {"ok": True} | await self._command(msg)
                 except Exception as exc:  # a bad command is answered, never fatal
@@ -153,14 +159,10 @@ class Worker:
         if cmd == "prepare":
             return {"failed": await self._prepare()}
         if cmd == "start":
+            self._quiet_gc.__enter__()  # until the worker stops: no full collection mid-run
             t0 = int(msg["t0_ns"])
             self._schedule([(t0 + r["t"], r) for r in self.rows if r["after"] < 0])
             return {}
-        if cmd == "release":
-            t = int(msg["t_ns"])
-            rows = self.waiting.pop(int(msg["group"]), [])
-            self._schedule([(t + r["t"], r) for r in rows])
-            return {"released": len(rows)}
         if cmd == "stop_host":
             ep = self.endpoints[msg["host"]]
             ep.close(f"agent on {ep.name} {msg.get('why', 'stopped')}")
@@ -209,6 +211,10 @@ class Worker:
             else:
                 self._emit(["f", row.get("fid", -1), f"add: a bad row {str(row)[:120]}"])
         self._schedule(good)
+
+    def _release(self, group: int, t_ns: int) -> None:
+        """The completion group finished at ``t_ns``: its rows go out ``t`` after that."""
+        self._schedule([(t_ns + r["t"], r) for r in self.waiting.pop(group, [])])
 
     # ----- firing ---------------------------------------------------------------------
     def _schedule(self, items: list[tuple[int, dict]]) -> None:
@@ -296,6 +302,20 @@ def set_priority(priority: str) -> None:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
     except OSError as exc:
         log.warning("could not set priority %s: %s", priority, exc)
+
+
+@contextlib.contextmanager
+def thread_priority(priority: str) -> Iterator[None]:
+    """The calling thread at ``priority`` (``set_priority``) while the body runs, then back:
+    the coordinator decides what the workers send, so it must not wait behind them."""
+    old = os.sched_getscheduler(0), os.sched_getparam(0), os.getpriority(os.PRIO_PROCESS, 0)
+    set_priority(priority)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.sched_setscheduler(0, old[0], old[1])
+            os.setpriority(os.PRIO_PROCESS, 0, old[2])
 
 
 def main(argv: list[str] | None = None) -> int:

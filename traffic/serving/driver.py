@@ -24,9 +24,11 @@ Semantics (instants are absolute ns; ``t0`` is the run start):
 - **KV transfer** (disaggregated): the whole prompt's KV (``kv_dtype``) from prefill
   ranks to decode ranks per ``shard_overlap``: ``kv_transfer`` (monolithic, one message
   per rank pair sent at prefill end) or ``kv_layer`` (layer_pipelined, one per layer per
-  rank pair, layer l sent at prefill start + (l+1)/L × prefill time). The KV has arrived
-  when all its messages were received; ``kv_transfer_ms`` = first message's send instant
-  → last message's receive instant.
+  rank pair, layer l sent at prefill start + (l+1)/L × prefill time, each layer's
+  messages made by a timer at that instant, so a long prompt is not one burst of
+  work for the coordinator). The KV has arrived when all its messages were
+  received; ``kv_transfer_ms`` = first message's send instant → last message's
+  receive instant.
 - **Decode**: continuous batching per instance. A request joins the batch at the next
   step start once its KV has arrived and the instance has room: each member reserves
   prompt + output tokens of KV (no preemption), admission is FIFO. While the batch is
@@ -277,6 +279,8 @@ class ServingDriver:
                 self._arrive(obj, t)
             elif kind == "prefill_end":
                 self._prefill_end(obj, t)
+            elif kind == "kv_layer":
+                self._send_layer(*obj, t)
             else:
                 self._step_end(obj, t)
         return self._flush()
@@ -292,7 +296,7 @@ class ServingDriver:
                 self._kick(self.prefill[obj.prefill.index], t_end_ns)
         elif kind in ("kv_transfer", "kv_layer"):
             obj.kv_flows.discard(flow_id)
-            if not obj.kv_flows:
+            if not obj.kv_flows and not obj.kv_layers_left:
                 obj.kv_arrived, obj.kv_last_recv_ns = True, t_end_ns
                 obj.stage = "waiting for decode room"
                 e = self.decode[obj.decode.index]
@@ -452,28 +456,39 @@ class ServingDriver:
             self._send_kv(r, e.inst, now, dur)
 
     def _send_kv(self, r: Request, src: Instance, start: int, dur: int) -> None:
+        if self.transfer != "layer_pipelined":
+            self._send_layer(r, src, None, start + dur)
+            return
+        layers = self.model.layers
+        r.kv_layers_left = layers
+        for layer in range(layers):
+            self._timer(start + round(dur * (layer + 1) / layers), "kv_layer", (r, src, layer))
+
+    def _send_layer(self, r: Request, src: Instance, layer: int | None, t: int) -> None:
+        """The KV of one layer (``None``: all layers, monolithic) from ``src``'s ranks to
+        the request's decode ranks, sent at ``t``."""
+        if layer is not None:
+            r.kv_layers_left -= 1
+        if r.settled:
+            return
         dst = r.decode
         ov = self._overlap(src, dst)
-        layers = self.model.layers
-        pipelined = self.transfer == "layer_pipelined"
-        for layer in range(layers) if pipelined else [None]:
-            t = start + (round(dur * (layer + 1) / layers) if pipelined else dur)
-            for i in range(src.tp):
-                for j in range(dst.tp):
-                    if not ov[i, j]:
-                        continue
-                    size = self._head_bytes(r.input_tokens, int(ov[i, j]))
-                    size *= 1 if pipelined else layers
-                    kind = "kv_layer" if pipelined else "kv_transfer"
-                    lay = -1 if layer is None else layer
-                    fid = self._send(
-                        kind, src.hosts[i], dst.hosts[j], size, t, r,
-                        request_id=r.rid, layer=lay, chunk=lay,
-                    )  # fmt: skip
-                    r.kv_flows.add(fid)
-                    r.network_bytes += size
-                    if r.kv_first_send_ns is None or t < r.kv_first_send_ns:
-                        r.kv_first_send_ns = t
+        kind = "kv_transfer" if layer is None else "kv_layer"
+        lay = -1 if layer is None else layer
+        for i in range(src.tp):
+            for j in range(dst.tp):
+                if not ov[i, j]:
+                    continue
+                size = self._head_bytes(r.input_tokens, int(ov[i, j]))
+                size *= self.model.layers if layer is None else 1
+                fid = self._send(
+                    kind, src.hosts[i], dst.hosts[j], size, t, r,
+                    request_id=r.rid, layer=lay, chunk=lay,
+                )  # fmt: skip
+                r.kv_flows.add(fid)
+                r.network_bytes += size
+        if r.kv_first_send_ns is None or t < r.kv_first_send_ns:
+            r.kv_first_send_ns = t
 
     def _prefill_end(self, e: _Engine, now: int) -> None:
         r = e.prefilling

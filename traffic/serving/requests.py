@@ -56,6 +56,7 @@ class Request:
     network_bytes: float = 0.0
     fetch_flows: set[int] = field(default_factory=set)
     kv_flows: set[int] = field(default_factory=set)
+    kv_layers_left: int = 0  # layer_pipelined: layers whose messages are not sent yet
     kv_first_send_ns: int | None = None
     kv_last_recv_ns: int | None = None
     kv_arrived: bool = False
