@@ -35,7 +35,11 @@ def add_parsers(sub: Any) -> None:
                    help="results root (results/); a run goes to DIR/<name>/<run-id>")  # fmt: skip
     r.add_argument("--quiet", "-q", action="store_true", help="no progress, just the result")
     r.add_argument("--dry-run", action="store_true",
-                   help="check the spec and list the runs without building anything")  # fmt: skip
+                   help="check the spec, print each run's demand on this machine, "
+                        "build nothing")  # fmt: skip
+    r.add_argument("--force", action="store_true",
+                   help="run even where the plan exceeds this machine's envelope; the "
+                        "results then say 'envelope: exceeded'")  # fmt: skip
 
     sub.add_parser("list", help="bundled experiments with one-line purposes")
 
@@ -51,16 +55,18 @@ def _spec_and_runs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
 
 def cmd_run(args: argparse.Namespace, console: Console, err: Console) -> int:
     from .results import ResultsError
-    from .runner import run_spec
+    from .runner import EnvelopeExceeded, run_spec
     from .runtime import RunBusy
 
     spec, runs = _spec_and_runs(args)
     if args.dry_run:
         from .runner import prepare
 
-        for p in prepare(spec, runs):
-            console.print(f"{p.run.label}: {len(p.plan.schedule)} scheduled messages"
-                          + (", live serving driver" if p.plan.driver else ""))  # fmt: skip
+        prepared = prepare(spec, runs, force=True)
+        for p in prepared:
+            _print_demand(p, console)
+        console.print(f"envelope: {prepared[0].envelope.source}" if prepared else "no runs",
+                      soft_wrap=True)  # fmt: skip
         return EXIT_OK
     if not args.quiet:
         console.print(f"[bold]{spec.name}[/bold]: {len(runs)} run(s) → {args.out}/{spec.name}/")
@@ -77,11 +83,18 @@ def cmd_run(args: argparse.Namespace, console: Console, err: Console) -> int:
         if progress is not None:
             with progress:
                 outcomes = run_spec(spec, runs, Path(args.out), progress=progress,
-                                    announce=announce)  # fmt: skip
+                                    announce=announce, force=args.force)  # fmt: skip
         else:
-            outcomes = run_spec(spec, runs, Path(args.out), announce=announce)
+            outcomes = run_spec(spec, runs, Path(args.out), announce=announce, force=args.force)
     except RunBusy as exc:
         err.print(f"[red]refused:[/red] {escape(str(exc))}", soft_wrap=True)
+        return EXIT_FAILED
+    except EnvelopeExceeded as exc:
+        for line in exc.lines:
+            err.print(f"[red]does not fit this machine:[/red] {escape(line)}", soft_wrap=True)
+        err.print("nothing was built; kvfabric run SPEC --dry-run shows the demand, --force "
+                  "runs it anyway (the results say 'envelope: exceeded')",
+                  soft_wrap=True)  # fmt: skip
         return EXIT_FAILED
     except ResultsError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
@@ -94,6 +107,25 @@ def cmd_run(args: argparse.Namespace, console: Console, err: Console) -> int:
     _print_outcomes(outcomes, console, args.quiet)
     complete = len(outcomes) == len(runs) and all(o.ok for o in outcomes)
     return EXIT_OK if complete else EXIT_FAILED
+
+
+def _print_demand(p: Any, console: Console) -> None:
+    """A run's demand table: each figure's peak over 100 ms windows against the envelope."""
+    from .envelope import figures
+
+    plan = p.plan
+    what = f"{len(plan.schedule)} scheduled messages" + (", a live serving driver"
+                                                          if plan.driver else "")  # fmt: skip
+    ks = ", ".join(f"workloads.{i}.flow_size_scale={k:g}" for i, k in plan.flow_size_scale.items())
+    table = Table(title=f"{p.run.label}: {what}" + (f"; {ks}" if ks else ""))
+    for col in ("figure", "peak (100 ms)", "limit", "unit", "fits"):
+        table.add_column(col, justify="right" if col in ("peak (100 ms)", "limit") else "left")
+    for f in figures(plan.demand, p.envelope):
+        table.add_row(f.name, f"{f.peak:,.4g}", f"{f.limit:,.4g}", f.unit,
+                      "[green]yes[/green]" if f.ok else "[red]no[/red]")  # fmt: skip
+    console.print(table)
+    for line in plan.exceeded:
+        console.print(f"[red]exceeded[/red]: {escape(line)}", soft_wrap=True)
 
 
 def _stat(metrics: dict[str, Any], key: str, q: str) -> str:

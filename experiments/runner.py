@@ -34,6 +34,8 @@ from topologies.shaping import egress_plan
 from traffic.agents import AgentFleet
 
 from . import results, tcpcount
+from .envelope import DEFAULT, Envelope, figures, machine_identity
+from .envelope import load as load_envelope
 from .estimates import estimate
 from .fidelity import verdict
 from .plan import TrafficPlan, controller_params, traffic_plan
@@ -53,6 +55,15 @@ class RunFailed(RuntimeError):
     """A run could not be carried out (exit code 1); its directory says why."""
 
 
+class EnvelopeExceeded(RuntimeError):
+    """A planned run asks more of this machine than it emulates faithfully (exit code 1);
+    ``lines``: one per figure over its limit, with the fixes."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = lines
+
+
 @dataclass
 class Prepared:
     """A run checked and planned, before anything is built."""
@@ -60,6 +71,20 @@ class Prepared:
     run: RunSpec
     fabric: Fabric
     plan: TrafficPlan
+    envelope: Envelope = DEFAULT
+    envelope_why: str = ""
+    forced: bool = False
+
+    def envelope_record(self) -> dict[str, Any]:
+        """What summary.json says of the envelope that judged this run."""
+        return {
+            "source": self.envelope.source, "calibrated": self.envelope.calibrated,
+            "why": self.envelope_why, "fits": not self.plan.exceeded, "forced": self.forced,
+            "exceeded": self.plan.exceeded,
+            "flow_size_scale": {f"workloads.{i}": k for i, k in self.plan.flow_size_scale.items()},
+            "figures": {f.name: {"peak": f.peak, "limit": f.limit, "unit": f.unit}
+                        for f in figures(self.plan.demand, self.envelope)},
+        }  # fmt: skip
 
 
 @dataclass
@@ -85,19 +110,27 @@ class Recorded:
     interrupted: bool = False
 
 
-def prepare(spec: Spec, runs: list[RunSpec]) -> list[Prepared]:
-    """Fabric and traffic of every run, so a bad sweep point fails before any build."""
-    out = []
+def prepare(spec: Spec, runs: list[RunSpec], force: bool = False,
+            envelope: tuple[Envelope, str] | None = None) -> list[Prepared]:  # fmt: skip
+    """Fabric, traffic and demand of every run, so a bad sweep point, or one this machine
+    cannot emulate faithfully, fails before any build (``EnvelopeExceeded``, unless
+    ``force``: then each such run is marked). ``envelope``: (envelope, why) to judge by,
+    default this machine's own or ``envelope.DEFAULT``."""
+    env, why = envelope or load_envelope(machine_identity())
+    out, over = [], []
     for run in runs:
         fabric = run.fabric()
         egress_plan(fabric, run.resolved["scale"]["bandwidth"])  # rates and buffers in range
         policy = run.resolved["controller"]["policy"]
         compute(fabric, policy, params=controller_params(run.resolved))  # policy parameters
         try:
-            plan = traffic_plan(run.resolved, fabric, spec.base_dir)
+            plan = traffic_plan(run.resolved, fabric, spec.base_dir, env)
         except ValueError as exc:
             raise ValueError(f"run {run.label}: {exc}") from exc
-        out.append(Prepared(run, fabric, plan))
+        out.append(Prepared(run, fabric, plan, env, why, forced=force and bool(plan.exceeded)))
+        over += [f"run {run.label}: {line}" for line in plan.exceeded]
+    if over and not force:
+        raise EnvelopeExceeded(over)
     return out
 
 
@@ -115,10 +148,11 @@ def check_writable(root: Path) -> None:
 
 def run_spec(spec: Spec, runs: list[RunSpec], out_root: Path, *,
              progress: Any = None, announce: Callable[[str], None] | None = None,
-             ) -> list[Outcome]:  # fmt: skip
+             force: bool = False) -> list[Outcome]:  # fmt: skip
     """Carry out ``runs`` one after the other; returns each run's outcome. Raises
-    ``RunBusy`` if another run holds the machine, before building anything."""
-    prepared = prepare(spec, runs)
+    ``RunBusy`` if another run holds the machine and ``EnvelopeExceeded`` if a run does
+    not fit it (unless ``force``), before building anything."""
+    prepared = prepare(spec, runs, force)
     out_root = Path(out_root)
     check_writable(out_root)
     from topologies.system import preflight
@@ -197,7 +231,10 @@ def _carry_out(p: Prepared, run_dir: Path, scratch: Path, stop: StopFlag, rec: R
                say: Callable[..., None]) -> None:  # fmt: skip
     with fabric_up(p.fabric, p.run.resolved, scratch, say) as (proc, net):
         rec.datapath, rec.prefix = net.datapath, net.prefix
-        results.write_json(run_dir, "env", env_info(net.datapath))
+        env = env_info(net.datapath) | {
+            "envelope": {"source": p.envelope.source, "calibrated": p.envelope.calibrated}
+        }
+        results.write_json(run_dir, "env", env)
         if stop:
             raise InterruptedError("interrupted before the traffic started")
         try:
@@ -346,6 +383,7 @@ def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
         "samplers": rec.samplers,
         "metrics": metrics,
         "estimate": predicted,
+        "envelope": p.envelope_record(),
     }
     results.write_json(run_dir, "summary", summary)
     try:

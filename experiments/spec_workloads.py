@@ -185,9 +185,12 @@ NETWORK_KINDS: dict[str, WorkloadKind] = {
             "host_gbps": number(gt=0),
             "duration_s": number(gt=0),
             "distribution": choice(FLOW_SIZE_CDFS),
+            # k: sizes × k, arrivals ÷ k; auto: the smallest k that fits this machine
+            "flow_size_scale": either(choice(["auto"]), number(ge=1)),
             **_common(),
         },
         {
+            "flow_size_scale": Derived(lambda out, ctx: "auto"),
             "hosts": Derived(lambda out, ctx: ctx.hosts),
             "host_gbps": Derived(_host_gbps),
             "duration_s": Derived(_run_length),

@@ -5,7 +5,13 @@ process, each between a uniformly random pair of distinct hosts, with a size
 from an empirical flow-size CDF (``traffic.flowsizes``). The arrival rate is
 chosen so that each host's link carries ``load`` of its rate on average:
 
-    rate (flows/s) = load × hosts × host_gbps × 1e9 / 8 / mean flow bytes
+    rate (flows/s) = load × hosts × host_gbps × 1e9 / 8 / (k × mean flow bytes)
+
+``flow_size_scale`` k aggregates flows: every size is multiplied by k and the
+arrival rate divided by k, so the offered load and the shape of the size
+distribution are kept while the number of messages falls k-fold. What it cannot
+keep: the count of tiny flows and each flow's own slow start (k flows become one).
+Compare runs across k by FCT slowdown (FCT ÷ the flow's ideal FCT), not raw FCT.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ def background(
     start_ms: float = 0.0,
     tenant: str = "background",
     dscp: int = 0,
+    flow_size_scale: float = 1.0,
     first_flow_id: int = 0,
 ) -> pd.DataFrame:
     """Background flows of kind ``background`` over ``duration_s``, sorted by start.
@@ -40,6 +47,7 @@ def background(
     - ``duration_s``: arrivals fall in [start, start + duration_s).
     - ``distribution``: ``web_search`` (default) or ``data_mining``.
     - ``seed``: seed or ``numpy.random.Generator`` (arrivals, pairs, sizes).
+    - ``flow_size_scale``: k ≥ 1, sizes × k and arrivals ÷ k (see the module docstring).
     - ``start_ms``, ``tenant`` (default "background"), ``dscp``, ``first_flow_id``.
     """
     rng = rng_from(seed)
@@ -56,7 +64,10 @@ def background(
         raise WorkloadError(f"distribution={distribution!r}; allowed: {', '.join(FLOW_SIZE_CDFS)}")
     if start_ms < 0:
         raise WorkloadError(f"start_ms must be >= 0, got {start_ms}")
-    rate = load * len(hosts) * host_gbps * 1e9 / 8 / mean_flow_bytes(distribution)
+    if not flow_size_scale >= 1:
+        raise WorkloadError(f"flow_size_scale={flow_size_scale!r}; allowed: a number >= 1")
+    k = float(flow_size_scale)
+    rate = load * len(hosts) * host_gbps * 1e9 / 8 / (k * mean_flow_bytes(distribution))
     # A Poisson process on [0, T): a Poisson count, then uniform sorted instants.
     count = int(rng.poisson(rate * duration_s))
     t_ns = np.sort(rng.random(count)) * duration_s * 1e9
@@ -70,7 +81,7 @@ def background(
             "tenant": [tenant] * count,
             "src": names[src],
             "dst": names[dst],
-            "bytes": sample_flow_bytes(distribution, rng, count),
+            "bytes": np.rint(sample_flow_bytes(distribution, rng, count) * k).astype(np.int64),
             "t_sched_ns": ms_to_ns(start_ms) + t_ns.astype(np.int64),
             "dscp": np.full(count, dscp),
         },
