@@ -163,7 +163,7 @@ def figures(demand: Demand, env: Envelope) -> list[Figure]:
     mix_rate = min(env.messages_per_s.get(c, env.messages_per_s["small"]) for c in classes)
     return [
         Figure("switch_hop_mbps", float(hop_mbps.max(initial=0.0)), mix_cap, "Mbit/s"),
-        Figure("messages_per_s", float(msgs.max(initial=0.0)), mix_rate, "messages/s"),
+        Figure("messages_per_s", float(msgs.max(initial=0.0)), mix_rate, "message-hops/s"),
         Figure("connections", float(demand.connections), float(env.connections), "connections"),
         Figure("machine_load", float(load.max(initial=0.0)), 1.0, "x envelope"),
     ]

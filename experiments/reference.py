@@ -27,7 +27,11 @@ from .spec import bundled_names, expand, find_bundled, load_spec
 RUN_FILES = ("summary.json", "spec.yaml", "report.md", "events.json")
 MAX_TABLE_BYTES = 256_000  # parquet tables up to this size are kept
 LATENCIES = ("ttft_ms", "itl_ms", "tpot_ms", "kv_transfer_ms", "e2e_ms", "fct_ms")
-NO_REFERENCE = ("incast-basic", "serving-basic")  # bundled examples without a handout
+NO_REFERENCE = (
+    "background-ecmp",
+    "incast-basic",
+    "serving-basic",
+)  # bundled examples without a handout
 
 
 def run_index(summary: Mapping[str, Any], rel: str) -> dict[str, Any]:

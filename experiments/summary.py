@@ -36,7 +36,7 @@ from .metrics import (
     serving_metrics,
     value_stats,
 )
-from .metrics.flows import ok_mask
+from .metrics.flows import fct_slowdown, ok_mask
 from .metrics.tenants import noisy_neighbour
 from .results import to_jsonable
 
@@ -64,7 +64,8 @@ def summarize(
     Keys, each only where it applies: ``scale``; ``flows`` (counts, errors, bytes);
     ``fct_ms``, ``fct_ms_by_kind``, ``lateness_ms``; ``goodput_mbps``,
     ``goodput_real_gbps``; ``tenants`` and ``jain_fairness``; ``incast``; ``alltoall``;
-    ``probe``; ``queue_pkts``, ``drops``, ``queue_above``; ``links``; ``ttft_ms``,
+    ``probe``; ``fct_slowdown`` (FCT ÷ ideal FCT); ``queue_pkts``, ``drops``,
+    ``queue_above``; ``links``; ``ttft_ms``,
     ``tpot_ms``, ``itl_ms``, ``e2e_ms``, ``kv_transfer_ms`` and ``serving``.
     """
     scale = _scale(resolved_spec)
@@ -74,6 +75,9 @@ def summarize(
     out: dict[str, Any] = {"scale": scale}
     if _has_rows(flows):
         out |= _flow_metrics(flows, scale)
+        fabric = _fabric(resolved_spec)
+        if fabric is not None:
+            out["fct_slowdown"] = fct_slowdown(flows, fabric, scale)
     if _has_rows(queues):
         out |= _queue_metrics(queues, _threshold_pkts(resolved_spec))
     if _has_rows(links):
@@ -96,6 +100,15 @@ def real_gbps(emulated_mbps: float | None, scale: float) -> float | None:
 
 
 # ---- flows ---------------------------------------------------------------------------------
+
+
+def _fabric(resolved_spec: dict[str, Any]) -> Any:
+    """The run's fabric, when the spec has one (tests may summarise without)."""
+    if "fabric" not in resolved_spec:
+        return None
+    from .spec_sections import build_fabric
+
+    return build_fabric(resolved_spec["fabric"])
 
 
 def _flow_metrics(flows: pd.DataFrame, scale: float) -> dict[str, Any]:

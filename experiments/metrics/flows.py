@@ -14,7 +14,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from topologies import Fabric
+
 from .stats import Stats, latency_stats, value_stats
+
+MSS = 1448  # TCP payload per frame at MTU 1500 (with timestamps)
+FRAME_BYTES = 1514  # a full frame as HTB counts it: MSS + 52 (TCP/IP) + 14 (Ethernet)
 
 
 def ok_mask(flows: pd.DataFrame) -> pd.Series:
@@ -166,3 +171,40 @@ def _spans(flows: pd.DataFrame, column: str) -> pd.DataFrame:
         n_bytes = int(group.loc[ok, "bytes"].sum())
         rows.append([tenant, key, len(group), int((~ok).sum()), n_bytes, span_ms])
     return pd.DataFrame(rows, columns=["tenant", column, "flows", "failed", "bytes", "span_ms"])
+
+
+def ideal_fct_ms(flows: pd.DataFrame, fabric: Fabric, scale: float) -> np.ndarray:
+    """Each flow's FCT on an empty fabric (ms): its bytes on the wire (frames of ``MSS``
+    payload, ``FRAME_BYTES`` each) at the path's slowest emulated link, plus one frame's
+    store-and-forward at each other link (the pFabric/HPCC ideal: no slow start, no queue)."""
+    from topologies.shaping import emulated_rate_bps
+
+    cache: dict[tuple[str, str], tuple[float, float]] = {}
+
+    def path(src: str, dst: str) -> tuple[float, float]:
+        if (src, dst) not in cache:
+            hops = fabric.shortest_paths(src, dst)[0]
+            rates = [emulated_rate_bps(fabric.link_between(a, b).real_gbps, scale)
+                     for a, b in zip(hops, hops[1:], strict=False)]  # fmt: skip
+            slowest = min(rates)
+            forward = sum(FRAME_BYTES * 8 / r for r in rates) - FRAME_BYTES * 8 / slowest
+            cache[(src, dst)] = (slowest, forward)
+        return cache[(src, dst)]
+
+    nbytes = flows["bytes"].to_numpy(dtype=np.float64)
+    wire = nbytes + np.ceil(nbytes / MSS) * (FRAME_BYTES - MSS)
+    out = np.empty(len(flows))
+    for i, (src, dst) in enumerate(zip(flows["src"], flows["dst"], strict=True)):
+        slowest, forward = path(src, dst)
+        out[i] = (wire[i] * 8 / slowest + min(forward, wire[i] * 8 / slowest)) * 1e3
+    return out
+
+
+def fct_slowdown(flows: pd.DataFrame, fabric: Fabric, scale: float) -> Stats:
+    """FCT ÷ ideal FCT of every completed TCP flow (``ideal_fct_ms``): comparable across
+    flow sizes, scales and flow-size aggregation, as FCT itself is not."""
+    done = flows[ok_mask(flows) & (flows["proto"] == "tcp")] if "proto" in flows else flows
+    if done.empty:
+        return latency_stats([])
+    return latency_stats(done["fct_ms"].to_numpy(dtype=np.float64) /
+                         ideal_fct_ms(done, fabric, scale))  # fmt: skip
