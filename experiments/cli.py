@@ -79,6 +79,8 @@ def _parser() -> argparse.ArgumentParser:
         step.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (1)")
         step.add_argument("--efficiency", type=float, default=0.5,
                           help="fraction of peak for the analytic terms (0.5)")  # fmt: skip
+        step.add_argument("--roofline", action="store_true",
+                          help="the roofline even where a profile exists")  # fmt: skip
         step.add_argument("--json", action="store_true")
 
     demo = sub.add_parser("demo", help="build the default rail-optimized fabric and measure it")
@@ -296,12 +298,14 @@ def _calc_step(args: argparse.Namespace) -> int:
     from traffic import compute
 
     if args.calc_command == "prefill":
-        step = compute.prefill_step(args.model, args.gpu, args.tokens, args.tp, args.efficiency)
+        step = compute.prefill_step(
+            args.model, args.gpu, args.tokens, args.tp, args.efficiency, roofline=args.roofline
+        )
         shape = {"tokens": args.tokens}
     else:
         step = compute.decode_step(
             args.model, args.gpu, args.context, args.tp, kv_dtype=args.kv_dtype,
-            efficiency=args.efficiency, batch=args.batch,
+            efficiency=args.efficiency, batch=args.batch, roofline=args.roofline,
         )  # fmt: skip
         shape = {"batch": args.batch, "context_tokens": args.context}
     result = {
@@ -322,7 +326,7 @@ def _calc_step(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
         return EXIT_OK
-    console.print(_format_step(result), highlight=False)
+    console.print(_format_step(result), highlight=False, soft_wrap=True)
     return EXIT_OK
 
 
@@ -330,21 +334,24 @@ def _format_step(r: dict) -> str:
     profiled = r["compute_model"] == "profiled"
     if r["step"] == "prefill":
         shape = f"{r['tokens']:,} tokens"
-        linear = "linear operators (profiled)" if profiled else "2 x params FLOPs (roofline)"
-        attention = "causal attention FLOPs"
-        collective = "TP all-reduces (profiled fit)"
+        linear = "linear operators (profiled)" if profiled else "2 x params FLOPs"
+        attention = "causal attention FLOPs" if profiled else "attention (not modelled)"
+        collective = "TP all-reduces (profiled)" if profiled else "TP all-reduces (not modelled)"
+        analytic = "attention"
     else:
         shape = f"batch {r['batch']}, {r['context_tokens']:,} context tokens"
-        linear = "linear operators (profiled)" if profiled else "weight read (roofline)"
+        linear = "linear operators (profiled)" if profiled else "weight read"
         attention = "KV read"
-        collective = "all-reduce (sent as packets, not here)"
+        collective = "all-reduce (sent as packets)"
+        analytic = "KV read" if profiled else "weight and KV read"
     rows = [
         (r["step"], f"{r['model']} on {r['gpu']}, tp {r['tp']}, {shape}"),
         ("compute model", r["compute_model"]),
         (linear, f"{r['linear_ms']:.3f} ms"),
-        (f"{attention} at efficiency {r['efficiency']:g}", f"{r['attention_ms']:.3f} ms"),
+        (attention, f"{r['attention_ms']:.3f} ms"),
         (collective, f"{r['collective_ms']:.3f} ms"),
         ("step time", f"{r['total_ms']:.3f} ms"),
+        ("efficiency", f"{r['efficiency']:g} of peak ({analytic if profiled else 'all'})"),
     ]
     if profiled:
         source = r["profile"]["source"].removeprefix("https://github.com/")

@@ -152,13 +152,16 @@ def prefill_step(
     tokens: int,
     tp: int = 1,
     efficiency: float = DEFAULT_EFFICIENCY,
+    *,
+    roofline: bool = False,
 ) -> StepTime:
-    """A prefill of ``tokens`` prompt tokens on ``tp`` GPUs, by part (module docstring)."""
+    """A prefill of ``tokens`` prompt tokens on ``tp`` GPUs, by part (module docstring);
+    ``roofline`` forces the roofline even where a profile exists."""
     _check(tp, efficiency)
     _check_tokens("tokens", tokens, 1)
     m, g = presets.model(model), presets.gpu(gpu)
     peak = tp * g.tflops * 1e12 * efficiency
-    if not _profiled(m, g, tp):
+    if roofline or not _profiled(m, g, tp):
         return StepTime(2.0 * m.compute_params_b * 1e9 * tokens / peak, 0.0, 0.0, "roofline")
     linear = linear_profile(m.name, g.name, tp).at(tokens)
     attention = causal_attention_flops(m, tokens) / peak
@@ -193,8 +196,11 @@ def decode_step(
     kv_dtype: str = "fp16",
     efficiency: float = DEFAULT_EFFICIENCY,
     batch: int = 1,
+    *,
+    roofline: bool = False,
 ) -> StepTime:
-    """One decode step of ``batch`` sequences holding ``context_tokens`` in total, by part.
+    """One decode step of ``batch`` sequences holding ``context_tokens`` in total, by part;
+    ``roofline`` forces the roofline even where a profile exists.
 
     The all-reduce is not in it (the serving driver sends it as packets).
     """
@@ -204,7 +210,7 @@ def decode_step(
     m, g = presets.model(model), presets.gpu(gpu)
     bandwidth = tp * g.hbm_gbps * 1e9 * efficiency
     kv_read = m.kv_bytes_per_token(kv_dtype) * context_tokens / bandwidth
-    if not _profiled(m, g, tp, weight_dtype):
+    if roofline or not _profiled(m, g, tp, weight_dtype):
         weights = m.params_b * 1e9 * dtype_bytes(weight_dtype) / bandwidth
         return StepTime(weights, kv_read, 0.0, "roofline")
     return StepTime(linear_profile(m.name, g.name, tp).at(batch), kv_read, 0.0, "profiled")

@@ -250,3 +250,13 @@ def test_calc_decode_says_when_it_fell_back_to_the_roofline(capsys):
     assert r["attention_ms"] > 0 and "profile" not in r
     assert main([*argv, "--context", "-1"]) == EXIT_USAGE
     assert "context_tokens" in capsys.readouterr().err
+
+
+def test_calc_roofline_flag_reproduces_the_old_model(capsys):
+    argv = ["calc", "prefill", "--model", "llama-3-8b", "--gpu", "a100", "--tokens", "8192"]
+    assert main([*argv, "--roofline", "--json"]) == EXIT_OK
+    old = json.loads(capsys.readouterr().out)
+    assert old["compute_model"] == "roofline"
+    assert old["total_ms"] == pytest.approx(2 * 8.03e9 * 8192 / (312e12 * 0.5) * 1e3)
+    main([*argv, "--json"])
+    assert json.loads(capsys.readouterr().out)["total_ms"] < 0.8 * old["total_ms"]
