@@ -260,3 +260,18 @@ def test_calc_roofline_flag_reproduces_the_old_model(capsys):
     assert old["total_ms"] == pytest.approx(2 * 8.03e9 * 8192 / (312e12 * 0.5) * 1e3)
     main([*argv, "--json"])
     assert json.loads(capsys.readouterr().out)["total_ms"] < 0.8 * old["total_ms"]
+
+
+def test_validation_table_holds_out_the_row_it_reports(capsys):
+    from traffic import validate_compute as v
+
+    series = v._series("llama-3-8b", "a100", 1)
+    measured = series["ms"][series["tokens"].index(8192)] / 1e3
+    held = v.held_out_linear_s(series, 8192)
+    assert held != measured and held == pytest.approx(measured, rel=0.05)
+    with pytest.raises(ValueError, match="end of the profile"):
+        v.held_out_linear_s(series, series["tokens"][-1])
+    assert v.main() == 0
+    out = capsys.readouterr().out
+    assert out.count("| prefill |") + out.count("| decode |") == len(v.ROWS)
+    assert "7,218 held-out counts" in out
