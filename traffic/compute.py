@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import numbers
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -141,9 +142,10 @@ def _check(tp: int, efficiency: float) -> None:
         raise PresetError(f"efficiency must be in (0, 1], got {efficiency!r}")
 
 
-def _check_tokens(name: str, value: int, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise PresetError(f"{name} must be an integer >= {minimum}, got {value!r}")
+def _check_tokens(name: str, value: float, minimum: int) -> None:
+    # numbers.Real: token counts often arrive as numpy integers from a pandas table
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= minimum:
+        raise PresetError(f"{name} must be a number >= {minimum}, got {value!r}")
 
 
 def prefill_step(

@@ -159,6 +159,14 @@ def test_bad_step_shapes_are_refused(call):
         call()
 
 
+def test_token_counts_from_a_pandas_table_are_accepted():
+    np = pytest.importorskip("numpy")
+    step = compute.prefill_step("llama-3-8b", "a100", np.int64(8192))
+    assert step.total_s == compute.prefill_step("llama-3-8b", "a100", 8192).total_s
+    decode = compute.decode_step("llama-3-8b", "a100", np.int64(4096), batch=np.int64(4))
+    assert decode.total_s == compute.decode_step("llama-3-8b", "a100", 4096, batch=4).total_s
+
+
 def test_the_table_names_its_source_commit_and_licence():
     source = compute.profile_source()
     assert source["source"] == "https://github.com/microsoft/vidur"
