@@ -322,7 +322,7 @@ def _calc_step(args: argparse.Namespace) -> int:
         "collective_ms": step.collective_s * 1e3,
     }
     if step.compute_model == "profiled":
-        result["profile"] = compute.profile_source()
+        result["profile"] = compute.profile_source() | {"model": step.profiled_as}
     if args.json:
         print(json.dumps(result, indent=2))
         return EXIT_OK
@@ -355,7 +355,9 @@ def _format_step(r: dict) -> str:
     ]
     if profiled:
         source = r["profile"]["source"].removeprefix("https://github.com/")
-        rows.append(("profile", f"{source} @ {r['profile']['commit'][:12]}"))
+        of = r["profile"]["model"]
+        borrowed = "" if of == r["model"] else f", {of}'s (same layer shapes)"
+        rows.append(("profile", f"{source} @ {r['profile']['commit'][:12]}{borrowed}"))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 

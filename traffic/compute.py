@@ -3,9 +3,10 @@
 Two models; :func:`model_source` names the one a (model, GPU[, tp]) gets, and every
 public function here uses it:
 
-- **profiled** (a profile for the model, GPU and tp exists in
-  ``traffic/data/vidur_profiles.json``, see ``traffic.profiles``): a step is
-  *linear* + *attention* + *collective*.
+- **profiled** (a profile for the model, or for one of identical layer shapes, on
+  that GPU at that tp exists in ``traffic/data/vidur_profiles.json``, see
+  ``traffic.profiles`` and :func:`profiled_as`): a step is *linear* + *attention* +
+  *collective*.
 
   - linear: the measured linear-operator sum at the step's token count (prompt
     tokens for a prefill, batch size for a decode step), interpolated linearly
@@ -24,7 +25,7 @@ public function here uses it:
 
   ``efficiency`` applies to the analytic terms only; the source's attention
   profiles were not available to fit it, so it stays a stated parameter.
-- **roofline** (anything else, e.g. Llama-3 on H100 or H200, tp 16, fp8 weights):
+- **roofline** (anything else, e.g. Llama-3-8B on H100, any H200, tp 16, fp8 weights):
   prefill is compute-bound, 2 × parameters FLOPs per token (Kaplan et al.,
   "Scaling Laws for Neural Language Models", 2020, §2.1) with the quadratic
   attention term ignored; a decode step is memory-bound, the weights once plus the
@@ -79,6 +80,7 @@ class StepTime:
     attention_s: float
     collective_s: float
     compute_model: str  # "profiled" | "roofline"
+    profiled_as: str | None = None  # the model whose profile gave the linear part
 
     @property
     def total_s(self) -> float:
@@ -107,15 +109,35 @@ def _allreduce_fit(gpu: str, tp: int) -> tuple[float, float] | None:
     return None
 
 
+def layer_shape(m: Model) -> tuple:
+    """What a linear-operator profile depends on: layers and every projection's width."""
+    return (m.layers, m.attention_heads, m.kv_heads, m.head_dim, m.hidden_size,
+            m.intermediate_size, m.is_moe)  # fmt: skip
+
+
+def profiled_as(model: str | Model, gpu: str | GPU, tp: int | None = None) -> str | None:
+    """The profiled model whose linear operators ``model`` uses on ``gpu`` (at ``tp``, or
+    at some tp when ``None``): its own, else one of identical layer shapes (Llama-3-70B
+    uses Llama-2-70B's H100 profile; the two agree within a few % where both exist);
+    ``None`` when no profile applies."""
+    m, g = presets.model(model), presets.gpu(gpu).name
+    profiled = {(s["model"], s["tp"]) for s in _table()["linear"] if s["gpu"] == g}
+    if tp is not None and tp > 1 and _allreduce_fit(g, tp) is None:
+        return None
+    candidates = [m.name] + sorted(
+        name for name, _ in profiled
+        if name != m.name and layer_shape(presets.model(name)) == layer_shape(m)
+    )  # fmt: skip
+    for name in candidates:
+        if any(n == name and (tp is None or t == tp) for n, t in profiled):
+            return name
+    return None
+
+
 def model_source(model: str | Model, gpu: str | GPU, tp: int | None = None) -> str:
     """``"profiled"`` if step times of ``model`` on ``gpu`` (at ``tp``, or at any tp when
-    ``None``) come from measured profiles, else ``"roofline"``."""
-    m, g = presets.model(model).name, presets.gpu(gpu).name
-    if tp is None:
-        found = any((s["model"], s["gpu"]) == (m, g) for s in _table()["linear"])
-    else:
-        found = linear_profile(m, g, tp) is not None and (tp == 1 or _allreduce_fit(g, tp))
-    return "profiled" if found else "roofline"
+    ``None``) come from measured profiles (:func:`profiled_as`), else ``"roofline"``."""
+    return "roofline" if profiled_as(model, gpu, tp) is None else "profiled"
 
 
 def profile_source() -> dict[str, str]:
@@ -165,13 +187,14 @@ def prefill_step(
     peak = tp * g.tflops * 1e12 * efficiency
     if roofline or not _profiled(m, g, tp):
         return StepTime(2.0 * m.compute_params_b * 1e9 * tokens / peak, 0.0, 0.0, "roofline")
-    linear = linear_profile(m.name, g.name, tp).at(tokens)
+    source = profiled_as(m, g, tp)
+    linear = linear_profile(source, g.name, tp).at(tokens)
     attention = causal_attention_flops(m, tokens) / peak
     collective = 0.0
     if tp > 1:
         latency, rate = _allreduce_fit(g.name, tp)
         collective = 2 * m.layers * (latency + tokens * m.hidden_size * 2 / rate)
-    return StepTime(linear, attention, collective, "profiled")
+    return StepTime(linear, attention, collective, "profiled", source)
 
 
 def prefill_time_s(
@@ -215,7 +238,9 @@ def decode_step(
     if roofline or not _profiled(m, g, tp, weight_dtype):
         weights = m.params_b * 1e9 * dtype_bytes(weight_dtype) / bandwidth
         return StepTime(weights, kv_read, 0.0, "roofline")
-    return StepTime(linear_profile(m.name, g.name, tp).at(batch), kv_read, 0.0, "profiled")
+    source = profiled_as(m, g, tp)
+    linear = linear_profile(source, g.name, tp).at(batch)
+    return StepTime(linear, kv_read, 0.0, "profiled", source)
 
 
 def decode_step_time_s(

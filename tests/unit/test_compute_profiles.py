@@ -126,6 +126,7 @@ def test_decode_linear_part_is_the_profile_at_the_batch_size():
         (("llama-3-8b", "a100"), "profiled"),
         (("llama-3-70b", "a100", 8), "profiled"),
         (("qwen-72b", "h100", 4), "profiled"),
+        (("llama-3-70b", "h100", 4), "profiled"),  # as Llama-2-70B, same layer shapes
         (("llama-3-8b", "h100"), "roofline"),  # Vidur has no Llama-3 profile on H100
         (("llama-3-70b", "h200"), "roofline"),
         (("llama-3-70b", "a100", 16), "roofline"),  # profiled up to tp 8
@@ -137,9 +138,25 @@ def test_model_source_names_the_model_a_number_comes_from(args, source):
     assert compute.model_source(*args) == source
 
 
+def test_a_model_borrows_only_a_profile_of_identical_layer_shapes():
+    # Llama-3-70B and Llama-2-70B have the same layers (80 × 64/8 heads, 8192, 28672);
+    # where both are profiled (A100) their linear operators agree within a few %.
+    for tp in (1, 2, 4, 8):
+        own = compute.linear_profile("llama-3-70b", "a100", tp)
+        other = compute.linear_profile("llama-2-70b", "a100", tp)
+        ratios = [own.at(n) / other.at(n) for n in other.tokens]
+        assert statistics.median(ratios) == pytest.approx(1, abs=0.03)
+    h100 = compute.prefill_step("llama-3-70b", "h100", 2048, 4)
+    assert h100.profiled_as == "llama-2-70b"
+    assert h100.linear_s == compute.prefill_step("llama-2-70b", "h100", 2048, 4).linear_s
+    assert compute.prefill_step("llama-3-70b", "a100", 2048, 4).profiled_as == "llama-3-70b"
+    # Llama-3-8B's layers differ from Llama-2-7B's (8 KV heads, a wider MLP): no borrowing
+    assert compute.profiled_as("llama-3-8b", "h100") is None
+
+
 def test_unprofiled_and_fp8_steps_fall_back_to_the_roofline():
-    step = compute.prefill_step("llama-3-70b", "h100", 8000, 4)
-    assert step.compute_model == "roofline"
+    step = compute.prefill_step("llama-3-70b", "h200", 8000, 4)
+    assert step.compute_model == "roofline" and step.profiled_as is None
     assert step.total_s == pytest.approx(2 * 70.6e9 * 8000 / (4 * 989e12 * 0.5))
     fp8 = compute.decode_step("llama-3-8b", "a100", 1000, weight_dtype="fp8")
     assert fp8.compute_model == "roofline"
@@ -283,3 +300,12 @@ def test_validation_table_holds_out_the_row_it_reports(capsys):
     out = capsys.readouterr().out
     assert out.count("| prefill |") + out.count("| decode |") == len(v.ROWS)
     assert "7,218 held-out counts" in out
+
+
+def test_calc_names_a_borrowed_profile(capsys):
+    argv = ["calc", "prefill", "--model", "llama-3-70b", "--gpu", "h100", "--tokens", "1000"]
+    assert main([*argv, "--tp", "4", "--json"]) == EXIT_OK
+    r = json.loads(capsys.readouterr().out)
+    assert r["compute_model"] == "profiled" and r["profile"]["model"] == "llama-2-70b"
+    assert main([*argv, "--tp", "4"]) == EXIT_OK
+    assert "llama-2-70b's (same layer shapes)" in capsys.readouterr().out
