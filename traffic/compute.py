@@ -41,6 +41,7 @@ from __future__ import annotations
 import bisect
 import json
 import numbers
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -144,6 +145,23 @@ def profile_source() -> dict[str, str]:
     """Where the profile table came from: source URL, commit and licence."""
     t = _table()
     return {"source": t["source"], "commit": t["commit"], "licence": t["licence"]}
+
+
+def provenance(model: str | Model, gpu: str | GPU, tps: Iterable[int]) -> dict:
+    """What a run's ``env.json`` and report should say about its compute times, for
+    instances of the given tensor-parallel degrees: ``compute_model`` is ``"profiled"``
+    only if every tp is (one roofline instance makes the run's numbers partly
+    roofline), ``by_tp`` the model of each, ``profiled_as`` the profile each borrowed
+    from (``None`` for roofline), ``profile`` the table's source, commit and licence
+    (``None`` if nothing is profiled)."""
+    by_tp = {tp: model_source(model, gpu, tp) for tp in sorted(set(tps))}
+    values = set(by_tp.values())
+    return {
+        "compute_model": "profiled" if values == {"profiled"} else "roofline",
+        "by_tp": by_tp,
+        "profiled_as": {tp: profiled_as(model, gpu, tp) for tp in by_tp},
+        "profile": profile_source() if "profiled" in values else None,
+    }
 
 
 def _profiled(m: Model, g: GPU, tp: int, weight_dtype: str = "fp16") -> bool:

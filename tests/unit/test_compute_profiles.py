@@ -309,3 +309,14 @@ def test_calc_names_a_borrowed_profile(capsys):
     assert r["compute_model"] == "profiled" and r["profile"]["model"] == "llama-2-70b"
     assert main([*argv, "--tp", "4"]) == EXIT_OK
     assert "llama-2-70b's (same layer shapes)" in capsys.readouterr().out
+
+
+def test_provenance_says_roofline_when_any_instance_falls_back():
+    both = compute.provenance("llama-3-70b", "h100", [4, 4])
+    assert both["compute_model"] == "profiled" and both["by_tp"] == {4: "profiled"}
+    assert both["profiled_as"] == {4: "llama-2-70b"}
+    assert both["profile"]["commit"] == compute.profile_source()["commit"]
+    mixed = compute.provenance("llama-3-70b", "a100", [8, 16])
+    assert mixed["compute_model"] == "roofline" and mixed["by_tp"][16] == "roofline"
+    none = compute.provenance("llama-3-8b", "h100", [1, 2])
+    assert none["compute_model"] == "roofline" and none["profile"] is None
