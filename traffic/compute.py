@@ -121,7 +121,11 @@ def profiled_as(model: str | Model, gpu: str | GPU, tp: int | None = None) -> st
     at some tp when ``None``): its own, else one of identical layer shapes (Llama-3-70B
     uses Llama-2-70B's H100 profile; the two agree within a few % where both exist);
     ``None`` when no profile applies."""
-    m, g = presets.model(model), presets.gpu(gpu).name
+    return _profiled_as(presets.model(model), presets.gpu(gpu).name, tp)
+
+
+@cache  # on every serving step's path
+def _profiled_as(m: Model, g: str, tp: int | None) -> str | None:
     profiled = {(s["model"], s["tp"]) for s in _table()["linear"] if s["gpu"] == g}
     if tp is not None and tp > 1 and _allreduce_fit(g, tp) is None:
         return None
