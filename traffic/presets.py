@@ -9,6 +9,13 @@ structured sparsity):
 - Llama 3 8B / 70B / 405B: Meta, "The Llama 3 Herd of Models" (2024), Table 3,
   and ``meta-llama/Meta-Llama-3-*`` config.json (grouped-query attention with
   8 KV heads of dimension 128).
+- Llama 2 7B / 70B, Code Llama 34B (``meta-llama/Llama-2-*-hf``,
+  ``codellama/CodeLlama-34b-Instruct-hf``), Qwen 72B (``Qwen/Qwen-72B``),
+  InternLM 20B (``internlm/internlm-20b``) and Phi-2 (``microsoft/phi-2``):
+  each config.json; these are the models Vidur's published operator profiles
+  (``traffic/data/README.md``) were measured at, and the profile table's
+  generator refuses a profile whose heads, hidden or MLP size differ from the
+  preset's.
 - Mixtral 8x7B: Jiang et al., "Mixtral of Experts" (2024), and
   ``mistralai/Mixtral-8x7B-v0.1`` config.json (8 experts, top-2 routing,
   46.7 B parameters of which 12.9 B are active per token).
@@ -47,7 +54,8 @@ def dtype_bytes(dtype: str) -> int:
 class Model:
     """A transformer's shape, enough to size its KV cache and its activations.
 
-    ``params_b`` is the total parameter count in billions; for a mixture of
+    ``params_b`` is the total parameter count in billions; ``intermediate_size`` is
+    the MLP's inner width (per expert for a mixture of experts); for a mixture of
     experts ``active_params_b`` is what one token actually multiplies through
     (it sets the compute), ``experts``/``top_k`` set the all-to-all fan-out.
     """
@@ -62,6 +70,7 @@ class Model:
     experts: int | None = None
     top_k: int | None = None
     active_params_b: float | None = None
+    intermediate_size: int | None = None
 
     @property
     def is_moe(self) -> bool:
@@ -90,9 +99,11 @@ class GPU:
 MODELS: dict[str, Model] = {
     m.name: m
     for m in (
-        Model("llama-3-8b", 32, 8, 128, 4096, 8.03, attention_heads=32),
-        Model("llama-3-70b", 80, 8, 128, 8192, 70.6, attention_heads=64),
-        Model("llama-3-405b", 126, 8, 128, 16384, 405.0, attention_heads=128),
+        Model("llama-3-8b", 32, 8, 128, 4096, 8.03, attention_heads=32, intermediate_size=14336),
+        Model("llama-3-70b", 80, 8, 128, 8192, 70.6, attention_heads=64, intermediate_size=28672),
+        Model(
+            "llama-3-405b", 126, 8, 128, 16384, 405.0, attention_heads=128, intermediate_size=53248
+        ),
         Model(
             "mixtral-8x7b",
             32,
@@ -104,7 +115,14 @@ MODELS: dict[str, Model] = {
             experts=8,
             top_k=2,
             active_params_b=12.9,
+            intermediate_size=14336,
         ),
+        Model("llama-2-7b", 32, 32, 128, 4096, 6.74, attention_heads=32, intermediate_size=11008),
+        Model("llama-2-70b", 80, 8, 128, 8192, 69.0, attention_heads=64, intermediate_size=28672),
+        Model("codellama-34b", 48, 8, 128, 8192, 33.7, attention_heads=64, intermediate_size=22016),
+        Model("qwen-72b", 80, 64, 128, 8192, 72.3, attention_heads=64, intermediate_size=24576),
+        Model("internlm-20b", 60, 40, 128, 5120, 20.1, attention_heads=40, intermediate_size=13824),
+        Model("phi-2", 32, 32, 80, 2560, 2.78, attention_heads=32, intermediate_size=10240),
     )
 }
 

@@ -78,10 +78,13 @@ def test_kv_calc_rejects_bad_input(kwargs):
 
 
 def test_prefill_roofline_is_compute_bound_and_tp_splits_it():
-    one = compute.prefill_time_s("llama-3-70b", "h100", 8000, tp=1, efficiency=0.5)
+    def roofline(gpu, tp=1):
+        return compute.prefill_step("llama-3-70b", gpu, 8000, tp, 0.5, roofline=True).total_s
+
+    one = roofline("h100")
     assert one == pytest.approx(2 * 70.6e9 * 8000 / (989e12 * 0.5))
-    assert compute.prefill_time_s("llama-3-70b", "h100", 8000, tp=4) == pytest.approx(one / 4)
-    assert compute.prefill_time_s("llama-3-70b", "a100", 8000) > one
+    assert roofline("h100", tp=4) == pytest.approx(one / 4)
+    assert roofline("a100") > one
 
 
 def test_decode_step_is_memory_bound():

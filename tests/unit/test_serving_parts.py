@@ -21,16 +21,16 @@ from traffic.serving import (
 )
 from traffic.workloads import shard_overlap
 
-# ---- compute model (llama-3-70b on h100, hand-computed) --------------------------------
+# ---- roofline compute model (llama-3-70b on h100, hand-computed) --------------------------------
 
 
 def test_prefill_and_decode_times_for_llama70b_on_h100():
     # 2 × 70.6e9 × 1000 FLOPs / (4 × 989e12 × 0.5) = 0.0713852 s
-    assert compute.prefill_time_s("llama-3-70b", "h100", 1000, 4) == pytest.approx(0.0713852, 1e-5)
+    prefill = compute.prefill_step("llama-3-70b", "h100", 1000, 4, roofline=True)
+    assert prefill.total_s == pytest.approx(0.0713852, 1e-5)
     # (70.6e9 × 2 + 1000 × 327,680) / (4 × 3350e9 × 0.5) = 0.0211235 s
-    assert compute.decode_step_time_s("llama-3-70b", "h100", 1000, 4) == pytest.approx(
-        0.0211235, 1e-5
-    )
+    decode = compute.decode_step("llama-3-70b", "h100", 1000, 4, roofline=True)
+    assert decode.total_s == pytest.approx(0.0211235, 1e-5)
 
 
 def test_kv_capacity_tokens():

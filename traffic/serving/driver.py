@@ -511,7 +511,7 @@ class ServingDriver:
         context = sum(r.context_tokens for r in e.batch)
         dur = compute.decode_step_time_s(
             self.model, self.gpu, context, e.inst.tp, kv_dtype=self.kv_dtype,
-            efficiency=self.efficiency,
+            efficiency=self.efficiency, batch=len(e.batch),
         )  # fmt: skip
         end = now + round(dur * 1e9)
         tp = e.inst.tp

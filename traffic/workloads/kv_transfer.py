@@ -14,7 +14,7 @@ KV cache.
   sent when that layer's prefill compute finishes (the prefill time split
   evenly across layers), so the transfer overlaps the compute.
 
-Prefill time is the roofline of ``traffic.compute.prefill_time_s``. Each
+Prefill time is ``traffic.compute.prefill_time_s`` (profiled or roofline). Each
 prefill instance serves its requests first come, first served.
 """
 
@@ -99,8 +99,8 @@ def kv_transfer(
       ``bf16``, ``fp8``, ``fp32``).
     - ``prefill_tp`` / ``decode_tp``: tensor-parallel degree; default: the
       whole host list is one instance. Must divide the model's KV heads.
-    - ``gpu``: GPU preset for the prefill roofline (default ``h100``).
-    - ``efficiency``: fraction of peak FLOP/s prefill achieves (default 0.5).
+    - ``gpu``: GPU preset for the prefill time (default ``h100``).
+    - ``efficiency``: fraction of peak of the analytic compute terms (default 0.5).
     - ``rate_rps``: Poisson request arrivals at this mean rate (seeded);
       default ``None``: all requests arrive at the start and queue.
     - ``hosts``: the fabric's hosts, to reject unknown names (optional).
