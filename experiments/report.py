@@ -219,7 +219,27 @@ def _verdict_lines(run: Run) -> list[str]:
                 f"| {c.get('unit') or ''} | {_cell(c.get('detail') or '')} |"
             )
         lines.append("")
-    return lines
+    return lines + _envelope_lines(s)
+
+
+def _envelope_lines(s: dict) -> list[str]:
+    """What the run asked of the machine (its envelope) and which compute model timed it."""
+    lines = []
+    env = s.get("envelope")
+    if env:
+        peaks = ", ".join(f"{n} {_fmt(f['peak'])} of {_fmt(f['limit'])} {f['unit']}"
+                          for n, f in (env.get("figures") or {}).items()
+                          if n != "machine_load")  # fmt: skip
+        state = "fits" if env.get("fits") else "**exceeded** (run with --force)"
+        lines.append(f"Envelope: {state}; peaks over 100 ms: {peaks}. {_cell(env.get('source'))}.")
+        if env.get("flow_size_scale"):
+            lines.append(f"Flow-size scale: {_kv(env['flow_size_scale'])} (sizes × k, "
+                         "arrivals ÷ k; compare FCT slowdown across k).")  # fmt: skip
+    compute = s.get("compute")
+    if compute:
+        lines.append(f"Compute model: {compute.get('compute_model')} (by tp: "
+                     f"{_kv(compute.get('by_tp') or {})}).")  # fmt: skip
+    return [*lines, ""] if lines else []
 
 
 def _spec_lines(run: Run) -> list[str]:

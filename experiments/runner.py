@@ -321,6 +321,17 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
         rec.samplers = samplers.rates()
 
 
+def compute_provenance(resolved: dict[str, Any]) -> dict[str, Any] | None:
+    """Which compute model (profiled or roofline) timed the serving workload's steps."""
+    from traffic import compute
+
+    for w in resolved["workloads"]:
+        if w["kind"] == "serving":
+            tps = [w["prefill"]["tp"]] + ([w["decode"]["tp"]] if w.get("decode") else [])
+            return compute.provenance(w["model"], w.get("gpu", "h100"), tps)
+    return None
+
+
 def _traffic_window(table: pd.DataFrame, events: dict[str, Any]) -> pd.DataFrame:
     """The rows of a sampled table taken while the traffic ran (t0 to the end of
     the fleet's run), when both instants are known."""
@@ -384,6 +395,7 @@ def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
         "metrics": metrics,
         "estimate": predicted,
         "envelope": p.envelope_record(),
+        "compute": compute_provenance(r),
     }
     results.write_json(run_dir, "summary", summary)
     try:
