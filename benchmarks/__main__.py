@@ -29,6 +29,7 @@ BENCHMARKS = {  # name -> module (each has run(quick) -> record)
     "capacity": "capacity",
     "lateness": "lateness",
     "reroute": "reroute",
+    "scale-64": "scale",
 }
 
 

@@ -277,7 +277,7 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
         say("starting agents")
         fleet = AgentFleet(net, run_dir, p.plan.schedule, r["scale"]["bandwidth"],
                            cc=r["agents"]["cc"], connection=r["agents"]["connection"],
-                           driver=p.plan.driver)  # fmt: skip
+                           processes=r["agents"]["processes"], driver=p.plan.driver)  # fmt: skip
         with fleet:
             t_start = [0.0]
 
@@ -307,6 +307,9 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
                 rec.interrupted = True
             say("collecting")
             driver = p.plan.driver
+            rec.events["agents"] = {"processes": len(fleet.procs),
+                                    "coordinator_cpu_s": fleet.coordinator_cpu_s,
+                                    "events": fleet.events_handled}  # fmt: skip
             if driver is not None:
                 rec.tables["requests"] = driver.requests_table()
                 rec.tables["tokens"] = driver.tokens_table()

@@ -252,6 +252,8 @@ SPEC = section(
                 {
                     "cc": Field(choice(CONGESTION_CONTROLS), "cubic"),
                     "connection": Field(choice(CONNECTIONS), "persistent"),
+                    # agent worker processes: one per CPU (auto), one per host, or N
+                    "processes": Field(either(choice(["auto", "per_host"]), integer(1)), "auto"),
                 }
             ),
             {},
