@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -370,14 +371,21 @@ def _write_compare(runs: list[Run], out: Path) -> Path:
     if latency:
         lines += ["Latencies (ms; queue backlog in packets):", ""]
         lines += _table(["label", *latency], rows)
-    lines += ["Runs:", ""]
+    lines += ["Runs (each with its own report):", ""]
     for r in runs:
-        lines.append(f"- {r.label}: `{r.path}`")
+        lines.append(f"- [{_cell(r.label)}]({_relative_link(r.path / REPORT, out)})")
     lines.append("")
     lines += _compare_plots(runs, rows, out)
     path = out / REPORT
     _write_text(path, "\n".join(lines).rstrip() + "\n")
     return path
+
+
+def _relative_link(target: Path, base: Path) -> str:
+    """``target`` as a link from a file in ``base``: relative (``../runs/x/report.md``),
+    so a results folder that is copied, moved or committed keeps its links."""
+    rel = os.path.relpath(Path(target).resolve(), Path(base).resolve())
+    return Path(rel).as_posix().replace(" ", "%20")
 
 
 def _table(columns: list[str], rows: list[dict[str, Any]]) -> list[str]:
