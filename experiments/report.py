@@ -24,6 +24,7 @@ from typing import Any
 from . import plots
 from .results import NotARunError, ResultsError, Run, load_run
 from .summary import summarize
+from .timeline import TIMELINE, write_timeline
 
 __all__ = ["NotARunError", "ResultsError", "key_metrics", "write_report"]
 
@@ -312,6 +313,7 @@ def _metric_lines(m: dict[str, Any]) -> list[str]:
 def _plot_lines(run: Run, out: Path) -> list[str]:
     pdir = out / PLOTS
     made: list[tuple[str, Path | None]] = [
+        ("Timeline", write_timeline(run, pdir / TIMELINE)),
         ("Flow completion time by kind", _plot(plots.fct_cdf, run.flows, pdir / "fct_cdf.png")),
         (
             "TTFT and inter-token latency",
