@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import plots
+from .metrics.flows import fct_ms, ok_mask
 from .results import NotARunError, ResultsError, Run, load_run
 from .summary import summarize
 from .timeline import TIMELINE, write_timeline
@@ -450,19 +451,95 @@ def _compare_plots(runs: list[Run], rows: list[dict[str, Any]], out: Path) -> li
             p = plots.compare_vs_sweep(key, xs, panels, pdir / "compare_sweep.png")
             if p is not None:
                 made.append((f"Key metrics against {key}", p))
+    cdfs = _compare_cdfs(runs, pdir)
     if not made:
+        # bars only for what no distribution below shows
+        shown = {title for title, _ in cdfs}
         labels = [r.label for r in runs]
         for name in metrics:
+            if f"{CDF_OF.get(name, name)}, distribution per run" in shown:
+                continue
             series = {q: [row.get(f"{name} {q}") for row in rows] for q in ("p50", "p99")}
             p = plots.compare_bars(labels, series, pdir / f"compare_{_slug(name)}.png")
             if p is not None:
                 made.append((name, p))
+    made += cdfs
     lines = ["## Charts", ""]
     if not made:
         return lines + ["No metric is common to these runs.", ""]
     for title, p in made:
         lines += [f"### {title}", "", f"![{title}]({p.relative_to(out).as_posix()})", ""]
     return lines
+
+
+def _fct_slowdown(run: Run) -> Any:
+    flows = run.flows
+    if flows is None or "slowdown" not in flows:
+        return None
+    return flows.loc[ok_mask(flows), "slowdown"]
+
+
+def _fct(run: Run) -> Any:
+    return (
+        None if run.flows is None or not len(run.flows) else fct_ms(run.flows)[ok_mask(run.flows)]
+    )
+
+
+def _column(table: str, column: str) -> Callable[[Run], Any]:
+    def values(run: Run) -> Any:
+        df = run.table(table)
+        return None if df is None or column not in df else df[column]
+
+    return values
+
+
+def _kv_fct_estimate(estimate: dict[str, Any]) -> dict[str, float]:
+    values = [
+        e.get("collisions", {}).get("fct_ms_this_policy")
+        for e in estimate.get("kv_transfer") or []
+        if isinstance(e, dict)
+    ]
+    values = [v for v in values if isinstance(v, int | float)]
+    return {"value": float(values[0])} if len(values) == 1 else {}
+
+
+# The CDF that shows a latency row's whole distribution (LATENCY_ROWS short name -> title).
+CDF_OF = {"FCT, all flows": "FCT", "TTFT": "TTFT", "ITL": "ITL", "KV transfer": "KV transfer"}
+# Overlaid CDFs of a comparison: (title, x label, the run's values, its estimate).
+CDF_METRICS: list[tuple[str, str, Callable[[Run], Any], Callable[[dict[str, Any]], dict]]] = [
+    ("TTFT", "time to first token (ms)", _column("requests", "ttft_ms"),
+     lambda e: _get(e, ("serving", "ttft_ms")) or {}),
+    ("ITL", "inter-token latency (ms)", _column("tokens", "itl_ms"),
+     lambda e: _get(e, ("serving", "itl_ms")) or {}),
+    ("KV transfer", "KV transfer time per request (ms)", _column("requests", "kv_transfer_ms"),
+     lambda e: _get(e, ("serving", "kv_transfer_ms")) or {}),
+    ("FCT", "flow completion time, completed flows (ms)", _fct, _kv_fct_estimate),
+    ("FCT slowdown", "FCT slowdown (measured / ideal)", _fct_slowdown, lambda e: {}),
+]  # fmt: skip
+
+
+def _compare_cdfs(runs: list[Run], pdir: Path) -> list[tuple[str, Path]]:
+    """One overlaid CDF per metric of :data:`CDF_METRICS` that some run has."""
+    made = []
+    for title, xlabel, values, estimate in CDF_METRICS:
+        series, estimates = {}, {}
+        for run in runs:
+            v = values(run)
+            if v is None or not len(v):
+                continue
+            series[run.label] = v
+            est = estimate(run.summary.get("estimate") or {})
+            estimates[run.label] = {k: est[k] for k in ("p50", "p99", "value") if k in est}
+        path = pdir / f"cdf_{_slug(title)}.png"
+        what = f"{title}: distribution per run"
+        if any(estimates.values()):
+            what += "\n(hollow diamonds at p50/p99, or a dotted line: the analytic estimate)"
+        p = plots.compare_cdf(series, estimates, xlabel, what, path) if series else None
+        if p is None:
+            path.unlink(missing_ok=True)
+            continue
+        made.append((f"{title}, distribution per run", p))
+    return made
 
 
 # ---- formatting ----------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 `kvfabric report` through the CLI's main(argv). No root, no network."""
 
 import json
+import re
+import shutil
 from datetime import datetime
 from pathlib import Path
 
@@ -331,3 +333,44 @@ def test_the_analytic_estimate_is_printed_beside_the_measurement(tmp_path):
     assert "| incast.round_ms | 320 |" in text
     assert "| incast.fct_ms | p50 1.5, p99 2.5 |" in text
     assert _estimate_lines(None) == []
+
+
+def test_comparison_overlays_the_distributions_with_the_estimate(tmp_path):
+    runs = [canned_run(tmp_path / "results", senders=n) for n in (1, 2)]
+    summary = json.loads((runs[0] / "summary.json").read_text())
+    summary["estimate"] = {"serving": {"ttft_ms": {"p50": 50.0, "p99": 150.0}}}
+    write_json(runs[0], "summary", summary)
+    text = write_report(runs, tmp_path / "cmp").read_text()
+    plots_dir = tmp_path / "cmp" / "plots"
+    for name in ("ttft", "itl", "kv_transfer", "fct"):
+        assert (plots_dir / f"cdf_{name}.png").read_bytes()[:8] == PNG
+        assert f"(plots/cdf_{name}.png)" in text
+    # no flows table has a slowdown column yet: no slowdown chart
+    assert not (plots_dir / "cdf_fct_slowdown.png").exists() and "slowdown" not in text
+    # the bars no longer repeat what a distribution shows
+    assert not list(plots_dir.glob("compare_ttft*.png")) and not list(
+        plots_dir.glob("compare_fct*")
+    )
+
+
+def test_comparison_draws_the_fct_slowdown_when_flows_have_it(tmp_path):
+    runs = [canned_run(tmp_path / "results", senders=n) for n in (1, 2)]
+    for run in runs:
+        flows = read_table(run, "flows")
+        write_table(run, "flows", flows.assign(slowdown=flows["fct_ms"] / 2.0))
+    text = write_report(runs, tmp_path / "cmp").read_text()
+    assert (tmp_path / "cmp" / "plots" / "cdf_fct_slowdown.png").exists()
+    assert "### FCT slowdown, distribution per run" in text
+
+
+def test_comparison_links_its_runs_relative_to_itself(tmp_path):
+    runs = [canned_run(tmp_path / "results", senders=n) for n in (1, 2)]
+    for run in runs:
+        write_report([run])
+    out = tmp_path / "results" / "compare"
+    text = write_report(runs, out).read_text()
+    assert str(tmp_path) not in text
+    assert f"[senders=1,seed=7](../incast-basic/{runs[0].name}/report.md)" in text
+    moved = shutil.move(tmp_path / "results", tmp_path / "elsewhere")
+    for link in re.findall(r"\]\((\.\./[^)]+)\)", text):
+        assert (Path(moved) / "compare" / link).is_file(), link
