@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import plots
+from .headline import headline, question
 from .metrics.flows import fct_ms, ok_mask
 from .results import NotARunError, ResultsError, Run, load_run
 from .summary import summarize
@@ -134,6 +135,9 @@ def _write_single(run: Run, out: Path) -> Path:
     m = run_metrics(run)
     lines = [f"# {_title(run)}", ""]
     lines += _verdict_lines(run)
+    lines += _question_lines(run)
+    lines += _headline_lines(m, run.summary.get("estimate"), _run_scale(run))
+    lines += _check_lines(run)
     lines += _spec_lines(run)
     lines += _metric_lines(m)
     lines += _estimate_lines(run.summary.get("estimate"))
@@ -210,7 +214,16 @@ def _verdict_lines(run: Run) -> list[str]:
     lines.append("")
     if fid.get("error"):
         lines += [f"The fidelity monitor reported: {_cell(fid['error'])}", ""]
+    return lines
+
+
+def _check_lines(run: Run) -> list[str]:
+    """The fidelity checks, one row each (the verdict above says whether all passed)."""
+    fid = run.summary.get("fidelity")
+    checks = (fid.get("checks") or {}) if isinstance(fid, dict) else {}
+    lines: list[str] = []
     if checks:
+        lines += ["### Fidelity checks", ""]
         lines += [
             "| check | ok | value | threshold | unit | detail |",
             "| --- | --- | ---: | ---: | --- | --- |",
@@ -222,6 +235,62 @@ def _verdict_lines(run: Run) -> list[str]:
                 f"| {c.get('unit') or ''} | {_cell(c.get('detail') or '')} |"
             )
         lines.append("")
+    return lines
+
+
+def _question_lines(run: Run) -> list[str]:
+    asked = question(run.summary.get("experiment") or run.spec.get("name"))
+    return [f"> **Question.** {_cell(asked)}", ""] if asked else []
+
+
+def _run_scale(run: Run) -> float | None:
+    scale = (run.spec.get("scale") or {}).get("bandwidth", run.summary.get("scale"))
+    return float(scale) if isinstance(scale, int | float) and scale > 0 else None
+
+
+def _units_note(scale: float | None) -> str:
+    if scale is None:
+        return "Times as measured."
+    return (
+        f"Real-equivalent units: message bytes and link rates both run at {scale:g} of the "
+        "real ones, so times are as measured and rates are emulated ÷ scale."
+    )
+
+
+def _estimate_cell(est: dict[str, float]) -> str:
+    if "value" in est:
+        return _fmt(est["value"])
+    if "p50" in est or "p99" in est:
+        return f"p50 {_fmt(est.get('p50'))} · p99 {_fmt(est.get('p99'))}"
+    return "–"
+
+
+def _headline_lines(m: dict[str, Any], estimate: Any, scale: float | None) -> list[str]:
+    """The headline measurements, each beside its analytic estimate, in two narrow
+    tables: distributions (p50, p99) and single values."""
+    rows = headline(m, estimate if isinstance(estimate, dict) else None)
+    if not rows:
+        return []
+    lines = ["## Headline", "", _units_note(scale), ""]
+    dists = [h for h in rows if h.distribution]
+    values = [h for h in rows if not h.distribution]
+    if dists:
+        lines += ["| quantity | p50 | p99 | estimate |", "| --- | ---: | ---: | ---: |"]
+        lines += [f"| {h.label} ({h.unit}) | {_fmt(h.measured['p50'])} "
+                  f"| {_fmt(h.measured.get('p99'))} | {_estimate_cell(h.estimate)} |"
+                  for h in dists]  # fmt: skip
+        lines.append("")
+    if values:
+        lines += ["| quantity | measured | estimate | unit |", "| --- | ---: | ---: | --- |"]
+        lines += [f"| {h.label} | {_fmt(h.measured['value'])} | {_estimate_cell(h.estimate)} "
+                  f"| {h.unit} |" for h in values]  # fmt: skip
+        lines.append("")
+    if any(h.estimate for h in rows):
+        lines += [
+            "The estimate is the analytic prediction from the same parameters "
+            "(`python -m experiments.estimates`; details under *Analytic estimate*).",
+            "",
+        ]
     return lines
 
 
@@ -271,12 +340,14 @@ def _metric_lines(m: dict[str, Any]) -> list[str]:
     for pair, stats in (_get(m, ("probe", "owd_ms")) or {}).items():
         rows.append((f"probe one-way delay {pair} (ms)", stats))
     rows = [(label, st) for label, st in rows if isinstance(st, dict) and st.get("count")]
-    if rows:
+    for group, members in _groups(rows):
         lines += [
+            f"{group}:",
+            "",
             "| metric | count | mean | p50 | p90 | p99 | p99.9 | max |",
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
-        for label, st in rows:
+        for label, st in members:
             cells = " | ".join(
                 _fmt(st.get(k)) for k in ("mean", "p50", "p90", "p99", "p999", "max")
             )
@@ -309,6 +380,29 @@ def _metric_lines(m: dict[str, Any]) -> list[str]:
         lines += [f"- {n} × {_cell(msg)}" for msg, n in errors.items()]
         lines.append("")
     return lines
+
+
+# Which table of latencies a metric goes in (by the start of its label); the rest: flows.
+GROUPS = [
+    ("Serving latency", ("TTFT", "TPOT", "ITL", "end-to-end", "KV transfer")),
+    ("Emulator", ("agent lateness", "queue backlog")),
+]
+
+
+def _group_of(label: str) -> str:
+    for group, starts in GROUPS:
+        if label.startswith(starts):
+            return group
+    return "Flows and transfers"
+
+
+def _groups(rows: list[tuple[str, Any]]) -> list[tuple[str, list[tuple[str, Any]]]]:
+    """``rows`` split into a few narrow tables (serving, flows, emulator), in that order."""
+    order = [GROUPS[0][0], "Flows and transfers", GROUPS[1][0]]
+    split: dict[str, list[tuple[str, Any]]] = {g: [] for g in order}
+    for label, st in rows:
+        split[_group_of(label)].append((label, st))
+    return [(g, split[g]) for g in order if split[g]]
 
 
 def _plot_lines(run: Run, out: Path) -> list[str]:
@@ -363,6 +457,11 @@ def _write_compare(runs: list[Run], out: Path) -> Path:
     experiments = sorted({str(r.summary.get("experiment") or r.path.parent.name) for r in runs})
     lines = [f"# Comparison of {len(runs)} runs: {', '.join(experiments)}", ""]
     lines += _compare_verdicts(runs)
+    if len(experiments) == 1:
+        asked = question(experiments[0])
+        lines += [f"> **Question.** {_cell(asked)}", ""] if asked else []
+    lines += _compare_headline(runs)
+    lines += _compare_checks(runs)
     rows = [key_metrics(r) for r in runs]
     columns: list[str] = []
     for row in rows:
@@ -372,8 +471,15 @@ def _write_compare(runs: list[Run], out: Path) -> Path:
     lines += ["## Key metrics", ""]
     lines += _table(values, rows)
     if latency:
-        lines += ["Latencies (ms; queue backlog in packets):", ""]
-        lines += _table(["label", *latency], rows)
+        lines += [
+            "## Latencies",
+            "",
+            "One narrow table per metric (ms; queue backlog in packets).",
+            "",
+        ]
+        for name in dict.fromkeys(c.rsplit(" ", 1)[0] for c in latency):
+            lines += [f"**{name}**", ""]
+            lines += _table(["label", f"{name} p50", f"{name} p99"], rows)
     lines += ["Runs (each with its own report):", ""]
     for r in runs:
         lines.append(f"- [{_cell(r.label)}]({_relative_link(r.path / REPORT, out)})")
@@ -413,7 +519,12 @@ def _compare_verdicts(runs: list[Run]) -> list[str]:
     if partial:
         names = ", ".join(partial)
         lines += ["", f"> **PARTIAL RUNS: {names} were interrupted and are incomplete.**"]
-    lines += ["", "| run | fidelity | partial | failed checks |", "| --- | --- | --- | --- |"]
+    return lines + [""]
+
+
+def _compare_checks(runs: list[Run]) -> list[str]:
+    lines = ["### Fidelity per run", ""]
+    lines += ["| run | fidelity | partial | failed checks |", "| --- | --- | --- | --- |"]
     for r in runs:
         fid = r.summary.get("fidelity") or {}
         failed = [n for n, c in (fid.get("checks") or {}).items() if not c.get("ok")]
@@ -422,6 +533,46 @@ def _compare_verdicts(runs: list[Run]) -> list[str]:
             f"| {', '.join(failed)} |"
         )
     return lines + [""]
+
+
+def _compare_headline(runs: list[Run]) -> list[str]:
+    """Per headline quantity a narrow table: one row per run, the estimate beside it."""
+    per_run = [headline(run_metrics(r), r.summary.get("estimate")) for r in runs]
+    labels: dict[tuple[str, str], bool] = {}
+    for rows in per_run:
+        for h in rows:
+            labels.setdefault((h.label, h.unit), h.distribution)
+    if not labels:
+        return []
+    scales = {_run_scale(r) for r in runs}
+    lines = ["## Headline", "", _units_note(scales.pop() if len(scales) == 1 else None), ""]
+    dist = [(label, unit) for (label, unit), d in labels.items() if d]
+    single = [(label, unit) for (label, unit), d in labels.items() if not d]
+    for label, unit in dist:
+        lines += [f"**{label} ({unit})**", "",
+                  "| run | p50 | p99 | estimate |", "| --- | ---: | ---: | ---: |"]  # fmt: skip
+        for r, rows in zip(runs, per_run, strict=True):
+            h = next((h for h in rows if h.label == label), None)
+            if h is not None:
+                p50, p99 = _fmt(h.measured.get("p50")), _fmt(h.measured.get("p99"))
+                est = _estimate_cell(h.estimate)
+                lines.append(f"| {_cell(r.label)} | {p50} | {p99} | {est} |")
+        lines.append("")
+    if single:
+        lines += ["| run | " + " | ".join(f"{label} ({unit})" for label, unit in single) + " |",
+                  "| --- |" + " ---: |" * len(single)]  # fmt: skip
+        for r, rows in zip(runs, per_run, strict=True):
+            by = {h.label: h for h in rows}
+            cells = []
+            for label, _ in single:
+                h = by.get(label)
+                cell = "–" if h is None else _fmt(h.measured["value"])
+                if h is not None and h.estimate:
+                    cell += f" (est. {_estimate_cell(h.estimate)})"
+                cells.append(cell)
+            lines.append(f"| {_cell(r.label)} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines
 
 
 def _compare_plots(runs: list[Run], rows: list[dict[str, Any]], out: Path) -> list[str]:

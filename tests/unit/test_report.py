@@ -280,11 +280,19 @@ def test_comparison_of_a_sweep(tmp_path):
     assert "**Fidelity: OK** in every run." in text
     for n in (1, 2, 3):
         assert f"| senders={n},seed=7 |" in text
-    values, latency = [line for line in text.splitlines() if line.startswith("| label |")]
+    values, *latency = [line for line in text.splitlines() if line.startswith("| label |")]
     assert "point workloads.0.senders" in values and "drops" in values
-    assert "FCT, all flows p99" in latency and "TTFT p50" in latency
-    # senders=3: FCTs 2, 3, 4 ms per round -> p50 3; one row per run in both tables
-    assert "| senders=3,seed=7 | 3 | 4 |" in text
+    # one narrow table per latency metric
+    assert "| label | FCT, all flows p50 | FCT, all flows p99 |" in latency
+    assert "| label | TTFT p50 | TTFT p99 |" in latency
+    assert all(line.count("|") == 4 for line in latency)
+    # senders=3: FCTs 2, 3, 4 ms per round -> p50 3, p99 4
+    fct = text.split("**FCT, all flows**")[1]
+    assert "| senders=3,seed=7 | 3 | 4 |" in fct
+    # the first screen: verdict, then the headline, each run's TTFT beside nothing predicted
+    head = text.split("## Key metrics")[0]
+    assert "## Headline" in head and "**TTFT (ms)**" in head
+    assert "| senders=1,seed=7 | 60 | 197.2 | – |" in head
     png = tmp_path / "cmp" / "plots" / "compare_sweep.png"
     assert png.read_bytes()[:8] == PNG and "(plots/compare_sweep.png)" in text
 
@@ -374,3 +382,30 @@ def test_comparison_links_its_runs_relative_to_itself(tmp_path):
     moved = shutil.move(tmp_path / "results", tmp_path / "elsewhere")
     for link in re.findall(r"\]\((\.\./[^)]+)\)", text):
         assert (Path(moved) / "compare" / link).is_file(), link
+
+
+def test_first_screen_puts_each_headline_number_beside_its_estimate(tmp_path):
+    run_dir = canned_run(tmp_path)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary["estimate"] = {"serving": {"ttft_ms": {"p50": 50.0, "p99": 150.0}}}
+    write_json(run_dir, "summary", summary)
+    text = write_report([run_dir]).read_text()
+    first_screen = text.split("## Run")[0]
+    assert first_screen.index("**Fidelity: OK**") < first_screen.index("## Headline")
+    # TTFT 40, 60, 200 ms: p50 60, p99 197.2, beside the predicted 50 / 150
+    assert "| TTFT (ms) | 60 | 197.2 | p50 50 · p99 150 |" in first_screen
+    assert "| ITL (ms) | 10 |" in first_screen  # measured, nothing predicted
+    assert "| goodput |" in first_screen and "Gbit/s real-equivalent" in first_screen
+    assert "| drops | 18 | – | packets |" in first_screen
+    assert "0.0001 of the real ones" in first_screen
+    # the detailed latencies come as a few narrow tables, serving first
+    detail = text.split("## Key metrics")[1]
+    assert detail.index("Serving latency:") < detail.index("Flows and transfers:")
+    assert detail.index("Flows and transfers:") < detail.index("Emulator:")
+
+
+def test_a_bundled_experiment_states_its_question():
+    from experiments.headline import question
+
+    assert question("link-failure").startswith("A rail↔spine link goes down")
+    assert question("incast-basic") is None and question("../etc/passwd") is None
