@@ -1,5 +1,7 @@
 """Regenerate the committed reference runs: ``sudo .venv/bin/python -m
-experiments.reference [NAME ...]`` (``make references`` for all).
+experiments.reference [NAME ...]`` (``make references`` for all); with
+``--reports-only`` nothing runs: the committed references' reports and plots are
+rewritten from their own tables (no root).
 
 Each bundled experiment is run exactly as ``kvfabric run NAME`` runs it, into a
 scratch directory; then ``results/reference/NAME/`` is replaced by what a
@@ -113,11 +115,23 @@ def regenerate(name: str, dest: Path = REFERENCE_DIR) -> Path | None:
         return assemble(name, [o.path for o in outcomes], dest)
 
 
+def rewrite_reports(name: str, dest: Path = REFERENCE_DIR) -> Path | None:
+    """Rewrite the reports of the committed reference ``name`` from its own tables (no
+    root, no run): the current report layout, timelines and relative links. ``None``
+    when there is no such reference."""
+    runs_dir = dest / name / "runs"
+    run_dirs = sorted(p for p in runs_dir.iterdir() if p.is_dir()) if runs_dir.is_dir() else []
+    return assemble(name, run_dirs, dest) if run_dirs else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     names = [n for n in bundled_names() if n not in NO_REFERENCE]
     p = argparse.ArgumentParser(prog="python -m experiments.reference", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("names", nargs="*", metavar="NAME", help=f"default: all of {', '.join(names)}")
+    p.add_argument("--reports-only", action="store_true",
+                   help="do not run: rewrite the committed references' reports and plots "
+                   "from their own tables (no root)")  # fmt: skip
     args = p.parse_args(argv)
     unknown = [n for n in args.names if n not in names]
     if unknown:
@@ -125,6 +139,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     failed = []
     for name in args.names or names:
+        if args.reports_only:
+            target = rewrite_reports(name)
+            print(f"{name}: {target or 'no committed reference'}", flush=True)
+            failed += [] if target else [name]
+            continue
         print(f"{name}: running", flush=True)
         target = regenerate(name)
         if target is None:

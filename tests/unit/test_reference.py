@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import pytest
 
-from experiments.reference import MAX_TABLE_BYTES, assemble, main
+from experiments.reference import MAX_TABLE_BYTES, assemble, main, rewrite_reports
 from tests.unit.test_report import canned_run
 
 
@@ -44,3 +45,20 @@ def test_assemble_indexes_each_run_and_replaces_the_old_reference(tmp_path):
 def test_unknown_name_is_refused_before_anything_runs(capsys):
     assert main(["no-such-experiment"]) == 2
     assert "allowed" in capsys.readouterr().out
+
+
+def test_reports_only_rewrites_a_committed_reference_from_its_tables(tmp_path):
+    from experiments.reference import REFERENCE_DIR
+
+    dest = tmp_path / "reference"
+    shutil.copytree(REFERENCE_DIR / "link-failure", dest / "link-failure")
+    (dest / "link-failure" / "report.md").write_text("stale: /tmp/kvfabric-ref-x/run\n")
+    target = rewrite_reports("link-failure", dest)
+    text = (target / "report.md").read_text()
+    assert "/tmp/" not in text and "## Headline" in text
+    for run in (target / "runs").iterdir():
+        report = (run / "report.md").read_text()
+        assert "![Timeline](plots/timeline.png)" in report and (run / "plots/timeline.png").exists()
+        for link in re.findall(r"\]\(([^)]+)\)", report):
+            assert (run / link).exists(), link
+    assert rewrite_reports("no-such-reference", dest) is None
