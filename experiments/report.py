@@ -460,7 +460,8 @@ def _write_compare(runs: list[Run], out: Path) -> Path:
     if len(experiments) == 1:
         asked = question(experiments[0])
         lines += [f"> **Question.** {_cell(asked)}", ""] if asked else []
-    lines += _compare_headline(runs)
+    headline_lines = _compare_headline(runs)
+    lines += headline_lines
     lines += _compare_checks(runs)
     rows = [key_metrics(r) for r in runs]
     columns: list[str] = []
@@ -470,14 +471,12 @@ def _write_compare(runs: list[Run], out: Path) -> Path:
     values = [c for c in columns if c not in latency]
     lines += ["## Key metrics", ""]
     lines += _table(values, rows)
-    if latency:
-        lines += [
-            "## Latencies",
-            "",
-            "One narrow table per metric (ms; queue backlog in packets).",
-            "",
-        ]
-        for name in dict.fromkeys(c.rsplit(" ", 1)[0] for c in latency):
+    # one narrow table per latency metric the headline does not already show
+    shown = {line[2:-2].rsplit(" (", 1)[0] for line in headline_lines if line.startswith("**")}
+    names = [n for n in dict.fromkeys(c.rsplit(" ", 1)[0] for c in latency) if n not in shown]
+    if names:
+        lines += ["## Other latencies", "", "ms; queue backlog in packets.", ""]
+        for name in names:
             lines += [f"**{name}**", ""]
             lines += _table(["label", f"{name} p50", f"{name} p99"], rows)
     lines += ["Runs (each with its own report):", ""]

@@ -282,13 +282,13 @@ def test_comparison_of_a_sweep(tmp_path):
         assert f"| senders={n},seed=7 |" in text
     values, *latency = [line for line in text.splitlines() if line.startswith("| label |")]
     assert "point workloads.0.senders" in values and "drops" in values
-    # one narrow table per latency metric
-    assert "| label | FCT, all flows p50 | FCT, all flows p99 |" in latency
-    assert "| label | TTFT p50 | TTFT p99 |" in latency
+    # one narrow table per latency metric the headline does not already show
+    assert "| label | TPOT p50 | TPOT p99 |" in latency
+    assert not [line for line in latency if "TTFT" in line or "FCT" in line]
     assert all(line.count("|") == 4 for line in latency)
-    # senders=3: FCTs 2, 3, 4 ms per round -> p50 3, p99 4
-    fct = text.split("**FCT, all flows**")[1]
-    assert "| senders=3,seed=7 | 3 | 4 |" in fct
+    # senders=3: FCTs 2, 3, 4 ms per round -> p50 3, p99 4, in the headline
+    fct = text.split("**FCT, all flows (ms)**")[1]
+    assert "| senders=3,seed=7 | 3 | 4 | – |" in fct
     # the first screen: verdict, then the headline, each run's TTFT beside nothing predicted
     head = text.split("## Key metrics")[0]
     assert "## Headline" in head and "**TTFT (ms)**" in head
