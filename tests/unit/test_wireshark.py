@@ -53,6 +53,8 @@ MESSAGES = [
     _message(
         "alltoall", 14, 0, request_id=2**40, layer=-32768, chunk=2**31 - 1, tenant=0, t_send_ns=1
     ),
+    # a KV transfer spread over seven full segments, as the agents send one
+    _message("kv_transfer", 15, 10_000, request_id=7, chunk=0, tenant=1, t_send_ns=80),
     _message("probe", 21, 156, request_id=-1, tenant=9, t_send_ns=77),
     _message("incast", 22, 3, request_id=5, layer=1, chunk=-5, tenant=3, t_send_ns=78),
     _message("cache_fetch", 23, 0, request_id=6, layer=2, chunk=6, tenant=4, t_send_ns=79),
@@ -61,9 +63,12 @@ MESSAGES = [
 
 def _capture(path: Path) -> None:
     """TCP: segment 1 = messages 0, 1 and the first 20 header bytes of 2; segment 2 = the
-    rest of 2 and message 3. UDP: a datagram with message 4, one with messages 5 and 6."""
+    rest of 2 and message 3; then message 4 in 1448-byte segments. UDP: a datagram with
+    message 5, one with messages 6 and 7."""
     stream = b"".join(wire for _, wire in MESSAGES[:4])
     cut = len(MESSAGES[0][1]) + len(MESSAGES[1][1]) + 20
+    big = MESSAGES[4][1]
+    mss, after = 1448, 1000 + len(stream)
     ip = IP(src="10.0.0.1", dst="10.0.0.2")
     sport, seq = 40001, 1000
     pkts = [
@@ -80,8 +85,15 @@ def _capture(path: Path) -> None:
         / ip
         / TCP(sport=sport, dport=AGENT_PORT, flags="PA", seq=seq + cut, ack=5001)
         / stream[cut:],
-        Ether() / ip / UDP(sport=40002, dport=AGENT_PORT) / MESSAGES[4][1],
-        Ether() / ip / UDP(sport=40002, dport=AGENT_PORT) / (MESSAGES[5][1] + MESSAGES[6][1]),
+        *(
+            Ether()
+            / ip
+            / TCP(sport=sport, dport=AGENT_PORT, flags="A", seq=after + i, ack=5001)
+            / big[i : i + mss]
+            for i in range(0, len(big), mss)
+        ),
+        Ether() / ip / UDP(sport=40002, dport=AGENT_PORT) / MESSAGES[5][1],
+        Ether() / ip / UDP(sport=40002, dport=AGENT_PORT) / (MESSAGES[6][1] + MESSAGES[7][1]),
     ]
     wrpcap(str(path), pkts)
 
@@ -182,5 +194,6 @@ def test_split_header_decodes_in_the_segment_that_completes_it(tmp_path):
     pcap = tmp_path / "kv.pcap"
     _capture(pcap)
     frames = [row["frame"] for row in _decode(tshark, pcap)]
-    # Frames 4 and 5 are the two data segments; 6 and 7 the datagrams.
-    assert frames == ["4", "4", "5", "5", "6", "7", "7"]
+    # Frames 4 and 5 are the first two data segments; 6-12 carry message 4, which decodes
+    # in the segment with its last byte; 13 and 14 are the datagrams.
+    assert frames == ["4", "4", "5", "5", "12", "13", "14", "14"]
