@@ -9,6 +9,14 @@ so a report can be regenerated at any time without root or the network, and the 
 directory always gives the same report. The fidelity verdict comes first: a number from
 an emulation that was not faithful, or from an interrupted run, must not be read
 without that warning.
+
+The first screen answers the experiment's question: the verdict, the question (from the
+experiment's handout), then the headline numbers (:mod:`experiments.headline`) in
+real-equivalent units, each beside its analytic estimate. Below come the fidelity checks,
+the spec, the latencies as a few narrow tables and the plots, the run's timeline
+(:mod:`experiments.timeline`) first. A comparison shows per-metric tables, overlaid CDFs
+per run (with the estimate drawn beside the measurement) and links to each run's report
+relative to its own folder, so a copied or committed results folder keeps working.
 """
 
 from __future__ import annotations
