@@ -2,10 +2,10 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
-APT_PACKAGES := mininet openvswitch-switch iperf3 iputils-ping ethtool tcpdump python3-venv
+APT_PACKAGES := mininet openvswitch-switch iperf3 iputils-ping ethtool tcpdump tshark python3-venv
 # The binary each Debian package provides, to decide idempotently what is missing.
 APT_CHECKS := mn:mininet ovs-vsctl:openvswitch-switch iperf3:iperf3 ping:iputils-ping \
-              ethtool:ethtool tcpdump:tcpdump
+              ethtool:ethtool tcpdump:tcpdump tshark:tshark
 OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
 # The OVS daemons outlive make: start them with no inherited descriptor beyond
 # 0-2, so they never hold a caller's lock or pipe open (e.g. `flock L make test`).
@@ -33,6 +33,7 @@ apt: .setup-root
 	/usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || missing="$$missing python3-venv"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
+	  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGES) >/dev/null; \
 	else echo "Debian packages: present"; fi
 

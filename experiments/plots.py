@@ -22,6 +22,7 @@ from .summary import link_rates
 
 __all__ = [
     "compare_bars",
+    "compare_cdf",
     "compare_vs_sweep",
     "fct_cdf",
     "link_heatmap",
@@ -236,4 +237,50 @@ def compare_bars(
     ax.set_xticklabels(labels, rotation=30, ha="right", fontsize="small")
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize="small")
+    return _save(fig, path)
+
+
+def compare_cdf(
+    series: Mapping[str, Sequence[float] | np.ndarray | pd.Series],
+    estimates: Mapping[str, Mapping[str, float]],
+    xlabel: str,
+    title: str,
+    path: Path,
+) -> Path | None:
+    """One CDF per run (``series``: run label -> values), overlaid. A run's analytic
+    estimate (``estimates[label]``) is drawn in the run's colour beside its measurement:
+    ``{"p50": x, "p99": y}`` as diamonds at those quantiles, ``{"value": x}`` (a single
+    predicted number) as a dotted vertical line. A log x-axis when values span more than
+    a factor of 100."""
+    fig, axes = _new(8.0, 4.5)
+    ax = axes[0][0]
+    drawn, lows, highs = False, [], []
+    for label, values in series.items():
+        if not _cdf(ax, values, label):
+            continue
+        drawn = True
+        colour = ax.get_lines()[-1].get_color()
+        arr = np.asarray(values, dtype=float)
+        arr = arr[np.isfinite(arr)]
+        lows.append(arr.min())
+        highs.append(arr.max())
+        est = estimates.get(label) or {}
+        quantiles = [(est[q], float(q[1:]) / 100) for q in ("p50", "p99") if est.get(q) is not None]
+        if quantiles:
+            xs, ys = zip(*quantiles, strict=True)
+            ax.plot(xs, ys, "D", color=colour, markerfacecolor="none", markersize=7,
+                    label=f"{label}: estimate p50/p99")  # fmt: skip
+            lows.append(min(xs))
+            highs.append(max(xs))
+        if est.get("value") is not None:
+            ax.axvline(est["value"], color=colour, linestyle=":", linewidth=1.5,
+                       label=f"{label}: estimate")  # fmt: skip
+            lows.append(est["value"])
+            highs.append(est["value"])
+    if not drawn:
+        return None
+    lo, hi = min(lows), max(highs)
+    if lo > 0 and hi / lo > 100:
+        ax.set_xscale("log")
+    _finish_cdf(ax, xlabel, title)
     return _save(fig, path)

@@ -1,13 +1,17 @@
 """Regenerate the committed reference runs: ``sudo .venv/bin/python -m
-experiments.reference [NAME ...]`` (``make references`` for all).
+experiments.reference [NAME ...]`` (``make references`` for all); with
+``--reports-only`` nothing runs: the committed references' reports and plots are
+rewritten from their own tables (no root).
 
 Each bundled experiment is run exactly as ``kvfabric run NAME`` runs it, into a
 scratch directory; then ``results/reference/NAME/`` is replaced by what a
 reader needs: the comparison ``report.md`` and ``plots/`` (sweeps), and per run
-``summary.json``, ``spec.yaml``, ``report.md``, ``events.json`` and the tables
-small enough to commit. ``summary.json`` at the top indexes the runs with the
-numbers the handouts quote (read them with ``jq``). An experiment whose runs
-did not all complete leaves its old reference in place.
+``summary.json``, ``spec.yaml``, ``events.json``, ``report.md`` with its
+``plots/`` (the timeline among them) and the tables small enough to commit. The
+reports are rewritten from the copies, so their links stay inside the folder.
+``summary.json`` at the top indexes the runs with the numbers the handouts quote
+(read them with ``jq``). An experiment whose runs did not all complete leaves its
+old reference in place.
 """
 
 from __future__ import annotations
@@ -63,13 +67,21 @@ def run_index(summary: Mapping[str, Any], rel: str) -> dict[str, Any]:
     return entry
 
 
-def assemble(name: str, run_dirs: Sequence[Path], compare: Path | None, dest: Path) -> Path:
-    """Replace ``dest/name`` by the curated copy of ``run_dirs`` (and the comparison)."""
+def assemble(name: str, run_dirs: Sequence[Path], dest: Path) -> Path:
+    """Replace ``dest/name`` by the curated copy of ``run_dirs``.
+
+    The runs are copied whole first and their reports (each run's, and the comparison
+    of several at the top) are written from the copies, so every figure is drawn from
+    the full tables and every link is relative to the reference's own folder; tables
+    larger than :data:`MAX_TABLE_BYTES` are dropped afterwards.
+    """
+    from .report import write_report
+
     target = dest / name
     staging = dest / f".{name}.new"
     shutil.rmtree(staging, ignore_errors=True)
     (staging / "runs").mkdir(parents=True)
-    runs = []
+    runs, copies = [], []
     for run_dir in run_dirs:
         out = staging / "runs" / run_dir.name
         out.mkdir()
@@ -77,14 +89,16 @@ def assemble(name: str, run_dirs: Sequence[Path], compare: Path | None, dest: Pa
             if (run_dir / f).exists():
                 shutil.copy2(run_dir / f, out / f)
         for table in sorted(run_dir.glob("*.parquet")):
-            if table.stat().st_size <= MAX_TABLE_BYTES:
-                shutil.copy2(table, out / table.name)
+            shutil.copy2(table, out / table.name)
+        write_report([out])
+        copies.append(out)
         summary = json.loads((run_dir / "summary.json").read_text())
         runs.append(run_index(summary, f"runs/{run_dir.name}/summary.json"))
-    source = compare if compare is not None else run_dirs[0]
-    shutil.copy2(source / "report.md", staging / "report.md")
-    if (source / "plots").is_dir():
-        shutil.copytree(source / "plots", staging / "plots")
+    write_report(copies, staging)
+    for out in copies:
+        for table in out.glob("*.parquet"):
+            if table.stat().st_size > MAX_TABLE_BYTES:
+                table.unlink()
     index = {"experiment": name, "command": f"kvfabric run {name}", "runs": runs}
     (staging / "summary.json").write_text(json.dumps(index, indent=1) + "\n")
     shutil.rmtree(target, ignore_errors=True)
@@ -94,7 +108,6 @@ def assemble(name: str, run_dirs: Sequence[Path], compare: Path | None, dest: Pa
 
 def regenerate(name: str, dest: Path = REFERENCE_DIR) -> Path | None:
     """Run experiment ``name`` and replace its reference; None if a run failed."""
-    from .report import write_report
     from .runner import run_spec
 
     spec = load_spec(find_bundled(name))
@@ -103,9 +116,16 @@ def regenerate(name: str, dest: Path = REFERENCE_DIR) -> Path | None:
         outcomes = run_spec(spec, runs, Path(tmp))
         if len(outcomes) != len(runs) or not all(o.ok for o in outcomes):
             return None
-        paths = [o.path for o in outcomes]
-        compare = write_report(paths).parent if len(paths) > 1 else None
-        return assemble(name, paths, compare, dest)
+        return assemble(name, [o.path for o in outcomes], dest)
+
+
+def rewrite_reports(name: str, dest: Path = REFERENCE_DIR) -> Path | None:
+    """Rewrite the reports of the committed reference ``name`` from its own tables (no
+    root, no run): the current report layout, timelines and relative links. ``None``
+    when there is no such reference."""
+    runs_dir = dest / name / "runs"
+    run_dirs = sorted(p for p in runs_dir.iterdir() if p.is_dir()) if runs_dir.is_dir() else []
+    return assemble(name, run_dirs, dest) if run_dirs else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -113,6 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m experiments.reference", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("names", nargs="*", metavar="NAME", help=f"default: all of {', '.join(names)}")
+    p.add_argument("--reports-only", action="store_true",
+                   help="do not run: rewrite the committed references' reports and plots "
+                   "from their own tables (no root)")  # fmt: skip
     args = p.parse_args(argv)
     unknown = [n for n in args.names if n not in names]
     if unknown:
@@ -120,6 +143,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     failed = []
     for name in args.names or names:
+        if args.reports_only:
+            target = rewrite_reports(name)
+            print(f"{name}: {target or 'no committed reference'}", flush=True)
+            failed += [] if target else [name]
+            continue
         print(f"{name}: running", flush=True)
         target = regenerate(name)
         if target is None:

@@ -9,6 +9,13 @@ so a report can be regenerated at any time without root or the network, and the 
 directory always gives the same report. The fidelity verdict comes first: a number from
 an emulation that was not faithful, or from an interrupted run, must not be read
 without that warning.
+
+The first screen answers the experiment's question: the verdict, the question (from the
+experiment's handout), then the headline numbers (:mod:`experiments.headline`) in
+real-equivalent units, each beside its analytic estimate. Below come the fidelity checks,
+the spec, the latencies as a few narrow tables and the plots, the run's timeline
+(:mod:`experiments.timeline`) first. The report of several runs is
+:mod:`experiments.comparison`'s, built on the helpers here.
 """
 
 from __future__ import annotations
@@ -16,13 +23,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from . import plots
+from .headline import headline, question
 from .results import NotARunError, ResultsError, Run, load_run
 from .summary import summarize
+from .timeline import TIMELINE, write_timeline
 
 __all__ = ["NotARunError", "ResultsError", "key_metrics", "write_report"]
 
@@ -84,9 +92,11 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path | None = None) -> Path:
     if len(runs) == 1:
         out = Path(out_dir) if out_dir is not None else runs[0].path
         return _write_single(runs[0], out)
+    from .comparison import compare_dir, write_compare  # it builds on this module
+
     if out_dir is None:
-        out_dir = _compare_dir(runs[0].path.parent)
-    return _write_compare(runs, Path(out_dir))
+        out_dir = compare_dir(runs[0].path.parent)
+    return write_compare(runs, Path(out_dir))
 
 
 def run_metrics(run: Run) -> dict[str, Any]:
@@ -131,6 +141,9 @@ def _write_single(run: Run, out: Path) -> Path:
     m = run_metrics(run)
     lines = [f"# {_title(run)}", ""]
     lines += _verdict_lines(run)
+    lines += _question_lines(run)
+    lines += _headline_lines(m, run.summary.get("estimate"), _run_scale(run))
+    lines += _check_lines(run)
     lines += _spec_lines(run)
     lines += _metric_lines(m)
     lines += _estimate_lines(run.summary.get("estimate"))
@@ -207,7 +220,16 @@ def _verdict_lines(run: Run) -> list[str]:
     lines.append("")
     if fid.get("error"):
         lines += [f"The fidelity monitor reported: {_cell(fid['error'])}", ""]
+    return lines
+
+
+def _check_lines(run: Run) -> list[str]:
+    """The fidelity checks, one row each (the verdict above says whether all passed)."""
+    fid = run.summary.get("fidelity")
+    checks = (fid.get("checks") or {}) if isinstance(fid, dict) else {}
+    lines: list[str] = []
     if checks:
+        lines += ["### Fidelity checks", ""]
         lines += [
             "| check | ok | value | threshold | unit | detail |",
             "| --- | --- | ---: | ---: | --- | --- |",
@@ -240,6 +262,62 @@ def _envelope_lines(s: dict) -> list[str]:
         lines.append(f"Compute model: {compute.get('compute_model')} (by tp: "
                      f"{_kv(compute.get('by_tp') or {})}).")  # fmt: skip
     return [*lines, ""] if lines else []
+
+
+def _question_lines(run: Run) -> list[str]:
+    asked = question(run.summary.get("experiment") or run.spec.get("name"))
+    return [f"> **Question.** {_cell(asked)}", ""] if asked else []
+
+
+def _run_scale(run: Run) -> float | None:
+    scale = (run.spec.get("scale") or {}).get("bandwidth", run.summary.get("scale"))
+    return float(scale) if isinstance(scale, int | float) and scale > 0 else None
+
+
+def _units_note(scale: float | None) -> str:
+    if scale is None:
+        return "Times as measured."
+    return (
+        f"Real-equivalent units: message bytes and link rates both run at {scale:g} of the "
+        "real ones, so times are as measured and rates are emulated ÷ scale."
+    )
+
+
+def _estimate_cell(est: dict[str, float]) -> str:
+    if "value" in est:
+        return _fmt(est["value"])
+    if "p50" in est or "p99" in est:
+        return f"p50 {_fmt(est.get('p50'))} · p99 {_fmt(est.get('p99'))}"
+    return "–"
+
+
+def _headline_lines(m: dict[str, Any], estimate: Any, scale: float | None) -> list[str]:
+    """The headline measurements, each beside its analytic estimate, in two narrow
+    tables: distributions (p50, p99) and single values."""
+    rows = headline(m, estimate if isinstance(estimate, dict) else None)
+    if not rows:
+        return []
+    lines = ["## Headline", "", _units_note(scale), ""]
+    dists = [h for h in rows if h.distribution]
+    values = [h for h in rows if not h.distribution]
+    if dists:
+        lines += ["| quantity | p50 | p99 | estimate |", "| --- | ---: | ---: | ---: |"]
+        lines += [f"| {h.label} ({h.unit}) | {_fmt(h.measured['p50'])} "
+                  f"| {_fmt(h.measured.get('p99'))} | {_estimate_cell(h.estimate)} |"
+                  for h in dists]  # fmt: skip
+        lines.append("")
+    if values:
+        lines += ["| quantity | measured | estimate | unit |", "| --- | ---: | ---: | --- |"]
+        lines += [f"| {h.label} | {_fmt(h.measured['value'])} | {_estimate_cell(h.estimate)} "
+                  f"| {h.unit} |" for h in values]  # fmt: skip
+        lines.append("")
+    if any(h.estimate for h in rows):
+        lines += [
+            "The estimate is the analytic prediction from the same parameters "
+            "(`python -m experiments.estimates`; details under *Analytic estimate*).",
+            "",
+        ]
+    return lines
 
 
 def _spec_lines(run: Run) -> list[str]:
@@ -288,12 +366,14 @@ def _metric_lines(m: dict[str, Any]) -> list[str]:
     for pair, stats in (_get(m, ("probe", "owd_ms")) or {}).items():
         rows.append((f"probe one-way delay {pair} (ms)", stats))
     rows = [(label, st) for label, st in rows if isinstance(st, dict) and st.get("count")]
-    if rows:
+    for group, members in _groups(rows):
         lines += [
+            f"{group}:",
+            "",
             "| metric | count | mean | p50 | p90 | p99 | p99.9 | max |",
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
-        for label, st in rows:
+        for label, st in members:
             cells = " | ".join(
                 _fmt(st.get(k)) for k in ("mean", "p50", "p90", "p99", "p999", "max")
             )
@@ -328,9 +408,33 @@ def _metric_lines(m: dict[str, Any]) -> list[str]:
     return lines
 
 
+# Which table of latencies a metric goes in (by the start of its label); the rest: flows.
+GROUPS = [
+    ("Serving latency", ("TTFT", "TPOT", "ITL", "end-to-end", "KV transfer")),
+    ("Emulator", ("agent lateness", "queue backlog")),
+]
+
+
+def _group_of(label: str) -> str:
+    for group, starts in GROUPS:
+        if label.startswith(starts):
+            return group
+    return "Flows and transfers"
+
+
+def _groups(rows: list[tuple[str, Any]]) -> list[tuple[str, list[tuple[str, Any]]]]:
+    """``rows`` split into a few narrow tables (serving, flows, emulator), in that order."""
+    order = [GROUPS[0][0], "Flows and transfers", GROUPS[1][0]]
+    split: dict[str, list[tuple[str, Any]]] = {g: [] for g in order}
+    for label, st in rows:
+        split[_group_of(label)].append((label, st))
+    return [(g, split[g]) for g in order if split[g]]
+
+
 def _plot_lines(run: Run, out: Path) -> list[str]:
     pdir = out / PLOTS
     made: list[tuple[str, Path | None]] = [
+        ("Timeline", write_timeline(run, pdir / TIMELINE)),
         ("Flow completion time by kind", _plot(plots.fct_cdf, run.flows, pdir / "fct_cdf.png")),
         (
             "TTFT and inter-token latency",
@@ -360,119 +464,6 @@ def _plot(fn: Callable[..., Path | None], *args: Any) -> Path | None:
     if result is None:
         Path(path).unlink(missing_ok=True)
     return result
-
-
-# ---- several runs --------------------------------------------------------------------------
-
-
-def _compare_dir(parent: Path) -> Path:
-    base = parent / f"compare-{datetime.now():%Y%m%d-%H%M%S}"
-    path, n = base, 1
-    while path.exists():
-        n += 1
-        path = base.with_name(f"{base.name}-{n}")
-    return path
-
-
-def _write_compare(runs: list[Run], out: Path) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    experiments = sorted({str(r.summary.get("experiment") or r.path.parent.name) for r in runs})
-    lines = [f"# Comparison of {len(runs)} runs: {', '.join(experiments)}", ""]
-    lines += _compare_verdicts(runs)
-    rows = [key_metrics(r) for r in runs]
-    columns: list[str] = []
-    for row in rows:
-        columns += [c for c in row if c not in columns and c != "run_id"]
-    latency = [c for c in columns if c.endswith((" p50", " p99"))]
-    values = [c for c in columns if c not in latency]
-    lines += ["## Key metrics", ""]
-    lines += _table(values, rows)
-    if latency:
-        lines += ["Latencies (ms; queue backlog in packets):", ""]
-        lines += _table(["label", *latency], rows)
-    lines += ["Runs:", ""]
-    for r in runs:
-        lines.append(f"- {r.label}: `{r.path}`")
-    lines.append("")
-    lines += _compare_plots(runs, rows, out)
-    path = out / REPORT
-    _write_text(path, "\n".join(lines).rstrip() + "\n")
-    return path
-
-
-def _table(columns: list[str], rows: list[dict[str, Any]]) -> list[str]:
-    align = ["---" if c in ("label", "fidelity") else "---:" for c in columns]
-    lines = ["| " + " | ".join(columns) + " |", "| " + " | ".join(align) + " |"]
-    lines += ["| " + " | ".join(_fmt(row.get(c)) for c in columns) + " |" for row in rows]
-    return lines + [""]
-
-
-def _compare_verdicts(runs: list[Run]) -> list[str]:
-    bad = [r.label for r in runs if _verdict_word(r.summary.get("fidelity")) != "OK"]
-    partial = [r.label for r in runs if r.partial]
-    lines = []
-    if not bad:
-        lines.append("**Fidelity: OK** in every run.")
-    else:
-        lines.append(
-            f"**Fidelity: NOT OK in {len(bad)} of {len(runs)} runs** ({', '.join(bad)}): "
-            "the emulation was not faithful (or not judged) there; compare those numbers "
-            "with care."
-        )
-    if partial:
-        names = ", ".join(partial)
-        lines += ["", f"> **PARTIAL RUNS: {names} were interrupted and are incomplete.**"]
-    lines += ["", "| run | fidelity | partial | failed checks |", "| --- | --- | --- | --- |"]
-    for r in runs:
-        fid = r.summary.get("fidelity") or {}
-        failed = [n for n, c in (fid.get("checks") or {}).items() if not c.get("ok")]
-        lines.append(
-            f"| {r.label} | {_verdict_word(fid)} | {'yes' if r.partial else 'no'} "
-            f"| {', '.join(failed)} |"
-        )
-    return lines + [""]
-
-
-def _compare_plots(runs: list[Run], rows: list[dict[str, Any]], out: Path) -> list[str]:
-    pdir = out / PLOTS
-    metrics = [
-        _short(label)
-        for label, _ in LATENCY_ROWS
-        if any(f"{_short(label)} p50" in row for row in rows)
-    ][:4]
-    extra = [label for label, _ in COMPARE_VALUES[:2] if any(label in row for row in rows)]
-    points = [r.summary.get("point") or {} for r in runs]
-    keys = {k for p in points for k in p}
-    made = []
-    if len(keys) == 1:
-        (key,) = keys
-        xs = [p.get(key) for p in points]
-        if all(isinstance(x, int | float) and not isinstance(x, bool) for x in xs):
-            panels: dict[str, dict[str, list[Any]]] = {}
-            for label, _ in LATENCY_ROWS:
-                name = _short(label)
-                if name in metrics:
-                    panels[label] = {
-                        q: [row.get(f"{name} {q}") for row in rows] for q in ("p50", "p99")
-                    }
-            for name in extra:
-                panels[name] = {"value": [row.get(name) for row in rows]}
-            p = plots.compare_vs_sweep(key, xs, panels, pdir / "compare_sweep.png")
-            if p is not None:
-                made.append((f"Key metrics against {key}", p))
-    if not made:
-        labels = [r.label for r in runs]
-        for name in metrics:
-            series = {q: [row.get(f"{name} {q}") for row in rows] for q in ("p50", "p99")}
-            p = plots.compare_bars(labels, series, pdir / f"compare_{_slug(name)}.png")
-            if p is not None:
-                made.append((name, p))
-    lines = ["## Charts", ""]
-    if not made:
-        return lines + ["No metric is common to these runs.", ""]
-    for title, p in made:
-        lines += [f"### {title}", "", f"![{title}]({p.relative_to(out).as_posix()})", ""]
-    return lines
 
 
 # ---- formatting ----------------------------------------------------------------------------

@@ -3,24 +3,22 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
 
 import pytest
 
-from experiments.reference import MAX_TABLE_BYTES, assemble, main
-from experiments.report import write_report
+from experiments.reference import MAX_TABLE_BYTES, assemble, main, rewrite_reports
 from tests.unit.test_report import canned_run
 
 
 def test_assemble_indexes_each_run_and_replaces_the_old_reference(tmp_path):
     runs = [canned_run(tmp_path / "out", senders=2),
             canned_run(tmp_path / "out", senders=3, fidelity_ok=False)]  # fmt: skip
-    for run in runs:
-        write_report([run])  # the runner writes each run's own report
     (runs[0] / "huge.parquet").write_bytes(b"x" * (MAX_TABLE_BYTES + 1))
-    compare = write_report(runs).parent
     dest = tmp_path / "reference"
     (dest / "incast-basic" / "stale").mkdir(parents=True)
-    target = assemble("incast-basic", runs, compare, dest)
+    target = assemble("incast-basic", runs, dest)
 
     assert not (target / "stale").exists()  # replaced, not merged
     index = json.loads((target / "summary.json").read_text())
@@ -34,10 +32,33 @@ def test_assemble_indexes_each_run_and_replaces_the_old_reference(tmp_path):
     kept = target / "runs" / runs[0].name
     assert (kept / "spec.yaml").exists() and (kept / "report.md").exists()
     assert (kept / "flows.parquet").exists() and not (kept / "huge.parquet").exists()
-    assert (target / "report.md").read_text() == (compare / "report.md").read_text()
+    assert (kept / "plots" / "fct_cdf.png").exists()  # the run's report shows its figures
+    text = (target / "report.md").read_text()
+    assert text.startswith("# Comparison of 2 runs")
+    assert f"(runs/{runs[0].name}/report.md)" in text  # links stay inside the reference
+    assert str(tmp_path) not in text and str(tmp_path) not in (kept / "report.md").read_text()
+    for link in re.findall(r"\]\(([^)]+)\)", text):
+        assert (target / link).exists(), link
     assert not list(dest.glob(".*"))  # no staging directory left
 
 
 def test_unknown_name_is_refused_before_anything_runs(capsys):
     assert main(["no-such-experiment"]) == 2
     assert "allowed" in capsys.readouterr().out
+
+
+def test_reports_only_rewrites_a_committed_reference_from_its_tables(tmp_path):
+    from experiments.reference import REFERENCE_DIR
+
+    dest = tmp_path / "reference"
+    shutil.copytree(REFERENCE_DIR / "link-failure", dest / "link-failure")
+    (dest / "link-failure" / "report.md").write_text("stale: /tmp/kvfabric-ref-x/run\n")
+    target = rewrite_reports("link-failure", dest)
+    text = (target / "report.md").read_text()
+    assert "/tmp/" not in text and "## Headline" in text
+    for run in (target / "runs").iterdir():
+        report = (run / "report.md").read_text()
+        assert "![Timeline](plots/timeline.png)" in report and (run / "plots/timeline.png").exists()
+        for link in re.findall(r"\]\(([^)]+)\)", report):
+            assert (run / link).exists(), link
+    assert rewrite_reports("no-such-reference", dest) is None

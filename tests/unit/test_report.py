@@ -2,6 +2,8 @@
 `kvfabric report` through the CLI's main(argv). No root, no network."""
 
 import json
+import re
+import shutil
 from datetime import datetime
 from pathlib import Path
 
@@ -278,11 +280,19 @@ def test_comparison_of_a_sweep(tmp_path):
     assert "**Fidelity: OK** in every run." in text
     for n in (1, 2, 3):
         assert f"| senders={n},seed=7 |" in text
-    values, latency = [line for line in text.splitlines() if line.startswith("| label |")]
+    values, *latency = [line for line in text.splitlines() if line.startswith("| label |")]
     assert "point workloads.0.senders" in values and "drops" in values
-    assert "FCT, all flows p99" in latency and "TTFT p50" in latency
-    # senders=3: FCTs 2, 3, 4 ms per round -> p50 3; one row per run in both tables
-    assert "| senders=3,seed=7 | 3 | 4 |" in text
+    # one narrow table per latency metric the headline does not already show
+    assert "| label | TPOT p50 | TPOT p99 |" in latency
+    assert not [line for line in latency if "TTFT" in line or "FCT" in line]
+    assert all(line.count("|") == 4 for line in latency)
+    # senders=3: FCTs 2, 3, 4 ms per round -> p50 3, p99 4, in the headline
+    fct = text.split("**FCT, all flows (ms)**")[1]
+    assert "| senders=3,seed=7 | 3 | 4 | – |" in fct
+    # the first screen: verdict, then the headline, each run's TTFT beside nothing predicted
+    head = text.split("## Key metrics")[0]
+    assert "## Headline" in head and "**TTFT (ms)**" in head
+    assert "| senders=1,seed=7 | 60 | 197.2 | – |" in head
     png = tmp_path / "cmp" / "plots" / "compare_sweep.png"
     assert png.read_bytes()[:8] == PNG and "(plots/compare_sweep.png)" in text
 
@@ -331,3 +341,71 @@ def test_the_analytic_estimate_is_printed_beside_the_measurement(tmp_path):
     assert "| incast.round_ms | 320 |" in text
     assert "| incast.fct_ms | p50 1.5, p99 2.5 |" in text
     assert _estimate_lines(None) == []
+
+
+def test_comparison_overlays_the_distributions_with_the_estimate(tmp_path):
+    runs = [canned_run(tmp_path / "results", senders=n) for n in (1, 2)]
+    summary = json.loads((runs[0] / "summary.json").read_text())
+    summary["estimate"] = {"serving": {"ttft_ms": {"p50": 50.0, "p99": 150.0}}}
+    write_json(runs[0], "summary", summary)
+    text = write_report(runs, tmp_path / "cmp").read_text()
+    plots_dir = tmp_path / "cmp" / "plots"
+    for name in ("ttft", "itl", "kv_transfer", "fct"):
+        assert (plots_dir / f"cdf_{name}.png").read_bytes()[:8] == PNG
+        assert f"(plots/cdf_{name}.png)" in text
+    # no flows table has a slowdown column yet: no slowdown chart
+    assert not (plots_dir / "cdf_fct_slowdown.png").exists() and "slowdown" not in text
+    # the bars no longer repeat what a distribution shows
+    assert not list(plots_dir.glob("compare_ttft*.png")) and not list(
+        plots_dir.glob("compare_fct*")
+    )
+
+
+def test_comparison_draws_the_fct_slowdown_when_flows_have_it(tmp_path):
+    runs = [canned_run(tmp_path / "results", senders=n) for n in (1, 2)]
+    for run in runs:
+        flows = read_table(run, "flows")
+        write_table(run, "flows", flows.assign(slowdown=flows["fct_ms"] / 2.0))
+    text = write_report(runs, tmp_path / "cmp").read_text()
+    assert (tmp_path / "cmp" / "plots" / "cdf_fct_slowdown.png").exists()
+    assert "### FCT slowdown, distribution per run" in text
+
+
+def test_comparison_links_its_runs_relative_to_itself(tmp_path):
+    runs = [canned_run(tmp_path / "results", senders=n) for n in (1, 2)]
+    for run in runs:
+        write_report([run])
+    out = tmp_path / "results" / "compare"
+    text = write_report(runs, out).read_text()
+    assert str(tmp_path) not in text
+    assert f"[senders=1,seed=7](../incast-basic/{runs[0].name}/report.md)" in text
+    moved = shutil.move(tmp_path / "results", tmp_path / "elsewhere")
+    for link in re.findall(r"\]\((\.\./[^)]+)\)", text):
+        assert (Path(moved) / "compare" / link).is_file(), link
+
+
+def test_first_screen_puts_each_headline_number_beside_its_estimate(tmp_path):
+    run_dir = canned_run(tmp_path)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary["estimate"] = {"serving": {"ttft_ms": {"p50": 50.0, "p99": 150.0}}}
+    write_json(run_dir, "summary", summary)
+    text = write_report([run_dir]).read_text()
+    first_screen = text.split("## Run")[0]
+    assert first_screen.index("**Fidelity: OK**") < first_screen.index("## Headline")
+    # TTFT 40, 60, 200 ms: p50 60, p99 197.2, beside the predicted 50 / 150
+    assert "| TTFT (ms) | 60 | 197.2 | p50 50 · p99 150 |" in first_screen
+    assert "| ITL (ms) | 10 |" in first_screen  # measured, nothing predicted
+    assert "| goodput |" in first_screen and "Gbit/s real-equivalent" in first_screen
+    assert "| drops | 18 | – | packets |" in first_screen
+    assert "0.0001 of the real ones" in first_screen
+    # the detailed latencies come as a few narrow tables, serving first
+    detail = text.split("## Key metrics")[1]
+    assert detail.index("Serving latency:") < detail.index("Flows and transfers:")
+    assert detail.index("Flows and transfers:") < detail.index("Emulator:")
+
+
+def test_a_bundled_experiment_states_its_question():
+    from experiments.headline import question
+
+    assert question("link-failure").startswith("A rail↔spine link goes down")
+    assert question("incast-basic") is None and question("../etc/passwd") is None
