@@ -241,7 +241,7 @@ def _check_lines(run: Run) -> list[str]:
                 f"| {c.get('unit') or ''} | {_cell(c.get('detail') or '')} |"
             )
         lines.append("")
-    return lines + _envelope_lines(s)
+    return lines + _envelope_lines(run.summary)
 
 
 def _envelope_lines(s: dict) -> list[str]:

@@ -67,7 +67,7 @@ class FakeSwitch:
 
     def __init__(self, port: int, dpid: int) -> None:
         self.dpid = dpid
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.sock = _connect(port)
         self.lock = threading.Lock()
         self.flow_mods: list[Any] = []
         self.stats_at: list[float] = []
@@ -140,6 +140,19 @@ class FakeSwitch:
     def mods_since(self, mark: int) -> list[Any]:
         with self.lock:
             return list(self.flow_mods[mark:])
+
+
+def _connect(port: int, within_s: float = 10.0) -> socket.socket:
+    """Connect as a switch does: retry while the controller's OpenFlow listener is not up
+    yet (it opens a moment after the control channel that ``start`` waits for)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            return socket.create_connection(("127.0.0.1", port), timeout=10)
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 @contextmanager
