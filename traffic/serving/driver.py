@@ -72,6 +72,11 @@ from .requests import Request, requests_frame, tokens_frame
 from .routers import Router, RouterState
 
 DEFAULT_BUDGET_WINDOW_S = 0.05
+# layer_pipelined: a layer's KV messages follow from the prefill's start alone, so they are
+# made this long before their instant; their senders' agents then hold them, and a late
+# coordinator wake-up (a 2-core VM's non-preemptible kernel work delays it by 3-20 ms)
+# cannot make them late. Only a request settled within this window still sends a layer.
+KV_LAYER_AHEAD_NS = 20_000_000
 
 
 def blocks(tokens: int) -> int:
@@ -280,7 +285,7 @@ class ServingDriver:
             elif kind == "prefill_end":
                 self._prefill_end(obj, t)
             elif kind == "kv_layer":
-                self._send_layer(*obj, t)
+                self._send_layer(*obj)
             else:
                 self._step_end(obj, t)
         return self._flush()
@@ -462,7 +467,8 @@ class ServingDriver:
         layers = self.model.layers
         r.kv_layers_left = layers
         for layer in range(layers):
-            self._timer(start + round(dur * (layer + 1) / layers), "kv_layer", (r, src, layer))
+            t = start + round(dur * (layer + 1) / layers)
+            self._timer(max(start, t - KV_LAYER_AHEAD_NS), "kv_layer", (r, src, layer, t))
 
     def _send_layer(self, r: Request, src: Instance, layer: int | None, t: int) -> None:
         """The KV of one layer (``None``: all layers, monolithic) from ``src``'s ranks to
