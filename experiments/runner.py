@@ -232,7 +232,8 @@ def _carry_out(p: Prepared, run_dir: Path, scratch: Path, stop: StopFlag, rec: R
     with fabric_up(p.fabric, p.run.resolved, scratch, say) as (proc, net):
         rec.datapath, rec.prefix = net.datapath, net.prefix
         env = env_info(net.datapath) | {
-            "envelope": {"source": p.envelope.source, "calibrated": p.envelope.calibrated}
+            "envelope": {"source": p.envelope.source, "calibrated": p.envelope.calibrated},
+            "ovs_tx_buffer_bytes": net.tx_buffer,  # topologies.ovs_tx: None if unchanged
         }
         results.write_json(run_dir, "env", env)
         if stop:
@@ -292,14 +293,22 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
 
             say("running", total=duration, completed=0)
             hosts = [h.name for h in p.fabric.hosts]
+            intfs = {net.intf(sw.name, lk.port_of(sw.name)) for sw in p.fabric.switches
+                     for lk in p.fabric.links_of(sw.name)}  # fmt: skip
             tcp_before = tcpcount.host_counters(net, hosts)
+            sw_before = tcpcount.switch_counters(intfs)
             try:
                 rec.tables["flows"] = fleet.run(
                     timeout_s=duration + DRAIN_S, should_stop=should_stop, on_start=started
                 )
             finally:
                 rec.events["t_end_ns"] = time.monotonic_ns()
-                rec.events["tcp"] = tcpcount.delta(tcp_before, tcpcount.host_counters(net, hosts))
+                tcp_after = tcpcount.host_counters(net, hosts)
+                rec.events["tcp"] = tcpcount.delta(tcp_before, tcp_after)
+                rec.events["counters"] = tcpcount.ledger(
+                    {"hosts": tcp_before, "switches": sw_before},
+                    {"hosts": tcp_after, "switches": tcpcount.switch_counters(intfs)},
+                )
                 faults.stop()
                 rec.events["faults"] = faults.applied
                 rec.events["t0_ns"] = fleet.t0_ns

@@ -8,12 +8,17 @@ drops mean packets were lost or stalled somewhere the emulation does not model
 
 The counters are read from ``/proc/<pid>/net/{snmp,netstat}`` of a process in
 each host's namespace (no command per host) and from one ``tc -s -j qdisc``
-per host; ``parse_*`` are pure.
+per host; ``parse_*`` are pure. ``ledger`` keeps, for events.json, every host counter
+that moved and what the switch side counted (the switch ports' kernel drops, their
+queues' drops, OVS's coverage counters): where to look when a loss is unexplained.
+That is how the loss in OVS's own transmit buffer was found (``topologies.ovs_tx``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -42,6 +47,31 @@ def parse_proc_table(text: str, wanted: Mapping[str, tuple[str, ...]]) -> dict[s
     return out
 
 
+def parse_all(text: str) -> dict[str, int]:
+    """Every counter of a ``/proc/net/snmp``-style table as {"Proto.Name": value}."""
+    out: dict[str, int] = {}
+    lines = text.splitlines()
+    for header, values in zip(lines[::2], lines[1::2], strict=False):
+        proto, _, names = header.partition(":")
+        for name, value in zip(names.split(), values.partition(":")[2].split(), strict=False):
+            with contextlib.suppress(ValueError):
+                out[f"{proto}.{name}"] = int(value)
+    return out
+
+
+def parse_link_drops(ip_json: str, names: set[str]) -> dict[str, int]:
+    """Summed drop and error counters of the ``names`` interfaces in ``ip -s -j link``."""
+    out: dict[str, int] = {}
+    for link in json.loads(ip_json or "[]"):
+        if link.get("ifname") not in names:
+            continue
+        for way in ("rx", "tx"):
+            for k, v in (link.get("stats64") or {}).get(way, {}).items():
+                if k not in ("bytes", "packets", "multicast") and isinstance(v, int):
+                    out[f"{way}_{k}"] = out.get(f"{way}_{k}", 0) + v
+    return out
+
+
 def parse_qdisc_drops(tc_json: str) -> int:
     """Drops of every pfifo in ``tc -s -j qdisc show`` output."""
     qdiscs = json.loads(tc_json or "[]")
@@ -54,8 +84,9 @@ def host_counters(net: Any, hosts: list[str]) -> dict[str, dict[str, int]]:
     for name in hosts:
         node = net.mn(name)
         proc = Path(f"/proc/{node.pid}/net")
-        snmp = parse_proc_table((proc / "snmp").read_text(), SNMP)
-        ext = parse_proc_table((proc / "netstat").read_text(), NETSTAT)
+        snmp_text, ext_text = (proc / "snmp").read_text(), (proc / "netstat").read_text()
+        snmp = parse_proc_table(snmp_text, SNMP)
+        ext = parse_proc_table(ext_text, NETSTAT)
         tc, _, code = node.pexec("tc", "-s", "-j", "qdisc", "show")
         out[name] = {
             "out_segs": snmp.get("OutSegs", 0),
@@ -66,8 +97,65 @@ def host_counters(net: Any, hosts: list[str]) -> dict[str, dict[str, int]]:
             # segments the receiving stack threw away (full socket buffer, slow reader)
             "receiver_drops": sum(ext.get(k, 0) for k in RECEIVER_DROPS),
             "egress_drops": parse_qdisc_drops(tc) if code == 0 else 0,
+            "all": parse_all(snmp_text) | parse_all(ext_text)
+            | (parse_qdisc_counters(tc) if code == 0 else {}),
         }
     return out
+
+
+def parse_qdisc_counters(tc_json: str, names: set[str] | None = None) -> dict[str, int]:
+    """Drops, requeues and overlimits by qdisc kind on the ``names`` devices (None: all)."""
+    out: dict[str, int] = {}
+    for q in json.loads(tc_json or "[]"):
+        if names is not None and q.get("dev") not in names:
+            continue
+        for k in ("drops", "requeues", "overlimits"):
+            key = f"qdisc_{q.get('kind')}_{k}"
+            out[key] = out.get(key, 0) + int(q.get(k, 0))
+    return out
+
+
+def switch_counters(intfs: set[str]) -> dict[str, int]:
+    """The switch ports' kernel-side drops and errors (root namespace), summed."""
+    out: dict[str, int] = {}
+    res = subprocess.run(["ip", "-s", "-j", "link", "show"], capture_output=True, text=True)
+    if res.returncode == 0:
+        out |= parse_link_drops(res.stdout, intfs)
+    res = subprocess.run(["tc", "-s", "-j", "qdisc", "show"], capture_output=True, text=True)
+    if res.returncode == 0:
+        out |= parse_qdisc_counters(res.stdout, intfs)
+    res = subprocess.run(["ovs-appctl", "coverage/show"], capture_output=True, text=True)
+    if res.returncode == 0:
+        out |= parse_coverage(res.stdout)
+    return out
+
+
+def parse_coverage(text: str) -> dict[str, int]:
+    """``ovs-appctl coverage/show`` -> {"ovs_<event>": total}: among them the userspace
+    datapath's own account of packets it dropped (``datapath_drop_*``, ``drop_action_*``)."""
+    out = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[-2] == "total:":
+            out[f"ovs_{parts[0]}"] = int(parts[-1])
+    return out
+
+
+def ledger(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """What grew between two readings of ``{"hosts": host_counters(), "switches":
+    switch_counters()}``: every host counter that moved (summed over hosts), and the switch
+    ports' drops. Written to events.json so a loss can be looked for after the run."""
+    hosts: dict[str, int] = {}
+    for h, c in after["hosts"].items():
+        old = before["hosts"].get(h, {}).get("all", {})
+        for k, v in c.get("all", {}).items():
+            if v != old.get(k, 0):
+                hosts[k] = hosts.get(k, 0) + v - old.get(k, 0)
+    sw = {k: v - before["switches"].get(k, 0) for k, v in after["switches"].items()}
+    return {
+        "hosts": dict(sorted(hosts.items())),
+        "switch_ports": {k: v for k, v in sw.items() if v},
+    }
 
 
 def delta(

@@ -40,3 +40,40 @@ def test_delta_and_totals_over_hosts():
     d = tcpcount.delta(before, after)
     assert d["h1"]["out_segs"] == 20
     assert tcpcount.totals(d)["out_segs"] == 25 and tcpcount.totals(d)["retrans_segs"] == 1
+
+
+def test_every_counter_is_kept_for_the_ledger():
+    every = tcpcount.parse_all(SNMP) | tcpcount.parse_all(NETSTAT)
+    assert every["Tcp.RetransSegs"] == 488 and every["TcpExt.TCPDSACKRecvSegs"] == 31
+    assert every["Udp.InDatagrams"] == 5
+
+
+def test_switch_port_drops_are_summed_over_the_fabric_ports_only():
+    ip = json.dumps([
+        {"ifname": "s1-eth1", "stats64": {"rx": {"bytes": 9, "dropped": 2}, "tx": {"dropped": 1}}},
+        {"ifname": "eth0", "stats64": {"rx": {"dropped": 50}}},
+    ])  # fmt: skip
+    assert tcpcount.parse_link_drops(ip, {"s1-eth1"}) == {"rx_dropped": 2, "tx_dropped": 1}
+    tc = json.dumps([{"dev": "s1-eth1", "kind": "pfifo", "drops": 4, "requeues": 0,
+                      "overlimits": 0}, {"dev": "eth0", "kind": "pfifo", "drops": 9}])  # fmt: skip
+    assert tcpcount.parse_qdisc_counters(tc, {"s1-eth1"})["qdisc_pfifo_drops"] == 4
+    assert tcpcount.parse_qdisc_counters(tc)["qdisc_pfifo_drops"] == 13
+
+
+def test_ovs_coverage_totals_are_read():
+    text = """Event coverage, avg rate over last: 5 seconds, last minute, last hour,  hash=1:
+drop_action_of_pipeline   0.0/sec     0.1/sec        0.0100/sec   total: 44
+netdev_sent              20.0/sec    22.5/sec       29.7136/sec   total: 53853
+"""
+    assert tcpcount.parse_coverage(text) == {"ovs_drop_action_of_pipeline": 44,
+                                             "ovs_netdev_sent": 53853}  # fmt: skip
+
+
+def test_the_ledger_keeps_what_moved():
+    before = {"hosts": {"h0": {"all": {"Tcp.RetransSegs": 5, "Udp.InDatagrams": 1}}},
+              "switches": {"qdisc_pfifo_drops": 3, "tx_dropped": 0}}  # fmt: skip
+    after = {"hosts": {"h0": {"all": {"Tcp.RetransSegs": 9, "Udp.InDatagrams": 1}},
+                       "h1": {"all": {"Tcp.RetransSegs": 2}}},
+             "switches": {"qdisc_pfifo_drops": 10, "tx_dropped": 0}}  # fmt: skip
+    got = tcpcount.ledger(before, after)
+    assert got == {"hosts": {"Tcp.RetransSegs": 6}, "switch_ports": {"qdisc_pfifo_drops": 7}}
