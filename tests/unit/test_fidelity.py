@@ -137,6 +137,20 @@ def test_cpu_p95_under_the_threshold_passes_and_over_fails():
     assert fd.cpu_check(busy, 95)["ok"]
 
 
+def test_a_core_saturated_for_half_a_second_fails_though_the_machine_looks_calm():
+    t = np.arange(100) * 100_000_000  # 10 s at 10 Hz
+    core = np.full(100, 60.0)
+    core[[10, 11, 40, 41, 42]] = 100.0  # bursts of 0.2 and 0.3 s: a busy machine
+    bursts = pd.DataFrame({"t_ns": t, "cpu_pct": 50.0, "max_core_pct": core})
+    assert fd.saturated_core_s(bursts) == pytest.approx(0.3)
+    assert fd.cpu_check(bursts, 90)["ok"]
+    core[60:66] = 98.0  # one core pinned for 0.6 s: whatever runs there starves
+    pinned = bursts.assign(max_core_pct=core)
+    c = fd.cpu_check(pinned, 90)
+    assert fd.saturated_core_s(pinned) == pytest.approx(0.6)
+    assert not c["ok"] and "0.6 s" in c["detail"]
+
+
 def test_no_cpu_samples_fails():
     c = fd.cpu_check(pd.DataFrame(columns=["t_ns", "cpu_pct"]), 90)
     assert not c["ok"] and c["value"] is None and "no CPU samples" in c["detail"]
