@@ -144,6 +144,7 @@ def _write_single(run: Run, out: Path) -> Path:
     lines += _question_lines(run)
     lines += _headline_lines(m, run.summary.get("estimate"), _run_scale(run))
     lines += _check_lines(run)
+    lines += _fault_lines(m)
     lines += _spec_lines(run)
     lines += _metric_lines(m)
     lines += _estimate_lines(run.summary.get("estimate"))
@@ -151,6 +152,23 @@ def _write_single(run: Run, out: Path) -> Path:
     path = out / REPORT
     _write_text(path, "\n".join(lines).rstrip() + "\n")
     return path
+
+
+def _fault_lines(m: dict[str, Any]) -> list[str]:
+    """Per fault: the controller's timings from the instant of the fault."""
+    faults = m.get("faults") or []
+    if not faults:
+        return []
+    lines = ["## Faults", "",
+             "Milliseconds from the fault injector's timestamp (upper bounds: it includes "
+             "the `ip link` command itself; detection is the veth's carrier, instant).", "",
+             "| at (s) | fault | link | controller heard | last rule sent | all acknowledged |",
+             "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for f in faults:
+        lines.append(f"| {_fmt(f.get('at_s'))} | {f['event']} | {'–'.join(f['link'])} | "
+                     f"{_fmt(f.get('detected_ms'))} | {_fmt(f.get('last_rule_sent_ms'))} | "
+                     f"{_fmt(f.get('installed_ms'))} |")  # fmt: skip
+    return [*lines, ""]
 
 
 def _estimate_lines(estimate: Any, limit: int = 40) -> list[str]:

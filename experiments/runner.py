@@ -384,7 +384,7 @@ def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
         fidelity = {"ok": False, "checks": {}, "error": f"could not judge: {exc}"}
     try:
         metrics = summarize(t["flows"], t["requests"], t["tokens"], t["queues"], r,
-                            links=t["links"])  # fmt: skip
+                            links=t["links"], events=rec.events)  # fmt: skip
     except Exception as exc:
         log.debug("summary failed", exc_info=True)
         metrics = {}

@@ -129,13 +129,15 @@ class FaultInjector:
             event = "link_down" if "link_down" in fault else "link_up"
             a, b = fault[event]
             error = ""
+            start = time.monotonic_ns()  # time zero of the fault's timings
             try:
                 self.net.set_link(a, b, up=event == "link_up")
             except Exception as exc:  # recorded, and the run goes on
                 error = str(exc)
             done = time.monotonic_ns()
             self.applied.append({"at_s": fault["at_s"], "event": event, "link": [a, b],
-                                 "t_ns": done, "late_ms": (done - due) / 1e6,
+                                 "t_start_ns": start, "t_ns": done,
+                                 "late_ms": (start - due) / 1e6,
                                  "ok": not error, "error": error})  # fmt: skip
 
     def stop(self) -> None:

@@ -36,6 +36,7 @@ from .metrics import (
     serving_metrics,
     value_stats,
 )
+from .metrics.faults import fault_timings
 from .metrics.flows import fct_slowdown, ok_mask
 from .metrics.tenants import noisy_neighbour
 from .results import to_jsonable
@@ -58,6 +59,7 @@ def summarize(
     queues: pd.DataFrame | None,
     resolved_spec: dict[str, Any],
     links: pd.DataFrame | None = None,
+    events: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``metrics`` object of summary.json (see the module doc for units).
 
@@ -66,7 +68,8 @@ def summarize(
     ``goodput_real_gbps``; ``tenants`` and ``jain_fairness``; ``incast``; ``alltoall``;
     ``probe``; ``fct_slowdown`` (FCT ÷ ideal FCT); ``queue_pkts``, ``drops``,
     ``queue_above``; ``links``; ``ttft_ms``,
-    ``tpot_ms``, ``itl_ms``, ``e2e_ms``, ``kv_transfer_ms`` and ``serving``.
+    ``tpot_ms``, ``itl_ms``, ``e2e_ms``, ``kv_transfer_ms`` and ``serving``; ``faults``
+    (``metrics.faults.fault_timings``, from ``events``: the run's events.json).
     """
     scale = _scale(resolved_spec)
     flows, requests, tokens, queues, links = map(
@@ -84,6 +87,10 @@ def summarize(
         out["links"] = _link_metrics(links, scale)
     if _has_rows(requests):
         out |= _serving(requests, tokens, resolved_spec)
+    applied = (events or {}).get("faults") or []
+    if applied:
+        out["faults"] = fault_timings(applied, (events or {}).get("controller") or [],
+                                      _fabric(resolved_spec))  # fmt: skip
     pairs = resolved_spec.get("noisy_neighbour") or []
     if pairs and _has_rows(flows):
         out["noisy_neighbour"] = [

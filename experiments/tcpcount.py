@@ -97,7 +97,8 @@ def host_counters(net: Any, hosts: list[str]) -> dict[str, dict[str, int]]:
             # segments the receiving stack threw away (full socket buffer, slow reader)
             "receiver_drops": sum(ext.get(k, 0) for k in RECEIVER_DROPS),
             "egress_drops": parse_qdisc_drops(tc) if code == 0 else 0,
-            "all": parse_all(snmp_text) | parse_all(ext_text)
+            "all": parse_all(snmp_text)
+            | parse_all(ext_text)
             | (parse_qdisc_counters(tc) if code == 0 else {}),
         }
     return out
