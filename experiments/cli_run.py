@@ -37,6 +37,9 @@ def add_parsers(sub: Any) -> None:
     r.add_argument("--dry-run", action="store_true",
                    help="check the spec, print each run's demand on this machine, "
                         "build nothing")  # fmt: skip
+    r.add_argument("--capture", action="append", default=[], metavar="WHERE",
+                   help="tcpdump a host (gpu0_0) or switch port (leaf0:3, leaf0:spine1) into "
+                        "the run's captures/ (repeatable; spec: capture.at)")  # fmt: skip
     r.add_argument("--force", action="store_true",
                    help="run even where the plan exceeds this machine's envelope; the "
                         "results then say 'envelope: exceeded'")  # fmt: skip
@@ -49,7 +52,8 @@ def add_parsers(sub: Any) -> None:
 
 
 def _spec_and_runs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
-    spec = load_spec(locate(args.spec), args.set, getattr(args, "seed", None))
+    spec = load_spec(locate(args.spec), args.set, getattr(args, "seed", None),
+                     captures=getattr(args, "capture", []))  # fmt: skip
     return spec, expand(spec, getattr(args, "repeat", 1))
 
 

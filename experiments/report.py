@@ -145,6 +145,7 @@ def _write_single(run: Run, out: Path) -> Path:
     lines += _headline_lines(m, run.summary.get("estimate"), _run_scale(run))
     lines += _check_lines(run)
     lines += _fault_lines(m)
+    lines += _capture_lines(run)
     lines += _spec_lines(run)
     lines += _metric_lines(m)
     lines += _estimate_lines(run.summary.get("estimate"))
@@ -168,6 +169,20 @@ def _fault_lines(m: dict[str, Any]) -> list[str]:
         lines.append(f"| {_fmt(f.get('at_s'))} | {f['event']} | {'–'.join(f['link'])} | "
                      f"{_fmt(f.get('detected_ms'))} | {_fmt(f.get('last_rule_sent_ms'))} | "
                      f"{_fmt(f.get('installed_ms'))} |")  # fmt: skip
+    return [*lines, ""]
+
+
+def _capture_lines(run: Run) -> list[str]:
+    """The run's packet captures (events.json ``captures``), linked."""
+    caps = run.events.get("captures")
+    if not caps:
+        return []
+    lines = ["## Captures", "",
+             "Open with Wireshark and the KV dissector "
+             "(`wireshark -X lua_script:traffic/wireshark/kvfabric.lua FILE`).", ""]  # fmt: skip
+    for c in caps:
+        note = f" — **{c['error']}**" if c.get("error") else ""
+        lines.append(f"- [{c['where']}]({c['file']}): {c['bytes'] / 1e6:.2f} MB{note}")
     return [*lines, ""]
 
 

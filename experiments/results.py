@@ -187,13 +187,13 @@ def is_run_dir(path: Path) -> bool:
 @dataclass
 class Run:
     """One run's results. ``summary`` is summary.json, ``spec`` the resolved spec.yaml
-    (``{}`` if absent), ``events`` events.json (``[]`` if absent). Tables are read on
+    (``{}`` if absent), ``events`` events.json (``{}`` if absent). Tables are read on
     first access and are ``None`` when the run did not write them."""
 
     path: Path
     summary: dict[str, Any]
     spec: dict[str, Any] = field(default_factory=dict)
-    events: list[Any] = field(default_factory=list)
+    events: dict[str, Any] = field(default_factory=dict)
     _tables: dict[str, pd.DataFrame | None] = field(default_factory=dict, repr=False)
 
     def table(self, name: str) -> pd.DataFrame | None:
@@ -263,7 +263,8 @@ def load_run(run_dir: Path) -> Run:
             raise ResultsError(f"cannot read {spec_path}: {exc}") from exc
         spec = loaded if isinstance(loaded, dict) else {}
     events = read_json(path, "events")
-    return Run(path=path, summary=summary, spec=spec, events=list(events or []))
+    return Run(path=path, summary=summary, spec=spec,
+               events=events if isinstance(events, dict) else {})  # fmt: skip
 
 
 # ---- helpers -------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from topologies.shaping import egress_plan
 from traffic.agents import AgentFleet
 
 from . import results, tcpcount
+from .capture import Captures, targets
 from .envelope import DEFAULT, Envelope, figures, machine_identity
 from .envelope import load as load_envelope
 from .estimates import estimate
@@ -272,6 +273,10 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
     samplers = SamplerProcess(scratch / "samplers", ports, r["sampler"]["rate_hz"],
                               link_ports=ports)  # fmt: skip
     faults = FaultInjector(net, r["faults"])
+    cap = r["capture"]
+    window = tuple(cap["window_s"]) if cap["window_s"] else None
+    captures = Captures(net, run_dir / "captures", targets(p.fabric, cap["at"]),
+                        cap["snaplen"], cap["max_mb"], window)  # fmt: skip
     duration = r["duration_s"]
     try:
         samplers.start()
@@ -285,6 +290,7 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
             def started(t0_ns: int) -> None:
                 t_start[0] = time.monotonic()
                 faults.start(t0_ns)
+                captures.start(t0_ns)
 
             def should_stop() -> bool:
                 if t_start[0]:
@@ -311,6 +317,8 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
                 )
                 faults.stop()
                 rec.events["faults"] = faults.applied
+                if cap["at"]:
+                    rec.events["captures"] = captures.stop()
                 rec.events["t0_ns"] = fleet.t0_ns
             if stop:
                 rec.interrupted = True
@@ -324,6 +332,8 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
                 rec.tables["tokens"] = driver.tokens_table()
                 rec.events["serving"] = driver.cache_stats()
     finally:
+        if cap["at"] and "captures" not in rec.events:  # the traffic never started
+            rec.events["captures"] = captures.stop()
         try:
             samplers.stop()
         except SamplerError as exc:  # a sampler's failure is reported, not fatal

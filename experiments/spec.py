@@ -205,8 +205,10 @@ def load_spec(
     seed: int | None = None,
     *,
     base_dir: str | Path | None = None,
+    captures: Sequence[str] = (),
 ) -> Spec:
-    """Read a spec file (or YAML text), apply ``--set`` overrides and ``--seed``,
+    """Read a spec file (or YAML text), apply ``--set`` overrides, ``--seed`` and
+    ``--capture`` points (added to ``capture.at``),
     and validate it, sweep values included. Relative paths in the spec are
     relative to the spec file's folder (for text: ``base_dir`` or the cwd)."""
     text, file = _read(source)
@@ -225,6 +227,12 @@ def load_spec(
                 raise SpecError(f"--set {item}: {exc}", exc.path, exc.value) from None
         if seed is not None:
             raw["seed"] = seed
+        if captures:
+            section = raw.setdefault("capture", {})
+            if isinstance(section, dict):
+                at = section.get("at") or []
+                at = list(at) if isinstance(at, list) else [at]
+                section["at"] = at + [c for c in captures if c not in at]
         resolved = validate(raw, base)
         sweep = resolved.pop("sweep")
         _check_sweep(raw, sweep, base)

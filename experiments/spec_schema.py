@@ -355,6 +355,23 @@ def node(kinds: Sequence[str] | None = None, what: str = "a node") -> Check:
     return Check(fn, f"{what} of the fabric", lambda v: isinstance(v, str))
 
 
+def capture_point() -> Check:
+    """A host (its NIC) or switch:port / switch:neighbour of the fabric."""
+
+    def fn(value: Any, path: str, ctx: Ctx) -> str:
+        from .capture import targets
+
+        if ctx.fabric is not None:
+            try:
+                targets(ctx.fabric, [str(value)])
+            except ValueError as exc:
+                why, _, allowed = str(exc).partition(": ")[2].partition("; allowed: ")
+                raise bad(path, value, allowed or why, why if allowed else "") from None
+        return str(value)
+
+    return Check(fn, "a host or switch:port of the fabric", lambda v: isinstance(v, str))
+
+
 def server() -> Check:
     """A server number of the fabric (rail-optimized: 0..servers-1; else a host number)."""
 

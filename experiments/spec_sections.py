@@ -28,6 +28,7 @@ from .spec_schema import (
     SpecError,
     anything,
     bad,
+    capture_point,
     choice,
     either,
     host,
@@ -265,6 +266,17 @@ SPEC = section(
                     "lateness_p99_ms": Field(number(gt=0), 2.0),
                     "cpu_max_pct": Field(number(gt=0, le=100), 90.0),
                     "dequeue_rate_tolerance": Field(number(gt=0, le=1), 0.05),
+                }
+            ),
+            {},
+        ),
+        "capture": Field(
+            section(
+                {
+                    "at": Field(list_of(capture_point(), distinct=True), []),
+                    "snaplen": Field(integer(64, 65535), 128),
+                    "max_mb": Field(number(gt=0, le=10_000), 20.0),
+                    "window_s": Field(optional(list_of(number(ge=0), 2, 2)), None),
                 }
             ),
             {},

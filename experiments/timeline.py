@@ -33,7 +33,7 @@ from matplotlib.figure import Figure
 
 from . import plots
 from .metrics import hottest_ports
-from .results import Run, read_json
+from .results import Run
 from .summary import link_rates
 
 __all__ = [
@@ -69,9 +69,7 @@ def _stamps(run: Run) -> list[np.ndarray]:
 
 
 def _events(run: Run) -> Mapping[str, Any]:
-    # events.json is an object ({faults, controller, t0_ns, ...}); Run.events keeps a list.
-    events = read_json(run.path, "events")
-    return events if isinstance(events, Mapping) else {}
+    return run.events  # events.json: {faults, controller, t0_ns, ...}
 
 
 def time_origin(run: Run) -> tuple[float, float] | None:

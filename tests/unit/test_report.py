@@ -203,7 +203,7 @@ def test_load_run(tmp_path):
     run_dir = canned_run(tmp_path)
     run = load_run(run_dir)
     assert run.summary["label"] == "senders=2,seed=7" and run.spec["fabric"]["kind"] == "spine_leaf"
-    assert len(run.flows) == 5 and run.cpu is not None and run.events == []
+    assert len(run.flows) == 5 and run.cpu is not None and run.events == {}
     (run_dir / "links.parquet").unlink()
     assert load_run(run_dir).links is None
     with pytest.raises(NotARunError, match="not a kvfabric run"):

@@ -1,0 +1,157 @@
+"""Packet captures of a run: tcpdump on chosen ports, inside the right namespace.
+
+A spec's ``capture:`` section (or ``kvfabric run --capture WHERE``, repeatable) names
+where to listen: a host (``gpu0_0``: its NIC, in its namespace) or a switch port
+(``leaf0:3`` by number, ``leaf0:spine1`` by the neighbour it faces: in the root
+namespace, where the switch ports live). Each becomes ``captures/<where>.pcap`` in the
+run directory, cut at ``snaplen`` bytes per packet (the KV header is within the first
+128), bounded at ``max_mb`` (tcpdump's ``-C`` with a ring of one file: a long run keeps
+its latest packets) and taken over ``window_s`` of the traffic if given. Read them with
+Wireshark and the KV dissector (``traffic/wireshark/kvfabric.lua``).
+
+``targets`` is pure; ``Captures`` owns its tcpdump processes and stops them (SIGINT, so
+each flushes its file) on every way out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from topologies.fabric import Fabric
+
+SNAPLEN, MAX_MB = 128, 20
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str  # the file stem: gpu0_0, leaf0-3
+    node: str
+    port: int
+    is_host: bool
+
+
+def targets(fabric: Fabric, where: list[str]) -> list[Target]:
+    """Capture points for ``where`` entries (see the module doc); ValueError names the
+    entry and what is allowed."""
+    out: dict[str, Target] = {}
+    for entry in where:
+        node, _, port = str(entry).partition(":")
+        try:
+            n = fabric.node(node)
+        except Exception:
+            raise ValueError(
+                f"capture {entry!r}: no node {node!r}; allowed: a host (gpu0_0) or "
+                "switch:port (leaf0:3, or leaf0:spine1 by the neighbour it faces)"
+            ) from None
+        if n.is_host:
+            if port:
+                raise ValueError(f"capture {entry!r}: a host is captured at its NIC; "
+                                 f"write {node!r}")  # fmt: skip
+            t = Target(node, node, fabric.links_of(node)[0].port_of(node), True)
+        else:
+            ports = {lk.port_of(node): lk.other(node) for lk in fabric.links_of(node)}
+            number = int(port) if port.isdigit() else None
+            if number is None:
+                number = next((p for p, other in ports.items() if other == port), None)
+            if number not in ports:
+                allowed = ", ".join(f"{node}:{p} ({o})" for p, o in sorted(ports.items()))
+                raise ValueError(f"capture {entry!r}: {node} has no port {port!r}; "
+                                 f"allowed: {allowed}")  # fmt: skip
+            t = Target(f"{node}-{number}", node, number, False)
+        out[t.name] = t
+    return list(out.values())
+
+
+class Captures:
+    """tcpdump on each target of a running ``FabricNetwork``, over ``window_s``
+    (``(start, end)`` from the traffic's t0; None: from ``start()`` until ``stop()``)."""
+
+    def __init__(
+        self,
+        net: Any,
+        out_dir: Path,
+        where: list[Target],
+        snaplen: int = SNAPLEN,
+        max_mb: float = MAX_MB,
+        window_s: tuple[float, float] | None = None,
+    ) -> None:
+        self.net, self.out_dir, self.where = net, Path(out_dir), where
+        self.snaplen, self.max_mb, self.window_s = snaplen, max_mb, window_s
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.errors: dict[str, str] = {}
+        self._cancel = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def start(self, t0_ns: int) -> None:
+        if not self.where:
+            return
+        if self.window_s is None:
+            self._open()
+            return
+        self._thread = threading.Thread(target=self._windowed, args=(t0_ns,), daemon=True)
+        self._thread.start()
+
+    def _windowed(self, t0_ns: int) -> None:
+        start, end = self.window_s  # type: ignore[misc]
+        if self._cancel.wait(max(0.0, (t0_ns + start * 1e9 - time.monotonic_ns()) / 1e9)):
+            return
+        self._open()
+        if not self._cancel.wait(max(0.0, (t0_ns + end * 1e9 - time.monotonic_ns()) / 1e9)):
+            self._close()
+
+    def _open(self) -> None:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            for t in self.where:
+                dev = self.net.intf(t.node, t.port)
+                path = self.out_dir / f"{t.name}.pcap"
+                cmd = ["tcpdump", "-i", dev, "-s", str(self.snaplen), "-U", "-n", "-q", "-w",
+                       str(path), "-C", f"{self.max_mb:g}", "-W", "1", "-Z", "root"]  # fmt: skip
+                kw = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
+                try:
+                    self.procs[t.name] = (self.net.mn(t.node).popen(cmd, **kw) if t.is_host
+                                          else subprocess.Popen(cmd, **kw))  # fmt: skip
+                except OSError as exc:
+                    self.errors[t.name] = str(exc)
+
+    def _close(self) -> None:
+        with self._lock:
+            for proc in self.procs.values():
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGINT)  # tcpdump flushes and exits
+            for name, proc in self.procs.items():
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                if proc.returncode not in (0, -signal.SIGINT) and name not in self.errors:
+                    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+                    self.errors[name] = err.strip().splitlines()[-1] if err.strip() else (
+                        f"tcpdump exited {proc.returncode}")  # fmt: skip
+                if proc.stderr:
+                    with contextlib.suppress(OSError):
+                        proc.stderr.close()
+            self.procs = {}
+
+    def stop(self) -> list[dict[str, Any]]:
+        """Stop every capture; what each wrote: ``{where, file, bytes, error}``."""
+        self._cancel.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._close()
+        out = []
+        for t in self.where:
+            path = self.out_dir / f"{t.name}.pcap"
+            size = path.stat().st_size if path.exists() else 0
+            out.append({"where": t.name, "file": f"captures/{path.name}", "bytes": size,
+                        "error": self.errors.get(t.name, "")})  # fmt: skip
+        return out
