@@ -104,6 +104,11 @@ def cpu_check(cpu: pd.DataFrame | None, max_pct: float = 90.0) -> Check:
             detail += (f"; busiest core p95 {np.quantile(cores, CPU_QUANTILE):.0f}%, "
                        f"at ≥ {SATURATED_CORE_PCT:g}% for {stretch:.1f} s at most "
                        f"(allowed < {MAX_SATURATED_S:g} s)")  # fmt: skip
+    if cpu is not None and "steal_pct" in cpu:
+        steal = _column(cpu, "steal_pct")
+        if steal.size and steal.max() > 0:
+            detail += (f"; of it the hypervisor took (steal) {steal.mean():.0f}% on average, "
+                       f"p95 {np.quantile(steal, CPU_QUANTILE):.0f}%")  # fmt: skip
     ok = p95 <= max_pct and stretch < MAX_SATURATED_S
     return make_check(ok, p95, max_pct, "%", detail)
 

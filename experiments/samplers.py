@@ -49,7 +49,7 @@ QUEUE_COLUMNS = ["t_ns", "node", "port", "backlog_pkts", "backlog_bytes", "drops
 LINK_COLUMNS = [
     "t_ns", "node", "port", "tx_bytes", "rx_bytes", "tx_packets", "rx_packets", "tx_dropped",
 ]  # fmt: skip
-CPU_COLUMNS = ["t_ns", "cpu_pct", "max_core_pct"]
+CPU_COLUMNS = ["t_ns", "cpu_pct", "max_core_pct", "steal_pct"]
 
 
 ADAPT_WINDOW_NS = 1_000_000_000  # a sampler judges its own pace over this window
@@ -320,8 +320,10 @@ class LinkSampler(_PortSampler):
 class CpuSampler(Sampler):
     """Whole-machine CPU from ``/proc/stat`` deltas (psutil's per-core times; no
     shared state with other ``psutil.cpu_percent`` callers). Table: ``t_ns,
-    cpu_pct`` (0–100, all cores) and ``max_core_pct`` (the busiest core), each
-    over the interval since the previous tick."""
+    cpu_pct`` (0–100, all cores), ``max_core_pct`` (the busiest core) and ``steal_pct``
+    (the share of all cores the hypervisor gave to other machines: counted in
+    ``cpu_pct`` as busy, since the emulation could not use it), each over the interval
+    since the previous tick."""
 
     name = "cpu"
 
@@ -330,7 +332,8 @@ class CpuSampler(Sampler):
         self._t: list[int] = []
         self._pct: list[float] = []
         self._max: list[float] = []
-        self._last: list[tuple[float, float]] = []
+        self._steal: list[float] = []
+        self._last: list[tuple[float, float, float]] = []
 
     def _open(self) -> None:
         self._last = _core_times()
@@ -338,15 +341,18 @@ class CpuSampler(Sampler):
     def _sample(self) -> None:
         now = _core_times()
         t_ns = time.monotonic_ns()
-        pcts, busy_sum, total_sum = [], 0.0, 0.0
-        for (busy0, total0), (busy1, total1) in zip(self._last, now, strict=False):
+        pcts, busy_sum, total_sum, steal_sum = [], 0.0, 0.0, 0.0
+        for (busy0, total0, steal0), (busy1, total1, steal1) in zip(self._last, now,
+                                                                    strict=False):  # fmt: skip
             d_busy, d_total = max(0.0, busy1 - busy0), total1 - total0
             pcts.append(100.0 * d_busy / d_total if d_total > 0 else 0.0)
             busy_sum += d_busy
             total_sum += max(0.0, d_total)
+            steal_sum += max(0.0, steal1 - steal0)
         self._last = now
         self._t.append(t_ns)
         self._pct.append(min(100.0, 100.0 * busy_sum / total_sum) if total_sum > 0 else 0.0)
+        self._steal.append(min(100.0, 100.0 * steal_sum / total_sum) if total_sum > 0 else 0.0)
         self._max.append(min(100.0, max(pcts, default=0.0)))
 
     def table(self) -> pd.DataFrame:
@@ -356,20 +362,21 @@ class CpuSampler(Sampler):
                 "t_ns": np.asarray(self._t[:n], dtype=np.int64),
                 "cpu_pct": np.asarray(self._pct[:n], dtype=np.float64),
                 "max_core_pct": np.asarray(self._max[:n], dtype=np.float64),
+                "steal_pct": np.asarray(self._steal[:n], dtype=np.float64),
             },
             columns=CPU_COLUMNS,
         )
 
 
-def _core_times() -> list[tuple[float, float]]:
-    """(busy, total) seconds per core, as psutil.cpu_percent counts them."""
+def _core_times() -> list[tuple[float, float, float]]:
+    """(busy, total, steal) seconds per core, as psutil.cpu_percent counts them."""
     import psutil
 
     out = []
     for t in psutil.cpu_times(percpu=True):
         total = sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
         busy = total - t.idle - getattr(t, "iowait", 0.0)
-        out.append((busy, total))
+        out.append((busy, total, getattr(t, "steal", 0.0)))
     return out
 
 

@@ -206,6 +206,7 @@ def test_cpu_sampler_table():
     with CpuSampler(20.0) as cpu:
         time.sleep(0.5)
     c = cpu.table()
-    assert list(c.columns) == ["t_ns", "cpu_pct", "max_core_pct"] and len(c) >= 8
+    assert list(c.columns) == ["t_ns", "cpu_pct", "max_core_pct", "steal_pct"] and len(c) >= 8
+    assert ((c["steal_pct"] >= 0) & (c["steal_pct"] <= c["cpu_pct"] + 1e-9)).all()
     assert ((c["cpu_pct"] >= 0) & (c["cpu_pct"] <= c["max_core_pct"] + 1e-9)).all()
     assert (c["max_core_pct"] <= 100).all()

@@ -151,6 +151,13 @@ def test_a_core_saturated_for_half_a_second_fails_though_the_machine_looks_calm(
     assert not c["ok"] and "0.6 s" in c["detail"]
 
 
+def test_steal_is_busy_time_and_is_named():
+    stolen = pd.DataFrame({"t_ns": range(10), "cpu_pct": 95.0, "max_core_pct": 100.0,
+                           "steal_pct": 60.0})  # fmt: skip
+    c = fd.cpu_check(stolen, 90)
+    assert not c["ok"] and "hypervisor took (steal) 60%" in c["detail"]
+
+
 def test_no_cpu_samples_fails():
     c = fd.cpu_check(pd.DataFrame(columns=["t_ns", "cpu_pct"]), 90)
     assert not c["ok"] and c["value"] is None and "no CPU samples" in c["detail"]
