@@ -1,13 +1,15 @@
 """Packet captures of a run: tcpdump on chosen ports, inside the right namespace.
 
 A spec's ``capture:`` section (or ``kvfabric run --capture WHERE``, repeatable) names
-where to listen: a host (``gpu0_0``: its NIC, in its namespace) or a switch port
-(``leaf0:3`` by number, ``leaf0:spine1`` by the neighbour it faces: in the root
+where to listen: a host (``gpu0_0``: all its NICs, ``tcpdump -i any`` in its namespace)
+or a switch port (``leaf0:3`` by number, ``leaf0:spine1`` by the neighbour it faces: in the root
 namespace, where the switch ports live). Each becomes ``captures/<where>.pcap`` in the
-run directory, cut at ``snaplen`` bytes per packet (the KV header is within the first
-128), bounded at ``max_mb`` (tcpdump's ``-C`` with a ring of one file: a long run keeps
-its latest packets) and taken over ``window_s`` of the traffic if given. Read them with
-Wireshark and the KV dissector (``traffic/wireshark/kvfabric.lua``).
+run directory, cut at ``snaplen`` bytes per packet (default whole packets: on a
+persistent connection a message's header may start anywhere in a segment, and the
+dissector needs the bytes to find it), bounded at ``max_mb`` (tcpdump's ``-C`` with a
+ring of one file: a long run keeps its latest packets) and taken over ``window_s`` of
+the traffic if given. Read them with Wireshark and the KV dissector
+(``traffic/wireshark/kvfabric.lua``).
 
 ``targets`` is pure; ``Captures`` owns its tcpdump processes and stops them (SIGINT, so
 each flushes its file) on every way out.
@@ -26,7 +28,7 @@ from typing import Any
 
 from topologies.fabric import Fabric
 
-SNAPLEN, MAX_MB = 128, 20
+SNAPLEN, MAX_MB = 65535, 20
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,7 @@ def targets(fabric: Fabric, where: list[str]) -> list[Target]:
             ) from None
         if n.is_host:
             if port:
-                raise ValueError(f"capture {entry!r}: a host is captured at its NIC; "
+                raise ValueError(f"capture {entry!r}: a host is captured on all its NICs; "
                                  f"write {node!r}")  # fmt: skip
             t = Target(node, node, fabric.links_of(node)[0].port_of(node), True)
         else:
@@ -90,12 +92,17 @@ class Captures:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def start(self, t0_ns: int) -> None:
+    def start(self, t0_ns: int | None = None) -> None:
+        """Without a window: capture from now on (call it before the agents connect, so
+        every TCP stream is seen from its first byte and the dissector finds every
+        header). With one: from ``t0_ns + start`` to ``t0_ns + end``."""
         if not self.where:
             return
         if self.window_s is None:
             self._open()
+            self._wait_listening()
             return
+        assert t0_ns is not None, "a windowed capture needs the traffic's t0"
         self._thread = threading.Thread(target=self._windowed, args=(t0_ns,), daemon=True)
         self._thread.start()
 
@@ -111,7 +118,8 @@ class Captures:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         with self._lock:
             for t in self.where:
-                dev = self.net.intf(t.node, t.port)
+                # a host on all its NICs (a rail-optimized GPU has a rail and an NVLink one)
+                dev = "any" if t.is_host else self.net.intf(t.node, t.port)
                 path = self.out_dir / f"{t.name}.pcap"
                 cmd = ["tcpdump", "-i", dev, "-s", str(self.snaplen), "-U", "-n", "-q", "-w",
                        str(path), "-C", f"{self.max_mb:g}", "-W", "1", "-Z", "root"]  # fmt: skip
@@ -121,6 +129,14 @@ class Captures:
                                           else subprocess.Popen(cmd, **kw))  # fmt: skip
                 except OSError as exc:
                     self.errors[t.name] = str(exc)
+
+    def _wait_listening(self, timeout_s: float = 3.0) -> None:
+        """tcpdump creates its file once it is capturing."""
+        deadline = time.monotonic() + timeout_s
+        for t in self.where:
+            path = self.out_dir / f"{t.name}.pcap"
+            while not path.exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
 
     def _close(self) -> None:
         with self._lock:

@@ -280,6 +280,8 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
     duration = r["duration_s"]
     try:
         samplers.start()
+        if window is None:
+            captures.start()  # before the agents connect: every stream from its first byte
         say("starting agents")
         fleet = AgentFleet(net, run_dir, p.plan.schedule, r["scale"]["bandwidth"],
                            cc=r["agents"]["cc"], connection=r["agents"]["connection"],
@@ -290,7 +292,8 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
             def started(t0_ns: int) -> None:
                 t_start[0] = time.monotonic()
                 faults.start(t0_ns)
-                captures.start(t0_ns)
+                if window is not None:
+                    captures.start(t0_ns)
 
             def should_stop() -> bool:
                 if t_start[0]:

@@ -274,7 +274,7 @@ SPEC = section(
             section(
                 {
                     "at": Field(list_of(capture_point(), distinct=True), []),
-                    "snaplen": Field(integer(64, 65535), 128),
+                    "snaplen": Field(integer(64, 65535), 65535),
                     "max_mb": Field(number(gt=0, le=10_000), 20.0),
                     "window_s": Field(optional(list_of(number(ge=0), 2, 2)), None),
                 }

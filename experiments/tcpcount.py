@@ -125,10 +125,26 @@ def switch_counters(intfs: set[str]) -> dict[str, int]:
     res = subprocess.run(["tc", "-s", "-j", "qdisc", "show"], capture_output=True, text=True)
     if res.returncode == 0:
         out |= parse_qdisc_counters(res.stdout, intfs)
+    res = subprocess.run(["ss", "-0", "-m", "-p"], capture_output=True, text=True)
+    if res.returncode == 0:
+        out["ovs_socket_drops"] = parse_ss_drops(res.stdout, "ovs-vswitchd")
     res = subprocess.run(["ovs-appctl", "coverage/show"], capture_output=True, text=True)
     if res.returncode == 0:
         out |= parse_coverage(res.stdout)
     return out
+
+
+def parse_ss_drops(text: str, process: str) -> int:
+    """Packets ``process``'s packet sockets dropped (full receive buffer: ``d`` of
+    ``ss -0 -m -p`` skmem): OVS falling behind its ports."""
+    total = 0
+    for line in text.replace("\n\t", " ").splitlines():
+        if f'"{process}"' in line and "skmem:(" in line:
+            mem = line.split("skmem:(", 1)[1].split(")", 1)[0]
+            for part in mem.split(","):
+                if part.startswith("d") and part[1:].isdigit():
+                    total += int(part[1:])
+    return total
 
 
 def parse_coverage(text: str) -> dict[str, int]:

@@ -1,6 +1,5 @@
-"""``kvfabric run --capture``: a real run's captures hold the KV messages its flows table
-lists, decoded by tshark with the Lua dissector, and link failures are timed from the
-fault."""
+"""``kvfabric run --capture``: a serving run's capture holds the KV messages its flows
+table lists, decoded by tshark with the Lua dissector."""
 
 from __future__ import annotations
 
@@ -20,19 +19,24 @@ pytestmark = pytest.mark.root
 PLUGIN = Path(__file__).resolve().parents[2] / "traffic" / "wireshark" / "kvfabric.lua"
 
 
-def test_a_host_capture_decodes_to_the_messages_the_flows_table_lists(tmp_path):
+DECODE_HOST = "gpu2_0"  # serving-basic: decode instances on servers 2 and 3
+
+
+def test_a_serving_capture_decodes_to_the_messages_the_flows_table_lists(tmp_path):
     tshark = shutil.which("tshark")
     assert tshark, "tshark is installed by make setup"
-    args = ["run", str(find_bundled("incast-basic")), "--out", str(tmp_path), "--quiet",
-            "--set", "duration_s=4", "--set", "workloads.0.rounds=2",
-            "--set", "sweep={}", "--capture", "h0", "--capture", "leaf0:h0"]  # fmt: skip
+    args = ["run", str(find_bundled("serving-basic")), "--out", str(tmp_path), "--quiet",
+            "--set", "duration_s=6", "--set", "workloads.0.arrivals.limit=6", "--force",
+            "--capture", DECODE_HOST, "--capture", "rail0:spine0"]  # fmt: skip
     assert main(args) == 0
     (run,) = [p.parent for p in tmp_path.glob("*/*/summary.json")]
     events = json.loads((run / "events.json").read_text())
     caps = {c["where"]: c for c in events["captures"]}
-    assert set(caps) == {"h0", "leaf0-1"} and all(not c["error"] for c in caps.values())
-    assert "captures/h0.pcap" in (run / "report.md").read_text()
-    out = subprocess.run([tshark, "-X", f"lua_script:{PLUGIN}", "-r", str(run / "captures/h0.pcap"),
+    assert DECODE_HOST in caps and len(caps) == 2, caps
+    assert all(not c["error"] and c["bytes"] > 0 for c in caps.values()), caps
+    assert f"captures/{DECODE_HOST}.pcap" in (run / "report.md").read_text()
+    pcap = run / "captures" / f"{DECODE_HOST}.pcap"
+    out = subprocess.run([tshark, "-X", f"lua_script:{PLUGIN}", "-r", str(pcap),
                           "-Y", "kvfabric", "-T", "fields", "-e", "kvfabric.flow_id",
                           "-e", "kvfabric.length"],
                          capture_output=True, text=True, check=True).stdout  # fmt: skip
@@ -42,10 +46,10 @@ def test_a_host_capture_decodes_to_the_messages_the_flows_table_lists(tmp_path):
         for fid, length in zip(ids.split(","), lengths.split(","), strict=True):
             seen[int(fid)] = int(length)
     flows = pd.read_parquet(run / "flows.parquet")
-    into_h0 = flows[(flows["dst"] == "h0") & flows["ok"]]
-    assert len(into_h0) > 0
-    missing = set(into_h0["flow_id"]) - set(seen)
-    assert not missing, f"{len(missing)} of {len(into_h0)} messages into h0 not in the capture"
-    sizes = into_h0.set_index("flow_id")["bytes"]
+    into = flows[(flows["dst"] == DECODE_HOST) & flows["ok"]]
+    assert (into["kind"] == "kv_layer").any(), "the decode host receives KV layers"
+    missing = set(into["flow_id"]) - set(seen)
+    assert not missing, f"{len(missing)} of {len(into)} messages not in the capture"
+    sizes = into.set_index("flow_id")["bytes"]
     wrong = [f for f in sizes.index if seen[f] + 44 != sizes[f] and seen[f] != sizes[f]]
     assert not wrong, f"decoded lengths differ from flows.parquet for flows {wrong[:5]}"

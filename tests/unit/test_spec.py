@@ -162,7 +162,7 @@ def test_good_specs_load_and_fill_every_default(spec):
         "workloads",
         "noisy_neighbour",
     ]
-    assert r["capture"] == {"at": [], "snaplen": 128, "max_mb": 20.0, "window_s": None}
+    assert r["capture"] == {"at": [], "snaplen": 65535, "max_mb": 20.0, "window_s": None}
     assert r["sampler"]["rate_hz"] == 200.0
     assert r["fidelity"] == {
         "lateness_p99_ms": 2.0,

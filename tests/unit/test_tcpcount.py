@@ -77,3 +77,12 @@ def test_the_ledger_keeps_what_moved():
              "switches": {"qdisc_pfifo_drops": 10, "tx_dropped": 0}}  # fmt: skip
     got = tcpcount.ledger(before, after)
     assert got == {"hosts": {"Tcp.RetransSegs": 6}, "switch_ports": {"qdisc_pfifo_drops": 7}}
+
+
+def test_ovs_socket_drops_are_read_from_ss():
+    text = ('p_raw 0 0 [0]:* * users:(("ovs-vswitchd",pid=7,fd=313)) '
+            "skmem:(r0,rb212992,t0,tb212992,f0,w0,o0,bl0,d0)\n"
+            'p_raw 0 0 [3]:s1-eth1 * users:(("ovs-vswitchd",pid=7,fd=40))\n\t'
+            "skmem:(r0,rb4194304,t0,tb212992,f0,w0,o0,bl0,d12)\n"
+            'p_raw 0 0 [3]:eth0 * users:(("tcpdump",pid=9,fd=3)) skmem:(r0,d99)\n')  # fmt: skip
+    assert tcpcount.parse_ss_drops(text, "ovs-vswitchd") == 12
