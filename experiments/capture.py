@@ -29,6 +29,8 @@ from typing import Any
 from topologies.fabric import Fabric
 
 SNAPLEN, MAX_MB = 65535, 20
+DRAIN_S = 0.5  # before stopping tcpdump: it reads what its buffer still holds
+CAPTURE_BUFFER_KIB = 16384  # tcpdump's kernel buffer (default 2 MiB): a busy run overflows it
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,15 @@ def targets(fabric: Fabric, where: list[str]) -> list[Target]:
     return list(out.values())
 
 
+def kernel_drops(tcpdump_stderr: str) -> int | None:
+    """Packets tcpdump's kernel buffer dropped (its "N packets dropped by kernel")."""
+    for line in tcpdump_stderr.splitlines():
+        words = line.split()
+        if len(words) >= 5 and words[1:5] == ["packets", "dropped", "by", "kernel"]:
+            return int(words[0])
+    return None
+
+
 class Captures:
     """tcpdump on each target of a running ``FabricNetwork``, over ``window_s``
     (``(start, end)`` from the traffic's t0; None: from ``start()`` until ``stop()``)."""
@@ -88,6 +99,7 @@ class Captures:
         self.snaplen, self.max_mb, self.window_s = snaplen, max_mb, window_s
         self.procs: dict[str, subprocess.Popen] = {}
         self.errors: dict[str, str] = {}
+        self.kernel_drops: dict[str, int] = {}
         self._cancel = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -122,7 +134,8 @@ class Captures:
                 dev = "any" if t.is_host else self.net.intf(t.node, t.port)
                 path = self.out_dir / f"{t.name}.pcap"
                 cmd = ["tcpdump", "-i", dev, "-s", str(self.snaplen), "-U", "-n", "-q", "-w",
-                       str(path), "-C", f"{self.max_mb:g}", "-W", "1", "-Z", "root"]  # fmt: skip
+                       str(path), "-C", f"{self.max_mb:g}", "-W", "1", "-Z", "root",
+                       "-B", str(CAPTURE_BUFFER_KIB)]  # fmt: skip
                 kw = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
                 try:
                     self.procs[t.name] = (self.net.mn(t.node).popen(cmd, **kw) if t.is_host
@@ -140,6 +153,9 @@ class Captures:
 
     def _close(self) -> None:
         with self._lock:
+            if self.procs:
+                # tcpdump stops reading at SIGINT: what its buffer still holds is lost
+                time.sleep(DRAIN_S)
             for proc in self.procs.values():
                 if proc.poll() is None:
                     proc.send_signal(signal.SIGINT)  # tcpdump flushes and exits
@@ -149,8 +165,9 @@ class Captures:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
+                err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+                self.kernel_drops[name] = kernel_drops(err)
                 if proc.returncode not in (0, -signal.SIGINT) and name not in self.errors:
-                    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
                     self.errors[name] = err.strip().splitlines()[-1] if err.strip() else (
                         f"tcpdump exited {proc.returncode}")  # fmt: skip
                 if proc.stderr:
@@ -159,7 +176,8 @@ class Captures:
             self.procs = {}
 
     def stop(self) -> list[dict[str, Any]]:
-        """Stop every capture; what each wrote: ``{where, file, bytes, error}``."""
+        """Stop every capture; what each wrote: ``{where, file, bytes, dropped, error}``
+        (``dropped``: packets tcpdump's buffer lost, None if it did not say)."""
         self._cancel.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
@@ -169,5 +187,6 @@ class Captures:
             path = self.out_dir / f"{t.name}.pcap"
             size = path.stat().st_size if path.exists() else 0
             out.append({"where": t.name, "file": f"captures/{path.name}", "bytes": size,
+                        "dropped": self.kernel_drops.get(t.name),
                         "error": self.errors.get(t.name, "")})  # fmt: skip
         return out

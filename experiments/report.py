@@ -182,6 +182,8 @@ def _capture_lines(run: Run) -> list[str]:
              "(`wireshark -X lua_script:traffic/wireshark/kvfabric.lua FILE`).", ""]  # fmt: skip
     for c in caps:
         note = f" — **{c['error']}**" if c.get("error") else ""
+        if c.get("dropped"):
+            note += f" — **tcpdump's buffer dropped {c['dropped']} packets**"
         lines.append(f"- [{c['where']}]({c['file']}): {c['bytes'] / 1e6:.2f} MB{note}")
     return [*lines, ""]
 

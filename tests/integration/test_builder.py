@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import threading
 import time
@@ -18,6 +19,7 @@ from topologies.cleanup import bridges, interfaces
 from topologies.naming import owned
 
 pytestmark = pytest.mark.root
+log = logging.getLogger(__name__)
 
 SMALL = {
     "spine_leaf": lambda: spine_leaf(spines=2, leaves=2, hosts_per_leaf=2),
@@ -202,5 +204,13 @@ def test_a_deep_queue_fills_to_its_depth_and_loss_is_counted():
     assert queue_drops > 100, "the queue should overflow"
     lost = sent - delivered - queue_drops - h.get("qdisc_pfifo_drops", 0)
     lost -= h.get("Udp.RcvbufErrors", 0) + sw.get("ovs_socket_drops", 0)
+    log.warning(
+        "deep queue: peak %d packets, %d of %d datagrams dropped by the queue, %d lost "
+        "beyond it (pytest -o log_cli=true shows this)",
+        peak[0],
+        queue_drops,
+        sent,
+        lost,
+    )
     assert lost <= queue_drops, f"{lost} datagrams lost beyond {queue_drops} queue drops: {got}"
     assert during["before"] in _tx_buffers() or not _tx_buffers()

@@ -25,3 +25,14 @@ def test_a_bad_point_is_refused_with_what_is_allowed(entry, says):
     with pytest.raises(ValueError, match="capture") as exc:
         targets(spine_leaf(spines=2, leaves=2, hosts_per_leaf=2), [entry])
     assert says in str(exc.value)
+
+
+def test_tcpdump_says_what_its_buffer_dropped():
+    from experiments.capture import kernel_drops
+
+    text = (
+        "tcpdump: listening on any\n1200 packets captured\n"
+        "1210 packets received by filter\n7 packets dropped by kernel\n"
+    )
+    assert kernel_drops(text) == 7
+    assert kernel_drops("tcpdump: no such device") is None
