@@ -49,44 +49,48 @@ def test_transfer_across_the_spine_runs_at_the_emulated_rate():
     assert 0.90 * configured <= wire <= 1.05 * configured, (t.goodput_mbps, configured)
 
 
+def _three_into_h0(net, fabric, client_args: list[str], drain_s: float = 0.0) -> list:
+    """h3, h4 and h5 run ``iperf3 -c 10.0.0.1 client_args`` at once into h0 while the
+    queue of leaf0's port to h0 is sampled every 5 ms; returns the samples."""
+    egress = net.intf("leaf0", fabric.port("leaf0", "h0"))
+    servers = [net.mn("h0").popen(["iperf3", "-s", "-1", "-p", str(5201 + i)],
+                                  stdout=subprocess.DEVNULL) for i in range(3)]  # fmt: skip
+    samples: list = []
+    stop = threading.Event()
+    try:
+        time.sleep(0.3)
+        with QdiscReader([egress]) as reader:
+
+            def sample():
+                while not stop.is_set():
+                    samples.append(reader.read()[egress])
+                    time.sleep(0.005)
+
+            th = threading.Thread(target=sample)
+            th.start()
+            clients = [net.mn(src).popen(["iperf3", "-c", "10.0.0.1", "-p", str(5201 + i),
+                                          *client_args], stdout=subprocess.DEVNULL)
+                       for i, src in enumerate(["h3", "h4", "h5"])]  # fmt: skip
+            for c in clients:
+                c.wait(timeout=30)
+            time.sleep(drain_s)
+            stop.set()
+            th.join()
+    finally:
+        stop.set()
+        for srv in servers:
+            srv.kill()
+            srv.wait()
+    return samples
+
+
 def _incast_queue(buffer_pkts: int) -> tuple[int, int, int]:
     """3-to-1 incast at 10 Mbit/s; returns (max backlog, drops, samples) at
     the receiver's leaf egress."""
     fabric = spine_leaf(spines=1, leaves=2, hosts_per_leaf=3, host_gbps=100, uplink_gbps=400,
                         buffer_pkts=buffer_pkts)  # fmt: skip
     with FabricNetwork(fabric, 1e-4) as net:
-        egress = net.intf("leaf0", fabric.port("leaf0", "h0"))
-        servers = [net.mn("h0").popen(["iperf3", "-s", "-1", "-p", str(5201 + i)],
-                                      stdout=subprocess.DEVNULL) for i in range(3)]  # fmt: skip
-        samples: list = []
-        stop = threading.Event()
-        try:
-            time.sleep(0.3)
-            with QdiscReader([egress]) as reader:
-
-                def sample():
-                    while not stop.is_set():
-                        samples.append(reader.read()[egress])
-                        time.sleep(0.005)
-
-                th = threading.Thread(target=sample)
-                th.start()
-                clients = [
-                    net.mn(src).popen(
-                        ["iperf3", "-c", "10.0.0.1", "-p", str(5201 + i), "-t", "3", "-C", "cubic"],
-                        stdout=subprocess.DEVNULL,
-                    )  # fmt: skip
-                    for i, src in enumerate(["h3", "h4", "h5"])
-                ]
-                for c in clients:
-                    c.wait(timeout=30)
-                stop.set()
-                th.join()
-        finally:
-            stop.set()
-            for s in servers:
-                s.kill()
-                s.wait()
+        samples = _three_into_h0(net, fabric, ["-t", "3", "-C", "cubic"])
     return max(s.backlog_pkts for s in samples), samples[-1].drops, len(samples)
 
 
@@ -163,51 +167,24 @@ def test_a_deep_queue_fills_to_its_depth_and_loss_is_counted():
         hosts = [h.name for h in fabric.hosts]
         intfs = {net.intf(sw.name, lk.port_of(sw.name)) for sw in fabric.switches
                  for lk in fabric.links_of(sw.name)}  # fmt: skip
-        egress = net.intf("leaf0", fabric.port("leaf0", "h0"))
         before = {"hosts": tcpcount.host_counters(net, hosts),
                   "switches": tcpcount.switch_counters(intfs)}  # fmt: skip
-        servers = [net.mn("h0").popen(["iperf3", "-s", "-1", "-p", str(5201 + i)],
-                                      stdout=subprocess.DEVNULL) for i in range(3)]  # fmt: skip
-        peak, stop = [0], threading.Event()
-        try:
-            time.sleep(0.3)
-            with QdiscReader([egress]) as reader:
-
-                def sample():
-                    while not stop.is_set():
-                        peak[0] = max(peak[0], reader.read()[egress].backlog_pkts)
-                        time.sleep(0.005)
-
-                th = threading.Thread(target=sample)
-                th.start()
-                clients = [net.mn(src).popen(["iperf3", "-c", "10.0.0.1", "-p", str(5201 + i),
-                                              "-u", "-b", "15M", "-l", "1400", "-t", "3"],
-                                             stdout=subprocess.DEVNULL)
-                           for i, src in enumerate(("h3", "h4", "h5"))]  # fmt: skip
-                for c in clients:
-                    c.wait(timeout=30)
-                time.sleep(0.5)  # the queue drains
-                stop.set()
-                th.join()
-        finally:
-            stop.set()
-            for s in servers:
-                s.kill()
-                s.wait()
+        udp = ["-u", "-b", "15M", "-l", "1400", "-t", "3"]
+        peak = max(x.backlog_pkts for x in _three_into_h0(net, fabric, udp, drain_s=0.5))
         got = tcpcount.ledger(before, {"hosts": tcpcount.host_counters(net, hosts),
                                        "switches": tcpcount.switch_counters(intfs)})  # fmt: skip
         during = net.tx_buffer
     h, sw = got["hosts"], got["switch_ports"]
     sent, delivered = h.get("Udp.OutDatagrams", 0), h.get("Udp.InDatagrams", 0)
     queue_drops = sw.get("qdisc_pfifo_drops", 0)
-    assert peak[0] >= 200, f"the 256-packet queue held at most {peak[0]}"
+    assert peak >= 200, f"the 256-packet queue held at most {peak}"
     assert queue_drops > 100, "the queue should overflow"
     lost = sent - delivered - queue_drops - h.get("qdisc_pfifo_drops", 0)
     lost -= h.get("Udp.RcvbufErrors", 0) + sw.get("ovs_socket_drops", 0)
     log.warning(
         "deep queue: peak %d packets, %d of %d datagrams dropped by the queue, %d lost "
         "beyond it (pytest -o log_cli=true shows this)",
-        peak[0],
+        peak,
         queue_drops,
         sent,
         lost,
