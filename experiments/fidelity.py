@@ -34,6 +34,8 @@ import pandas as pd
 from topologies.fabric import Fabric, FabricError
 from topologies.shaping import MTU_BYTES, egress_plan, switch_capacity_mbps
 
+from .tcpcount import UNMODELLED_PLACES
+
 DEFAULT_THRESHOLDS = {"lateness_p99_ms": 2.0, "cpu_max_pct": 90.0, "dequeue_rate_tolerance": 0.05}
 CPU_QUANTILE = 0.95
 # a core this busy (%) for this long (s) without a break starves what runs on it (OVS's
@@ -390,6 +392,9 @@ def unmodelled_loss_check(tcp: Mapping[str, int] | None, queues: pd.DataFrame | 
     )
     if tcp.get("receiver_drops"):
         detail += f"; receiving stacks threw away {tcp['receiver_drops']} (slow readers)"
+    seen = [f"{UNMODELLED_PLACES[k]} {tcp[k]}" for k in UNMODELLED_PLACES if tcp.get(k)]
+    if seen:
+        detail += "; dropped outside the queues: " + ", ".join(seen)
     return make_check(unexplained <= allowed, unexplained, allowed, unit, detail)
 
 

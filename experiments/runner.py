@@ -390,6 +390,8 @@ def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
     try:
         cpu = _traffic_window(t["cpu"], rec.events)  # not agent start-up or teardown
         tcp = tcpcount.totals(rec.events["tcp"]) if rec.events.get("tcp") else None
+        if tcp is not None:
+            tcp |= tcpcount.unmodelled_places(rec.events.get("counters") or {})
         fidelity = verdict(t["flows"], t["queues"], cpu, rec.samplers, rates, p.fabric,
                            r["fidelity"], tcp=tcp)  # fmt: skip
     except Exception as exc:

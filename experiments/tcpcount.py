@@ -183,5 +183,19 @@ def delta(
             for h in after if h in before}  # fmt: skip
 
 
+# where the ledger sees packets die outside the shaped queues (each not modelled)
+UNMODELLED_PLACES = {
+    "ovs_socket_drops": "OVS's receive sockets (OVS fell behind)",
+    "rx_dropped": "switch ports' kernel receive",
+    "tx_dropped": "switch ports' kernel transmit",
+}
+
+
+def unmodelled_places(counters: Mapping[str, Any]) -> dict[str, int]:
+    """From a ``ledger``: the switch-side drops no shaped queue counts, by place."""
+    sw = counters.get("switch_ports") or {}
+    return {k: int(sw[k]) for k in UNMODELLED_PLACES if sw.get(k)}
+
+
 def totals(per_host: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
     return {k: sum(int(c.get(k, 0)) for c in per_host.values()) for k in FIELDS}

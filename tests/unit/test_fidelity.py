@@ -360,3 +360,14 @@ def test_unmodelled_loss_fails_the_verdict():
     tcp = {"out_segs": 10_000, "retrans_segs": 500, "spurious_segs": 0, "timeouts": 0}
     v = fd.verdict(*run_tables(), capacity_mbps=1400, tcp=tcp)
     assert [n for n, c in v["checks"].items() if not c["ok"]] == ["unmodelled_loss"]
+
+
+def test_unmodelled_loss_names_where_the_ledger_saw_packets_die():
+    from experiments.tcpcount import unmodelled_places
+
+    counters = {"hosts": {}, "switch_ports": {"ovs_socket_drops": 40, "qdisc_pfifo_drops": 9}}
+    tcp = {"out_segs": 10_000, "retrans_segs": 200, "spurious_segs": 0, "timeouts": 0,
+           "egress_drops": 0} | unmodelled_places(counters)  # fmt: skip
+    c = fd.unmodelled_loss_check(tcp, None)
+    assert not c["ok"] and "OVS's receive sockets (OVS fell behind) 40" in c["detail"]
+    assert unmodelled_places({}) == {}
