@@ -62,7 +62,7 @@ bench-quick: setup
 	$(PY) -m benchmarks --quick
 
 references: setup
-	$(PY) -m experiments.reference
+	$(PY) -m experiments.orchestration.reference
 
 unit: venv-user
 	$(PY) -m pytest -q tests/unit

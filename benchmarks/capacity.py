@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from experiments.fidelity import offered_switching_mbps
-from experiments.iperf import iperf3
+from experiments.analysis.fidelity import offered_switching_mbps
+from experiments.measurement.iperf import iperf3
 from topologies import spine_leaf
 from topologies.builder import FabricNetwork
 from topologies.shaping import switch_capacity_mbps

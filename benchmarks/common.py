@@ -210,9 +210,9 @@ def trial_verdict(net: Any, scale: float, work: Callable[[Callable[[], None]], t
     """Run ``work(begin)`` (returning (payload, flows table)); ``begin()`` starts the queue
     and CPU samplers, so the steady state is judged and not the start-up of agents or
     tools (dozens of Python imports on 2 cores). The fidelity verdict over what they saw."""
-    from experiments import tcpcount
-    from experiments.fidelity import egress_rates_bps, verdict
-    from experiments.samplers import CpuSampler, QueueSampler
+    from experiments.analysis.fidelity import egress_rates_bps, verdict
+    from experiments.measurement import tcpcount
+    from experiments.measurement.samplers import CpuSampler, QueueSampler
 
     samplers = [QueueSampler(switch_ports(net), queue_hz), CpuSampler()]
     started: list[Any] = []

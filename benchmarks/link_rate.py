@@ -14,8 +14,8 @@ import time
 
 import pandas as pd
 
-from experiments.fidelity import busy_dequeue
-from experiments.iperf import TCP_GOODPUT_FRACTION, Transfer, iperf3
+from experiments.analysis.fidelity import busy_dequeue
+from experiments.measurement.iperf import TCP_GOODPUT_FRACTION, Transfer, iperf3
 from topologies import spine_leaf
 from topologies.builder import FabricNetwork
 

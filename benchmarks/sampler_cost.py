@@ -17,7 +17,7 @@ import re
 import subprocess
 import time
 
-from experiments.samplers import QueueSampler
+from experiments.measurement.samplers import QueueSampler
 from topologies import fat_tree
 from topologies.builder import FabricNetwork
 

@@ -47,7 +47,7 @@ SIZES = [(4, 4, "auto"), (8, 8, "per_host"), (8, 8, "auto"), (16, 8, "auto")]  #
 
 
 def one(servers: int, gpus: int, processes: str, duration: float, n: int) -> dict:
-    from experiments.cli import main
+    from experiments.cli.main import main
 
     half = servers // 2
     text = SPEC.format(duration=duration, servers=servers, gpus=gpus, processes=processes,

@@ -8,8 +8,8 @@ import logging
 import numpy as np
 import pytest
 
-from experiments.metrics.flows import alltoall_step_ms, incast_goodput
-from experiments.qstats import QdiscReader
+from experiments.analysis.metrics.flows import alltoall_step_ms, incast_goodput
+from experiments.measurement.qstats import QdiscReader
 from topologies import spine_leaf
 from topologies.builder import FabricNetwork
 from traffic.agents import AgentFleet

@@ -10,9 +10,9 @@ import time
 import psutil
 import pytest
 
-from experiments.iperf import TCP_GOODPUT_FRACTION, iperf3
-from experiments.qstats import QdiscReader
-from experiments.reach import all_pairs_ping
+from experiments.measurement.iperf import TCP_GOODPUT_FRACTION, iperf3
+from experiments.measurement.qstats import QdiscReader
+from experiments.measurement.reach import all_pairs_ping
 from topologies import fat_tree, rail_optimized, spine_leaf
 from topologies.builder import BuildError, FabricNetwork
 from topologies.cleanup import bridges, interfaces
@@ -156,7 +156,7 @@ def test_a_deep_queue_fills_to_its_depth_and_loss_is_counted():
     reach its depth, the loss must be mostly the queue's own drops (OVS also abandons
     the rest of a send batch when the queue drops one: at most one more per drop here),
     and OVS's buffer is back to its size after the fabric."""
-    from experiments import tcpcount
+    from experiments.measurement import tcpcount
 
     fabric = spine_leaf(spines=1, leaves=2, hosts_per_leaf=3, host_gbps=100, uplink_gbps=400,
                         buffer_pkts=256)  # fmt: skip

@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from experiments.cli import main
-from experiments.spec import find_bundled
+from experiments.cli.main import main
+from experiments.spec.load import find_bundled
 
 pytestmark = pytest.mark.root
 

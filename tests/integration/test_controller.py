@@ -20,8 +20,8 @@ from controller.core import PRIORITY_TENANT
 from controller.policy import compute
 from controller.process import ControllerProcess
 from controller.rules import Rule, RuleSet, diff
-from experiments.iperf import iperf3
-from experiments.reach import all_pairs_ping
+from experiments.measurement.iperf import iperf3
+from experiments.measurement.reach import all_pairs_ping
 from topologies import Fabric, fat_tree, rail_optimized, spine_leaf
 from topologies.builder import Controller, FabricNetwork
 

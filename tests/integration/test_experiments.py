@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from experiments.cli import main
+from experiments.cli.main import main
 
 pytestmark = pytest.mark.root
 

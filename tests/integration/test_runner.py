@@ -16,8 +16,8 @@ import pandas as pd
 import psutil
 import pytest
 
-from experiments.cli import main
-from experiments.spec import find_bundled, load_spec
+from experiments.cli.main import main
+from experiments.spec.load import find_bundled, load_spec
 from topologies.cleanup import bridges, interfaces
 
 pytestmark = pytest.mark.root
@@ -78,7 +78,7 @@ LONG = textwrap.dedent(
 
 
 def _kvfabric(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "experiments.cli", *args],
+    return subprocess.Popen([sys.executable, "-m", "experiments.cli.main", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
 
 
@@ -98,7 +98,7 @@ def test_sigint_leaves_partial_results_nothing_behind_and_a_second_run_is_refuse
         _wait_for(lambda: list(out.glob("long-probe/*/env.json")), 90, "the fabric to be up")
         time.sleep(2.0)  # traffic is flowing
         second = subprocess.run(
-            [sys.executable, "-m", "experiments.cli", "run", str(spec), "--out",
+            [sys.executable, "-m", "experiments.cli.main", "run", str(spec), "--out",
              str(tmp_path / "second"), "--quiet"], capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert second.returncode == 1, second.stderr
@@ -165,7 +165,7 @@ def test_kvfabric_cli_brings_the_fabric_up_for_mininets_cli_and_removes_it(tmp_p
     spec = tmp_path / "fault.yaml"
     spec.write_text(FAULT)
     out = subprocess.run(
-        [sys.executable, "-m", "experiments.cli", "cli", str(spec)],
+        [sys.executable, "-m", "experiments.cli.main", "cli", str(spec)],
         input="pingall\nexit\n", capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]

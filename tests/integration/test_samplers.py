@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from experiments.fidelity import busy_dequeue, dequeue_rate_check, egress_rates_bps
-from experiments.iperf import iperf3
-from experiments.qstats import QdiscReader
-from experiments.samplers import (
+from experiments.analysis.fidelity import busy_dequeue, dequeue_rate_check, egress_rates_bps
+from experiments.measurement.iperf import iperf3
+from experiments.measurement.qstats import QdiscReader
+from experiments.measurement.samplers import (
     CpuSampler,
     LinkSampler,
     Netlink,

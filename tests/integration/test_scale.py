@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from controller.process import ControllerProcess
-from experiments.cli import main
-from experiments.reach import all_pairs_ping
+from experiments.cli.main import main
+from experiments.measurement.reach import all_pairs_ping
 from topologies import rail_optimized
 from topologies.builder import Controller, FabricNetwork
 

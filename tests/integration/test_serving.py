@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from experiments.cli import main
+from experiments.cli.main import main
 
 pytestmark = pytest.mark.root
 

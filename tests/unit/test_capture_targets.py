@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.capture import targets
+from experiments.measurement.capture import targets
 from topologies import spine_leaf
 
 
@@ -28,7 +28,7 @@ def test_a_bad_point_is_refused_with_what_is_allowed(entry, says):
 
 
 def test_tcpdump_says_what_its_buffer_dropped():
-    from experiments.capture import kernel_drops
+    from experiments.measurement.capture import kernel_drops
 
     text = (
         "tcpdump: listening on any\n1200 packets captured\n"

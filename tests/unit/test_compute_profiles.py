@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from experiments.cli import EXIT_OK, EXIT_USAGE, main
+from experiments.cli.main import EXIT_OK, EXIT_USAGE, main
 from traffic import compute, profiles
 from traffic.compute import LinearProfile
 from traffic.presets import PresetError, model

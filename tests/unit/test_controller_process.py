@@ -343,7 +343,7 @@ def test_the_error_log_keeps_tracebacks_of_any_logger_and_counts_the_overflow():
 
 
 def test_a_run_whose_controller_reported_errors_fails():
-    from experiments.runner import Recorded, record_controller
+    from experiments.orchestration.runner import Recorded, record_controller
 
     def proc(errors: list[str] | Exception) -> Any:
         def ask() -> list[str]:

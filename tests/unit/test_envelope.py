@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments.demand import WINDOW_NS, demand_of, message_table, schedule_demand
-from experiments.envelope import DEFAULT, Envelope, exceeded, figures, load, save
-from experiments.plan import traffic_plan
-from experiments.runner import EnvelopeExceeded, prepare
-from experiments.spec import expand, load_spec
+from experiments.orchestration.demand import WINDOW_NS, demand_of, message_table, schedule_demand
+from experiments.orchestration.envelope import DEFAULT, Envelope, exceeded, figures, load, save
+from experiments.orchestration.plan import traffic_plan
+from experiments.orchestration.runner import EnvelopeExceeded, prepare
+from experiments.spec.load import expand, load_spec
 from topologies import spine_leaf
 from traffic.flowsizes import mean_flow_bytes
 from traffic.workloads import background, incast
@@ -98,7 +98,7 @@ def test_an_over_envelope_plan_is_refused_with_the_figure_the_limit_and_the_fixe
 
 
 def test_slowdown_is_one_for_a_flow_that_met_its_ideal_and_grows_with_queueing():
-    from experiments.metrics.flows import fct_slowdown, ideal_fct_ms
+    from experiments.analysis.metrics.flows import fct_slowdown, ideal_fct_ms
 
     flows = pd.DataFrame({"src": ["h0", "h0"], "dst": ["h4", "h1"], "bytes": [144_800, 1448],
                           "proto": ["tcp", "tcp"], "ok": [True, True],

@@ -1,4 +1,4 @@
-"""The analytic estimates (experiments.estimates) against numbers computed by hand."""
+"""The analytic estimates (experiments.analysis.estimates) against numbers computed by hand."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ import textwrap
 
 import pytest
 
-from experiments.estimates import (
+from experiments.analysis.estimates import (
     collision_odds,
     estimate,
     pipelined_exposed_s,
     transfer_numbers,
 )
-from experiments.spec import expand, load_spec
+from experiments.spec.load import expand, load_spec
 
 
 def runs(tmp_path, text):

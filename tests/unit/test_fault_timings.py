@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from experiments.metrics.faults import fault_timings
+from experiments.analysis.metrics.faults import fault_timings
 from topologies import spine_leaf
 
 MS = 1_000_000

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments import fidelity as fd
+from experiments.analysis import fidelity as fd
 from topologies import fat_tree, rail_optimized, spine_leaf
 
 PERIOD_NS = 5_000_000  # 200 Hz
@@ -293,7 +293,7 @@ def test_offered_load_over_capacity_fails_the_verdict():
 
 
 def test_thresholds_default_to_the_spec_defaults():
-    from experiments.spec_sections import validate
+    from experiments.spec.sections import validate
 
     spec = validate({"name": "x", "duration_s": 1, "fabric": {"kind": "spine_leaf"}}, Path("."))
     assert spec["fidelity"] == fd.DEFAULT_THRESHOLDS
@@ -363,7 +363,7 @@ def test_unmodelled_loss_fails_the_verdict():
 
 
 def test_unmodelled_loss_names_where_the_ledger_saw_packets_die():
-    from experiments.tcpcount import unmodelled_places
+    from experiments.measurement.tcpcount import unmodelled_places
 
     counters = {"hosts": {}, "switch_ports": {"ovs_socket_drops": 40, "qdisc_pfifo_drops": 9}}
     tcp = {"out_segs": 10_000, "retrans_segs": 200, "spurious_segs": 0, "timeouts": 0,

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments.metrics import (
+from experiments.analysis.metrics import (
     LATENCY_KEYS,
     alltoall_step_ms,
     counter_increase,

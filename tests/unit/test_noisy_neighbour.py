@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments.metrics.tenants import active_intervals, inside, noisy_neighbour
+from experiments.analysis.metrics.tenants import active_intervals, inside, noisy_neighbour
 
 MS = 1_000_000
 

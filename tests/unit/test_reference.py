@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from experiments.reference import MAX_TABLE_BYTES, assemble, main, rewrite_reports
+from experiments.orchestration.reference import MAX_TABLE_BYTES, assemble, main, rewrite_reports
 from tests.unit.test_report import canned_run
 
 
@@ -48,7 +48,7 @@ def test_unknown_name_is_refused_before_anything_runs(capsys):
 
 
 def test_reports_only_rewrites_a_committed_reference_from_its_tables(tmp_path):
-    from experiments.reference import REFERENCE_DIR
+    from experiments.orchestration.reference import REFERENCE_DIR
 
     dest = tmp_path / "reference"
     shutil.copytree(REFERENCE_DIR / "link-failure", dest / "link-failure")

@@ -12,9 +12,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from experiments.cli import main
-from experiments.report import write_report
-from experiments.results import (
+from experiments.analysis.summary import summarize
+from experiments.cli.main import main
+from experiments.output.report import write_report
+from experiments.output.results import (
     NotARunError,
     ResultsError,
     load_run,
@@ -23,7 +24,6 @@ from experiments.results import (
     write_json,
     write_table,
 )
-from experiments.summary import summarize
 
 MS = 1_000_000
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -333,7 +333,7 @@ def test_cli_report_not_a_run_is_a_usage_error(tmp_path, capsys):
 
 
 def test_the_analytic_estimate_is_printed_beside_the_measurement(tmp_path):
-    from experiments.report import _estimate_lines
+    from experiments.output.report import _estimate_lines
 
     lines = _estimate_lines({"incast": {"round_ms": 320.0, "fct_ms": {"p50": 1.5, "p99": 2.5}}})
     text = "\n".join(lines)
@@ -405,7 +405,7 @@ def test_first_screen_puts_each_headline_number_beside_its_estimate(tmp_path):
 
 
 def test_a_bundled_experiment_states_its_question():
-    from experiments.headline import question
+    from experiments.analysis.headline import question
 
     assert question("link-failure").startswith("A rail↔spine link goes down")
     assert question("incast-basic") is None and question("../etc/passwd") is None

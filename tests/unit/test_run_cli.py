@@ -10,11 +10,11 @@ import textwrap
 
 import pytest
 
-from experiments.cli import main
-from experiments.cli_run import purpose
-from experiments.plan import controller_params, network_schedule, workload_seed
-from experiments.runtime import RunBusy, RunLock, StopFlag
-from experiments.spec import expand, find_bundled, load_spec
+from experiments.cli.main import main
+from experiments.cli.run import purpose
+from experiments.orchestration.plan import controller_params, network_schedule, workload_seed
+from experiments.orchestration.runtime import RunBusy, RunLock, StopFlag
+from experiments.spec.load import expand, find_bundled, load_spec
 
 SPEC = textwrap.dedent(
     """
@@ -91,7 +91,7 @@ def test_a_second_run_lock_is_refused_and_names_the_holder(tmp_path):
     with RunLock("first", path):
         code = (
             "import sys\nfrom pathlib import Path\n"
-            "from experiments.runtime import RunLock, RunBusy\n"
+            "from experiments.orchestration.runtime import RunLock, RunBusy\n"
             f"try:\n    RunLock('second', Path({str(path)!r})).__enter__()\n"
             "except RunBusy as e:\n    print(e); sys.exit(3)\n"
         )

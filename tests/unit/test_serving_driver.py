@@ -5,7 +5,7 @@ import copy
 import numpy as np
 import pytest
 
-from experiments.spec import SPECS_DIR, expand, load_spec
+from experiments.spec.load import SPECS_DIR, expand, load_spec
 from topologies import rail_optimized
 from traffic.serving import ServingError, build_serving, fabric_rate, simulate
 from traffic.traces import TraceError, bundled_azure_trace

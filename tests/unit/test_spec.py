@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from experiments.spec import (
+from experiments.spec.load import (
     RunSpec,
     SpecError,
     bundled_names,
@@ -20,7 +20,7 @@ from experiments.spec import (
     locate,
     resolved_yaml,
 )
-from experiments.spec_workloads import NETWORK_KINDS
+from experiments.spec.workloads import NETWORK_KINDS
 from traffic.traces import bundled_azure_trace
 
 INCAST = {

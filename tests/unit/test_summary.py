@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from experiments.summary import summarize
+from experiments.analysis.summary import summarize
 
 MS = 1_000_000  # ns per ms
 NAN = float("nan")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from experiments import tcpcount
+from experiments.measurement import tcpcount
 
 SNMP = """Ip: Forwarding DefaultTTL
 Ip: 1 64

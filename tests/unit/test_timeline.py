@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from experiments.report import write_report
-from experiments.results import load_run
-from experiments.timeline import alltoall_steps, timeline_figure
+from experiments.output.report import write_report
+from experiments.output.results import load_run
+from experiments.output.timeline import alltoall_steps, timeline_figure
 
 REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference"
 PNG = b"\x89PNG\r\n\x1a\n"

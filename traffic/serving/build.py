@@ -1,4 +1,4 @@
-"""A :class:`ServingDriver` from a resolved ``serving`` workload spec (experiments.spec_serving)."""
+"""A :class:`ServingDriver` from a resolved ``serving`` workload spec (experiments.spec.serving)."""
 
 from __future__ import annotations
 

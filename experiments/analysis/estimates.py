@@ -1,0 +1,418 @@
+"""Analytic estimates printed beside the measurement: what queueing theory, link
+arithmetic or the compute model predicts for a run, from the same resolved spec.
+
+``estimate(resolved, fabric)`` returns a JSON-able dict (``{"what": ..., ...}``) or
+None when no estimate applies. The runner stores it as ``summary.json.estimate``
+and the report shows it next to the measured numbers.
+
+The estimate is recognised from the workload kinds (no spec key): one section per
+kind present, each a pure function of the resolved spec and the fabric.
+
+- ``incast``: the ideal round (N × SRU at the receiver's TCP goodput ceiling), the
+  queue peak when N synchronised senders each burst a window into one port
+  ((N − 1) × window packets, the port draining one sender's worth meanwhile), and,
+  when that overflows the buffer, a round stretched by TCP's 200 ms minimum RTO.
+- ``kv_transfer``: bytes per rank pair over the slowest link of its path; the part
+  of the transfer left exposed after prefill (monolithic: all of it; layer-pipelined:
+  what the last layer cannot overlap); and, for transfers that cross a spine tier
+  several at a time, ECMP collision odds and the FCT each routing policy implies.
+- ``moe_alltoall``: bytes per step and the step's lower bound at the host links.
+- ``serving``: the fluid simulator (``traffic.serving.sim``) run on a driver built
+  from the same workload and seed: TTFT, ITL and KV-transfer time without packet-level
+  contention, plus the compute-model numbers of the mean prompt.
+- ``buffer``: how long a full egress buffer takes to drain, emulated and real: the
+  queueing delay a packet can meet, which does not scale with the bandwidth scale.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from topologies import Fabric
+
+# TCP payload per Ethernet frame as HTB counts it (1448 B of 1514 B).
+GOODPUT_FRACTION = 1448 / 1514
+MSS_BYTES = 1448
+FRAME_BYTES = 1514
+INITIAL_WINDOW_PKTS = 10  # Linux initcwnd
+MIN_RTO_MS = 200.0  # Linux TCP_RTO_MIN: does not scale with the bandwidth scale
+
+
+def estimate(resolved: dict[str, Any], fabric: Fabric) -> dict[str, Any] | None:
+    """The analytic prediction for a run, or None."""
+    scale = resolved["scale"]["bandwidth"]
+    out: dict[str, Any] = {}
+    what: list[str] = []
+    for i, w in enumerate(resolved["workloads"]):
+        kind = w["kind"]
+        if kind == "incast":
+            out.setdefault("incast", []).append(incast_estimate(w, fabric, scale))
+            what.append("incast round time and collapse (buffer vs synchronised windows)")
+        elif kind == "kv_transfer":
+            policy = resolved["controller"]["policy"]
+            out.setdefault("kv_transfer", []).append(kv_transfer_estimate(w, fabric, policy))
+            what.append("KV transfer time at the bottleneck link, pipelining overlap, ECMP")
+        elif kind == "moe_alltoall":
+            out.setdefault("alltoall", []).append(alltoall_estimate(w, fabric))
+            what.append("all-to-all step bytes and lower bound")
+        elif kind == "serving":
+            out["serving"] = serving_estimate(resolved, i, fabric)
+            what.append("serving TTFT/ITL from the fluid simulator and the compute model")
+    if not out:
+        return None
+    out["buffer"] = buffer_estimate(fabric, scale)
+    out["what"] = "; ".join(dict.fromkeys(what))
+    return out
+
+
+# ---- helpers ----------------------------------------------------------------------------
+
+
+def host_gbps(fabric: Fabric, host: str) -> float:
+    """Real rate of a host's link to its first switch (NVLink excluded)."""
+    links = [lk for lk in fabric.links_of(host) if lk.kind != "nvlink"]
+    return min(lk.real_gbps for lk in links)
+
+
+def path_gbps(fabric: Fabric, src: str, dst: str) -> float:
+    """Real rate of the slowest link on the first fewest-hop path."""
+    path = fabric.shortest_paths(src, dst)[0]
+    return min(fabric.link_between(a, b).real_gbps for a, b in zip(path, path[1:], strict=False))
+
+
+def crosses_spine(fabric: Fabric, src: str, dst: str) -> bool:
+    return len(fabric.shortest_paths(src, dst)[0]) > 3
+
+
+def spine_count(fabric: Fabric) -> int:
+    return sum(1 for s in fabric.switches if s.kind in ("spine", "core"))
+
+
+def buffer_estimate(fabric: Fabric, scale: float) -> dict[str, Any]:
+    """Drain time of a full egress buffer on each link class, emulated and real."""
+    out = {}
+    for lk in fabric.links:
+        if lk.kind in out:
+            continue
+        bits = lk.buffer_pkts * FRAME_BYTES * 8
+        out[lk.kind] = {
+            "buffer_pkts": lk.buffer_pkts,
+            "real_gbps": lk.real_gbps,
+            "full_buffer_ms_emulated": bits / (lk.real_gbps * 1e9 * scale) * 1e3,
+            "full_buffer_ms_real": bits / (lk.real_gbps * 1e9) * 1e3,
+        }
+    return out
+
+
+# ---- incast -----------------------------------------------------------------------------
+
+
+def incast_estimate(w: dict[str, Any], fabric: Fabric, scale: float) -> dict[str, Any]:
+    senders = w["senders"] if isinstance(w["senders"], int) else len(w["senders"])
+    receiver = w["receiver"]
+    link = next(lk for lk in fabric.links_of(receiver) if lk.kind != "nvlink")
+    gbps, buffer_pkts = link.real_gbps, link.buffer_pkts
+    sru = int(w["sru_bytes"])
+    goodput_gbps = gbps * GOODPUT_FRACTION
+    ideal_round_ms = senders * sru * 8 / (goodput_gbps * 1e9) * 1e3
+    sru_pkts = math.ceil(sru * scale / MSS_BYTES)
+    window = min(sru_pkts, INITIAL_WINDOW_PKTS)
+    peak_queue = (senders - 1) * window
+    overflow = peak_queue > buffer_pkts
+    round_ms = ideal_round_ms + (MIN_RTO_MS if overflow else 0.0)
+    goodput = senders * sru * 8 / (round_ms / 1e3) / 1e9
+    return {
+        "senders": senders,
+        "receiver_gbps": gbps,
+        "buffer_pkts": buffer_pkts,
+        "sru_pkts_emulated": sru_pkts,
+        "ideal_round_ms": ideal_round_ms,
+        "ideal_goodput_real_gbps": goodput_gbps,
+        "ideal_goodput_mbps": goodput_gbps * 1e3 * scale,
+        "burst_window_pkts": window,
+        "peak_queue_pkts": peak_queue,
+        "overflow": overflow,
+        "predicted_round_ms": round_ms,
+        "predicted_goodput_real_gbps": goodput,
+        "predicted_goodput_mbps": goodput * 1e3 * scale,
+    }
+
+
+# ---- KV transfer ------------------------------------------------------------------------
+
+
+def pipelined_exposed_s(transfer_s: float, prefill_s: float, layers: int) -> float:
+    """Time from prefill end until the last layer's KV has arrived, when layer l is sent
+    at (l + 1)/L of the prefill and the layers share one link: the last layer alone if
+    the link keeps up with the compute, else the backlog the link could not clear."""
+    per_x, per_c = transfer_s / layers, prefill_s / layers
+    return max(per_x, transfer_s - (layers - 1) * per_c)
+
+
+def transfer_numbers(model: Any, gpu: str, tokens: int, p_tp: int, d_tp: int, dtype: str,
+                     rate_gbps: float, efficiency: float = 0.5) -> dict[str, Any]:  # fmt: skip
+    """Monolithic vs layer-pipelined exposure of one request's KV over rank pairs that
+    each have their own path at ``rate_gbps`` (the largest rank-pair share decides)."""
+    from traffic import compute, presets
+    from traffic.workloads.kv_transfer import shard_overlap
+
+    m = presets.model(model)
+    elem = presets.dtype_bytes(dtype)
+    overlap = shard_overlap(m.kv_heads, p_tp, d_tp)
+    pair_bytes = int(overlap.max()) * tokens * m.head_dim * 2 * elem * m.layers
+    transfer_s = pair_bytes * 8 / (rate_gbps * 1e9)
+    prefill_s = compute.prefill_time_s(m, gpu, tokens, p_tp, efficiency)
+    piped = pipelined_exposed_s(transfer_s, prefill_s, m.layers)
+    return {
+        "tokens": tokens,
+        "kv_bytes": m.kv_bytes_per_token(dtype) * tokens,
+        "rank_pair_bytes": pair_bytes,
+        "path_gbps": rate_gbps,
+        "prefill_ms": prefill_s * 1e3,
+        "transfer_ms": transfer_s * 1e3,
+        "exposed_ms_monolithic": transfer_s * 1e3,
+        "exposed_ms_layer_pipelined": piped * 1e3,
+        "hidden_fraction_layer_pipelined": 1 - piped / transfer_s if transfer_s else 1.0,
+        "ttft_gain_ms": (transfer_s - piped) * 1e3,
+    }
+
+
+def collision_odds(flows: int, spines: int) -> dict[str, float]:
+    """``flows`` elephants hashed uniformly onto ``spines`` spines: the chance two given
+    flows share one, the chance that no two share, and the mean number of other
+    elephants on a flow's spine."""
+    p_none = 0.0 if flows > spines else math.perm(spines, flows) / spines**flows
+    return {
+        "p_pair_shares": 1 / spines,
+        "p_no_collision": p_none,
+        "p_some_collision": 1 - p_none,
+        "mean_others_on_my_spine": (flows - 1) / spines,
+    }
+
+
+def kv_transfer_estimate(w: dict[str, Any], fabric: Fabric, policy: str) -> dict[str, Any]:
+    from traffic import presets
+
+    m = presets.model(w["model"])
+    pre, dec = list(w["prefill_hosts"]), list(w["decode_hosts"])
+    p_tp, d_tp = w["prefill_tp"] or len(pre), w["decode_tp"] or len(dec)
+    tokens = w["tokens"] if isinstance(w["tokens"], list) else [w["tokens"]]
+    mean_tokens = int(round(float(np.mean(tokens))))
+    rate = min(path_gbps(fabric, a, b) for a in pre for b in dec)
+    out = transfer_numbers(m, w["gpu"], mean_tokens, p_tp, d_tp, w["dtype"], rate,
+                           w["efficiency"])  # fmt: skip
+    out["mode"] = w["mode"]
+    out["requests"] = len(tokens)
+    # Elephants released together: one per prefill instance (each starts its queue at 0).
+    concurrent = min(len(pre) // p_tp, len(dec) // d_tp, len(tokens))
+    pairs = [(pre[k * p_tp], dec[k * d_tp]) for k in range(concurrent)]
+    spines = spine_count(fabric)
+    if concurrent > 1 and spines > 1 and all(crosses_spine(fabric, a, b) for a, b in pairs):
+        alone = out["transfer_ms"]
+        uplink = min(
+            lk.real_gbps
+            for lk in fabric.links
+            if any(fabric.node(x).kind in ("spine", "core") for x in lk.ends())
+        )
+        per_uplink_ms = out["rank_pair_bytes"] * 8 / (uplink * 1e9) * 1e3
+        odds = collision_odds(concurrent, spines)
+        fct = {
+            # every elephant on the one shortest path: they share its uplink
+            "shortest_path": max(alone, concurrent * per_uplink_ms),
+            # expected: a flow shares its spine with (k-1)/S others on average
+            "ecmp": max(alone, (1 + odds["mean_others_on_my_spine"]) * per_uplink_ms),
+            # least-loaded spine per new flow: no sharing while k <= S
+            "adaptive": max(alone, math.ceil(concurrent / spines) * per_uplink_ms),
+        }
+        out["collisions"] = {
+            "elephants_per_wave": concurrent,
+            "spines": spines,
+            **odds,
+            "fct_ms_by_policy": fct,
+            "fct_ms_this_policy": fct.get(policy, fct["ecmp"]),
+        }
+    return out
+
+
+# ---- MoE all-to-all ---------------------------------------------------------------------
+
+
+def alltoall_estimate(w: dict[str, Any], fabric: Fabric) -> dict[str, Any]:
+    from traffic.workloads import moe_alltoall
+
+    params = {k: v for k, v in w.items() if k != "kind"}
+    params["steps"] = 1
+    sched = moe_alltoall(**params)
+    per_host = sched.groupby("src")["bytes"].sum()
+    gbps = min(host_gbps(fabric, h) for h in w["group"])
+    bound_ms = float(per_host.max()) * 8 / (gbps * 1e9) * 1e3
+    cross = sum(int(r.bytes) for r in sched.itertuples() if crosses_spine(fabric, r.src, r.dst))
+    return {
+        "step_bytes": int(sched["bytes"].sum()),
+        "cross_spine_bytes_per_step": cross,
+        "step_ms_lower_bound": bound_ms,
+        "step_interval_ms": w["step_interval_ms"],
+        "host_link_busy_fraction": min(bound_ms / w["step_interval_ms"], 1.0),
+    }
+
+
+# ---- serving ----------------------------------------------------------------------------
+
+
+def _stats(values: Any) -> dict[str, float] | None:
+    arr = np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=float)
+    if not len(arr):
+        return None
+    return {
+        "count": int(len(arr)),
+        "mean": float(arr.mean()),
+        "p50": float(np.percentile(arr, 50)),
+        "p99": float(np.percentile(arr, 99)),
+    }
+
+
+def serving_estimate(resolved: dict[str, Any], index: int, fabric: Fabric) -> dict[str, Any]:
+    from experiments.orchestration.plan import workload_seed
+    from traffic import presets
+    from traffic.serving import build_serving, fabric_rate, simulate
+
+    w = resolved["workloads"][index]
+    driver = build_serving(w, fabric, workload_seed(resolved["seed"], index))
+    arrivals_n = len(driver.requests)
+    until = int((resolved["duration_s"] + 5.0) * 1e9)  # the run's length plus its drain
+    res = simulate(driver, fabric_rate(fabric), until_ns=until)
+    req = driver.requests_table()
+    tok = driver.tokens_table()
+    served = req["ttft_ms"].notna()
+    out: dict[str, Any] = {
+        "method": "fluid simulation: every host pair its own pipe at its path's slowest"
+        " link; no contention, loss or protocol overhead",
+        "requests": arrivals_n,
+        "served": int(served.sum()),
+        "ttft_ms": _stats(req["ttft_ms"]),
+        "itl_ms": _stats(tok["itl_ms"]) if len(tok) else None,
+        "kv_transfer_ms": _stats(req["kv_transfer_ms"]),
+        "e2e_ms": _stats(req["e2e_ms"]),
+        "network_bytes_real": int(res.flows["bytes"].sum()) if len(res.flows) else 0,
+    }
+    if w["mode"] == "disaggregated" and len(req):
+        m = presets.model(w["model"])
+        p, d = driver.prefill[0].inst, driver.decode[0].inst
+        rates = [path_gbps(fabric, a, b) for a in p.hosts for b in d.hosts if a != b]
+        mean_tokens = int(round(float(req["input_tokens"].mean())))
+        out["mean_prompt"] = transfer_numbers(
+            m, w["gpu"], mean_tokens, p.tp, d.tp, w["kv_dtype"], min(rates)
+        )
+        tiers = [t for row in driver.tiers for t in row]
+        rate_by_tier: dict[int, float] = {}
+        for pe in driver.prefill:
+            for de, tier in zip(driver.decode, driver.tiers[pe.inst.index], strict=True):
+                r = min(path_gbps(fabric, a, b) for a in pe.inst.hosts for b in de.inst.hosts)
+                rate_by_tier[tier] = min(rate_by_tier.get(tier, math.inf), r)
+        out["tiers"] = {
+            "pairs_by_tier": {str(t): tiers.count(t) for t in sorted(set(tiers))},
+            "gbps_by_tier": {str(t): g for t, g in sorted(rate_by_tier.items())},
+        }
+        if 1 in rate_by_tier and 2 in rate_by_tier:
+            out["tiers"]["spine_over_rail_transfer_ratio"] = rate_by_tier[1] / rate_by_tier[2]
+    return out
+
+
+# ---- command line -----------------------------------------------------------------------
+
+
+def _brief(est: dict[str, Any]) -> list[str]:
+    """The headline numbers of an estimate, one line per section."""
+    lines = []
+    for e in est.get("incast", []):
+        lines.append(
+            f"incast: {e['senders']} senders, buffer {e['buffer_pkts']} pkts: ideal round"
+            f" {e['ideal_round_ms']:.1f} ms, peak queue {e['peak_queue_pkts']} pkts"
+            f" ({'overflows' if e['overflow'] else 'fits'}), goodput"
+            f" {e['predicted_goodput_mbps']:.2f} Mbit/s emulated"
+            f" ({e['predicted_goodput_real_gbps']:.1f} Gbit/s real)"
+        )
+    for e in est.get("kv_transfer", []):
+        lines.append(
+            f"kv_transfer: {e['tokens']} tokens, {e['rank_pair_bytes'] / 1e6:.0f} MB per rank"
+            f" pair at {e['path_gbps']:g} Gbit/s: {e['transfer_ms']:.1f} ms alone"
+        )
+        if "collisions" in e:
+            c = e["collisions"]
+            fct = ", ".join(f"{k} {v:.1f}" for k, v in c["fct_ms_by_policy"].items())
+            lines.append(
+                f"  ECMP: {c['elephants_per_wave']} elephants on {c['spines']} spines:"
+                f" P(two share a spine) {c['p_pair_shares']:.2f}, P(no collision)"
+                f" {c['p_no_collision']:.3f}; FCT ms by policy: {fct}"
+            )
+    for e in est.get("alltoall", []):
+        lines.append(
+            f"alltoall: {e['step_bytes'] / 1e9:.2f} GB per step, step >="
+            f" {e['step_ms_lower_bound']:.1f} ms of every {e['step_interval_ms']:g} ms"
+        )
+    sv = est.get("serving")
+    if sv:
+
+        def q(key: str) -> str:
+            s = sv.get(key)
+            return f"p50 {s['p50']:.1f} p99 {s['p99']:.1f}" if s else "–"
+
+        lines.append(
+            f"serving (fluid sim): {sv['served']}/{sv['requests']} served; TTFT {q('ttft_ms')};"
+            f" ITL {q('itl_ms')}; KV transfer {q('kv_transfer_ms')} ms"
+        )
+        mp = sv.get("mean_prompt")
+        if mp:
+            lines.append(
+                f"  mean prompt {mp['tokens']} tokens: prefill {mp['prefill_ms']:.1f} ms, KV"
+                f" {mp['transfer_ms']:.1f} ms at {mp['path_gbps']:g} Gbit/s; layer-pipelined"
+                f" hides {mp['hidden_fraction_layer_pipelined']:.0%}"
+                f" (exposed {mp['exposed_ms_layer_pipelined']:.1f} ms)"
+            )
+        tiers = sv.get("tiers")
+        if tiers and "spine_over_rail_transfer_ratio" in tiers:
+            lines.append(
+                f"  instance pairs by tier {tiers['pairs_by_tier']}; a spine-tier transfer"
+                f" takes {tiers['spine_over_rail_transfer_ratio']:.1f}× a rail-tier one"
+            )
+    for kind, b in (est.get("buffer") or {}).items():
+        lines.append(
+            f"buffer ({kind} links): {b['buffer_pkts']} pkts drain in"
+            f" {b['full_buffer_ms_emulated']:.1f} ms emulated ({b['full_buffer_ms_real']:.4f}"
+            " ms real)"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m experiments.analysis.estimates SPEC|NAME [--set k=v]... [--json]``: the analytic
+    estimate of every run of a spec, without building anything (no root)."""
+    import argparse
+    import json
+
+    from experiments.spec.load import expand, load_spec, locate
+
+    ap = argparse.ArgumentParser(prog="python -m experiments.analysis.estimates")
+    ap.add_argument("spec")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--json", action="store_true", help="the whole estimate as JSON")
+    args = ap.parse_args(argv)
+    spec = load_spec(locate(args.spec), args.set)
+    out = {}
+    for run in expand(spec):
+        est = estimate(run.resolved, run.fabric())
+        out[run.label] = est
+        if not args.json:
+            print(run.label)
+            for line in _brief(est or {}) or ["(no estimate for these workloads)"]:
+                print(f"  {line}")
+    if args.json:
+        print(json.dumps(out, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

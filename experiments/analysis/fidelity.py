@@ -1,0 +1,472 @@
+"""The fidelity verdict: did the emulation stay faithful while it measured?
+
+Pure functions over the recorded tables (no root, no netlink). Each check
+returns ``{"ok", "value", "threshold", "unit", "detail"}`` and ``verdict``
+gathers them; everything is JSON-serialisable (no NaN: ``None``).
+
+- ``cpu``: the machine was not saturated (p95 of whole-machine CPU).
+- ``dequeue_rate``: every egress with a standing queue drained at its
+  configured rate. A standing queue means HTB was the bottleneck, so the
+  pfifo's dequeued bytes over those stretches must grow at the HTB rate. Both
+  count whole Ethernet frames (``skb->len``, 14-byte header included, no FCS
+  or preamble), so the ratio is 1.0 when faithful: not TCP's 1448/1514.
+- ``lateness``: the agents sent on schedule (p99 of ``lateness_ms``).
+- ``sampler_rate``: the samplers kept their rate (what they saw is dense enough).
+- ``offered_load``: the switch-hop work the run asked for (bytes × switches on
+  the path, over the run's busy span) fits this machine's switching capacity.
+- ``unmodelled_loss``: TCP lost no more than the shaped queues dropped. Every
+  loss the emulation models is a pfifo drop; retransmissions beyond those
+  drops (less the ones the receivers reported as duplicates, and one per
+  retransmission timeout) were lost where nothing is modelled: OVS or a veth
+  fell behind, which the average offered load does not show during bursts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+
+from experiments.measurement.tcpcount import UNMODELLED_PLACES
+from topologies.fabric import Fabric, FabricError
+from topologies.shaping import MTU_BYTES, egress_plan, switch_capacity_mbps
+
+DEFAULT_THRESHOLDS = {"lateness_p99_ms": 2.0, "cpu_max_pct": 90.0, "dequeue_rate_tolerance": 0.05}
+CPU_QUANTILE = 0.95
+# a core this busy (%) for this long (s) without a break starves what runs on it (OVS's
+# one main thread, an agent worker), even when the machine-wide p95 looks fine
+SATURATED_CORE_PCT, MAX_SATURATED_S = 95.0, 0.5
+MIN_BUSY_MS = 20.0  # a standing queue must last this long to count
+MIN_SAMPLER_RATIO = 0.9
+CHECKS = ("cpu", "dequeue_rate", "lateness", "sampler_rate", "offered_load", "unmodelled_loss")
+# unexplained retransmissions allowed: this share of segments sent, plus a
+# share of the modelled drops (a drop can cost more than one retransmission)
+UNMODELLED_SHARE, PER_DROP, MIN_UNEXPLAINED = 0.002, 0.1, 50
+
+Check = dict[str, Any]
+
+
+def _num(x: Any) -> float | None:
+    """A JSON-safe float: None for None/NaN/inf."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def make_check(ok: bool, value: Any, threshold: float, unit: str, detail: str) -> Check:
+    return {
+        "ok": bool(ok),
+        "value": _num(value),
+        "threshold": float(threshold),
+        "unit": unit,
+        "detail": detail,
+    }
+
+
+# ----- cpu -------------------------------------------------------------------
+def saturated_core_s(cpu: pd.DataFrame | None, pct: float = SATURATED_CORE_PCT) -> float:
+    """The longest stretch (s) over which the busiest core stayed at ≥ ``pct`` at every
+    sample (``max_core_pct``; each sample stands for the interval up to it)."""
+    if cpu is None or cpu.empty or "max_core_pct" not in cpu:
+        return 0.0
+    c = cpu.sort_values("t_ns", kind="stable")
+    t = c["t_ns"].to_numpy(dtype=np.int64)
+    hot = c["max_core_pct"].to_numpy(dtype=float) >= pct
+    step = float(np.median(np.diff(t))) if len(t) > 1 else 0.0
+    best, start = 0.0, None
+    for i, h in enumerate(hot):
+        if h and start is None:
+            start = i
+        if start is not None and (not h or i == len(hot) - 1):
+            end = i if h else i - 1
+            best = max(best, (t[end] - t[start] + step) / 1e9)
+            start = None
+    return best
+
+
+def cpu_check(cpu: pd.DataFrame | None, max_pct: float = 90.0) -> Check:
+    """p95 of ``cpu_pct`` (whole machine, 0–100) over the run ≤ ``max_pct``, and no
+    core saturated (≥ ``SATURATED_CORE_PCT``) for ``MAX_SATURATED_S`` on end.
+    No samples fails: a saturated machine could not be ruled out."""
+    pct = _column(cpu, "cpu_pct")
+    if pct.size == 0:
+        return make_check(False, None, max_pct, "%", "no CPU samples: saturation not ruled out")
+    p95 = float(np.quantile(pct, CPU_QUANTILE))
+    detail = f"p95 of machine CPU over {pct.size} samples, max {pct.max():.0f}%"
+    stretch = saturated_core_s(cpu)
+    if cpu is not None and "max_core_pct" in cpu:
+        cores = _column(cpu, "max_core_pct")
+        if cores.size:
+            detail += (f"; busiest core p95 {np.quantile(cores, CPU_QUANTILE):.0f}%, "
+                       f"at ≥ {SATURATED_CORE_PCT:g}% for {stretch:.1f} s at most "
+                       f"(allowed < {MAX_SATURATED_S:g} s)")  # fmt: skip
+    if cpu is not None and "steal_pct" in cpu:
+        steal = _column(cpu, "steal_pct")
+        if steal.size and steal.max() > 0:
+            detail += (f"; of it the hypervisor took (steal) {steal.mean():.0f}% on average, "
+                       f"p95 {np.quantile(steal, CPU_QUANTILE):.0f}%")  # fmt: skip
+    ok = p95 <= max_pct and stretch < MAX_SATURATED_S
+    return make_check(ok, p95, max_pct, "%", detail)
+
+
+# ----- dequeue rate ------------------------------------------------------------
+def busy_dequeue(queues: pd.DataFrame | None, min_busy_ms: float = MIN_BUSY_MS) -> pd.DataFrame:
+    """Per (node, port): the stretches where the queue stood (backlog > 0 at
+    consecutive samples spanning ≥ ``min_busy_ms``), summed. Columns ``node,
+    port, stretches, busy_s, busy_bytes, bps`` (bits/s dequeued while busy);
+    ports that never had such a stretch are absent. An interval where
+    ``sent_bytes`` went backwards (qdisc re-created) ends a stretch."""
+    rows = []
+    cols = ["node", "port", "stretches", "busy_s", "busy_bytes", "bps"]
+    if queues is None or queues.empty:
+        return pd.DataFrame(rows, columns=cols)
+    min_ns = min_busy_ms * 1e6
+    for (node, port), g in queues.groupby(["node", "port"], sort=True):
+        g = g.sort_values("t_ns", kind="stable")
+        t = g["t_ns"].to_numpy(dtype=np.int64)
+        sent = g["sent_bytes"].to_numpy(dtype=np.int64)
+        up = g["backlog_pkts"].to_numpy() > 0
+        # interval i (sample i -> i+1) is busy if the queue stood at both ends
+        busy = up[:-1] & up[1:] & (np.diff(sent) >= 0) & (np.diff(t) > 0)
+        n = spans = 0
+        nbytes = 0
+        for start, end in _runs(busy):  # intervals start..end-1: samples start..end
+            span = t[end] - t[start]
+            if span >= min_ns:
+                n += 1
+                spans += span
+                nbytes += sent[end] - sent[start]
+        if n:
+            rows.append([node, int(port), n, spans / 1e9, int(nbytes), nbytes * 8e9 / spans])
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """(start, end) of each run of True in ``mask``: indexes start..end-1."""
+    if mask.size == 0:
+        return []
+    edges = np.diff(np.concatenate(([0], mask.astype(np.int8), [0])))
+    return list(zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1), strict=True))
+
+
+def evidence_bytes(stretches: int, tolerance: float) -> float:
+    """Bytes a port must dequeue while busy before its rate is judged: each
+    stretch's ends can be off by about a packet (counters move a frame at a
+    time), so the relative error is ~2 frames × sqrt(stretches) / bytes; ask
+    for it to be a quarter of the tolerance."""
+    return 4 * 2 * MTU_BYTES * math.sqrt(stretches) / tolerance
+
+
+def dequeue_rate_check(
+    queues: pd.DataFrame | None,
+    rates_bps: Mapping[tuple[str, int], float],
+    tolerance: float = 0.05,
+    min_busy_ms: float = MIN_BUSY_MS,
+) -> Check:
+    """Each egress with a standing queue drained within ``tolerance`` of its
+    configured rate (``rates_bps[(node, port)]``, bit/s). Value: the worst
+    port's achieved/configured ratio (farthest from 1)."""
+    unit = "x configured"
+    busy = busy_dequeue(queues, min_busy_ms)
+    judged, short, unknown = [], [], []
+    for r in busy.itertuples(index=False):
+        where = f"{r.node}:{r.port}"
+        rate = rates_bps.get((r.node, r.port))
+        if not rate:
+            unknown.append(where)
+        elif r.busy_bytes < evidence_bytes(r.stretches, tolerance):
+            short.append(where)
+        else:
+            judged.append((r.bps / rate, where, r))
+    notes = []
+    if short:
+        notes.append(f"too little standing-queue time to judge: {_few(short)}")
+    if unknown:
+        notes.append(f"no configured rate for {_few(unknown)}")
+    if not judged:
+        why = f"no egress had a standing queue for ≥ {min_busy_ms:g} ms"
+        return make_check(True, None, tolerance, unit, "; ".join([why, *notes]))
+    ratio, where, r = max(judged, key=lambda j: abs(j[0] - 1))
+    ok = all(abs(j[0] - 1) <= tolerance for j in judged)
+    bad = [w for q, w, _ in judged if abs(q - 1) > tolerance]
+    detail = (
+        f"worst {where}: {r.bps / 1e6:.3f} of {rates_bps[(r.node, r.port)] / 1e6:.3f} Mbit/s "
+        f"over {r.busy_s * 1e3:.0f} ms of standing queue; {len(judged)} port(s) judged"
+    )
+    if bad:
+        detail += f"; off by more than {tolerance:.0%}: {_few(bad)}"
+    return make_check(ok, ratio, tolerance, unit, "; ".join([detail, *notes]))
+
+
+def egress_rates_bps(fabric: Fabric, scale: float) -> dict[tuple[str, int], int]:
+    """Configured rate (bit/s) of every egress, keyed (node, port)."""
+    return {(e.node, e.port): e.rate_bps for e in egress_plan(fabric, scale)}
+
+
+# ----- lateness ------------------------------------------------------------------
+def lateness_check(flows: pd.DataFrame | None, p99_ms: float = 2.0) -> Check:
+    """p99 of the agents' schedule lateness ≤ ``p99_ms``: ``issue_lateness_ms`` (the
+    agent's timer lag, without waiting behind earlier messages on a persistent
+    connection) where recorded, else ``lateness_ms``; flows that never started have
+    none. Rows released by a completed group (``after`` ≥ 0: the next incast round,
+    an all-to-all combine) also carry the coordinator's notification round trip;
+    they are reported in the detail, not judged. No started flow passes with None."""
+    column = "issue_lateness_ms" if flows is not None and "issue_lateness_ms" in flows else None
+    dependent = None
+    if flows is not None and "after" in flows:
+        waits = flows["after"].fillna(-1).astype(int) >= 0
+        dependent, flows = flows[waits], flows[~waits]
+    late = _column(flows, column or "lateness_ms")
+    dep = _column(dependent, column or "lateness_ms") if dependent is not None else late[:0]
+    extra = ""
+    if dep.size:
+        extra = (
+            f"; {dep.size} group-released flows, p99 {np.quantile(dep, 0.99):.3f} ms (not judged)"
+        )
+    if late.size == 0:
+        return make_check(True, None, p99_ms, "ms", "no timer-driven flow started" + extra)
+    p99 = float(np.quantile(late, 0.99))
+    detail = f"p99 over {late.size} flows (p50 {np.median(late):.3f}, max {late.max():.3f} ms)"
+    return make_check(p99 <= p99_ms, p99, p99_ms, "ms", detail + extra)
+
+
+# ----- sampler rate ------------------------------------------------------------------
+def sampler_rate_check(
+    rates: Mapping[str, tuple[float, float] | Mapping[str, float]],
+    min_ratio: float = MIN_SAMPLER_RATIO,
+) -> Check:
+    """Every sampler took ≥ ``min_ratio`` of the ticks asked of it. ``rates``: name ->
+    (achieved_hz, requested_hz), or a sampler's ``rates()``: a sampler that lowered its
+    rate is judged against what it then asked of itself (``target_hz``), and the detail
+    states the resolution it kept. No sampler fails (nothing was watched)."""
+    if not rates:
+        return make_check(False, None, min_ratio, "x requested", "no sampler ran")
+    got = {n: _rate(r) for n, r in rates.items()}
+    ratios = {n: (a / t if t > 0 else 0.0) for n, (a, t, _, _) in got.items()}
+    worst = min(ratios, key=lambda n: ratios[n])
+    achieved, target, requested, resolution = got[worst]
+    detail = f"worst {worst}: {achieved:.1f} of {target:.4g} Hz"
+    adapted = [f"{n} {g[2]:g} Hz → every {g[3]:.3g} ms" for n, g in got.items()
+               if g[3] > 1e3 / g[2] * 1.01]  # fmt: skip
+    if adapted:
+        detail += f"; lowered to keep pace: {', '.join(adapted)}"
+    slow = [n for n, q in ratios.items() if q < min_ratio]
+    if slow:
+        detail += f"; below {min_ratio:.0%}: {', '.join(sorted(slow))}"
+    return make_check(not slow, ratios[worst], min_ratio, "x requested", detail)
+
+
+def _rate(r: tuple[float, float] | Mapping[str, float]) -> tuple[float, float, float, float]:
+    """(achieved, target, requested Hz, resolution ms) of a sampler's reported rates."""
+    if isinstance(r, Mapping):
+        requested = float(r["requested_hz"])
+        target = float(r.get("target_hz", requested))
+        return (
+            float(r["achieved_hz"]),
+            target,
+            requested,
+            float(r.get("resolution_ms", 1e3 / requested)),
+        )
+    achieved, requested = r
+    return (
+        float(achieved),
+        float(requested),
+        float(requested),
+        1e3 / requested if requested else 0.0,
+    )
+
+
+# ----- offered load ------------------------------------------------------------------
+def switch_counter(fabric: Fabric) -> Callable[[str, str], int]:
+    """A function (src host, dst host) -> switches on a shortest path (as
+    ``Fabric.shortest_paths``: hosts are never transit), cached per pair."""
+    switches = {n.name for n in fabric.switches}
+    g = fabric.graph().subgraph(switches)
+    attached = {
+        h.name: [lk.other(h.name) for lk in fabric.links_of(h.name) if lk.other(h.name) in switches]
+        for h in fabric.hosts
+    }
+    dist: dict[str, dict[str, int]] = {}
+    pairs: dict[tuple[str, str], int] = {}
+
+    def count(src: str, dst: str) -> int:
+        key = (src, dst)
+        if key not in pairs:
+            for name in (src, dst):
+                fabric.node(name)  # an unknown name raises FabricError
+            if src == dst or any(lk.other(src) == dst for lk in fabric.links_of(src)):
+                pairs[key] = 0
+            else:
+                best = math.inf
+                for a in attached.get(src, []):
+                    if a not in dist:
+                        dist[a] = nx.single_source_shortest_path_length(g, a)
+                    for b in attached.get(dst, []):
+                        best = min(best, dist[a].get(b, math.inf) + 1)
+                pairs[key] = int(best) if math.isfinite(best) else 0
+        return pairs[key]
+
+    return count
+
+
+def offered_switching_mbps(flows: pd.DataFrame | None, fabric: Fabric) -> tuple[float | None, str]:
+    """Emulated bytes × switches on each flow's path, × 8, over the run's busy
+    span (first start to last end among the flows), in Mbit/s; and a detail."""
+    if flows is None or flows.empty:
+        return None, "no flows"
+    count = switch_counter(fabric)
+    unknown: set[str] = set()
+
+    def hops_of(src: str, dst: str) -> int:
+        try:
+            return count(src, dst)
+        except FabricError:  # not a host of this fabric: counted as no switch work
+            unknown.update(n for n in (src, dst) if n not in fabric.by_name)
+            return 0
+
+    hops = np.fromiter(
+        (hops_of(s, d) for s, d in zip(flows["src"], flows["dst"], strict=True)),
+        dtype=np.float64,
+        count=len(flows),
+    )
+    work = float((flows["bytes"].to_numpy(dtype=np.float64) * hops).sum()) * 8
+    starts = _column(flows, "t_start_ns")
+    ends = np.concatenate([starts, _column(flows, "t_end_ns")])
+    if starts.size == 0 or ends.max() <= starts.min():
+        return None, "no flow has a start and a later end: no busy span"
+    span_s = (ends.max() - starts.min()) / 1e9
+    mbps = work / span_s / 1e6
+    detail = (
+        f"{work / 8e6:.2f} MB switch-hop work (mean {hops.mean():.2f} switches per flow) "
+        f"over a {span_s:.2f} s busy span"
+    )
+    if unknown:
+        detail += f"; not in the fabric, not counted: {_few(sorted(unknown))}"
+    return mbps, detail
+
+
+def offered_load_check(
+    flows: pd.DataFrame | None, fabric: Fabric, capacity_mbps: float | None = None
+) -> Check:
+    """Offered switch-hop load ≤ this machine's switching capacity
+    (``topologies.shaping.switch_capacity_mbps()`` unless given)."""
+    cap = switch_capacity_mbps() if capacity_mbps is None else float(capacity_mbps)
+    mbps, detail = offered_switching_mbps(flows, fabric)
+    if mbps is None:
+        return make_check(True, None, cap, "Mbit/s", detail)
+    detail += f"; capacity {cap:g} Mbit/s ({mbps / cap:.0%} used)"
+    return make_check(mbps <= cap, mbps, cap, "Mbit/s", detail)
+
+
+# ----- unmodelled loss -----------------------------------------------------------------
+def queue_drops(queues: pd.DataFrame | None) -> int:
+    """Packets the sampled (switch) pfifos dropped while they were watched."""
+    if queues is None or queues.empty:
+        return 0
+    by_port = queues.groupby(["node", "port"])["drops"]
+    return int((by_port.max() - by_port.min()).clip(lower=0).sum())
+
+
+def unmodelled_loss_check(tcp: Mapping[str, int] | None, queues: pd.DataFrame | None) -> Check:
+    """Retransmitted segments not explained by a shaped queue's drop, a
+    duplicate the receiver reported, or a retransmission timeout. ``tcp``: the
+    run's totals from ``experiments.measurement.tcpcount`` (None: not measured)."""
+    unit = "segments"
+    if not tcp:
+        return make_check(True, None, MIN_UNEXPLAINED, unit, "TCP counters not measured")
+    drops = queue_drops(queues) + int(tcp.get("egress_drops", 0))
+    retrans, sent = int(tcp.get("retrans_segs", 0)), int(tcp.get("out_segs", 0))
+    explained = drops + int(tcp.get("spurious_segs", 0)) + int(tcp.get("timeouts", 0))
+    unexplained = max(0, retrans - explained)
+    allowed = MIN_UNEXPLAINED + UNMODELLED_SHARE * sent + PER_DROP * drops
+    detail = (
+        f"{retrans} retransmitted of {sent} segments sent; {drops} dropped by shaped queues, "
+        f"{tcp.get('spurious_segs', 0)} reported duplicate, {tcp.get('timeouts', 0)} timeouts; "
+        f"{unexplained} unexplained (allowed {allowed:.0f})"
+    )
+    if tcp.get("receiver_drops"):
+        detail += f"; receiving stacks threw away {tcp['receiver_drops']} (slow readers)"
+    seen = [f"{UNMODELLED_PLACES[k]} {tcp[k]}" for k in UNMODELLED_PLACES if tcp.get(k)]
+    if seen:
+        detail += "; dropped outside the queues: " + ", ".join(seen)
+    return make_check(unexplained <= allowed, unexplained, allowed, unit, detail)
+
+
+# ----- the verdict ---------------------------------------------------------------------
+def verdict(
+    flows: pd.DataFrame | None,
+    queues: pd.DataFrame | None,
+    cpu: pd.DataFrame | None,
+    sampler_rates: Mapping[str, tuple[float, float]],
+    rates_bps: Mapping[tuple[str, int], float],
+    fabric: Fabric,
+    thresholds: Mapping[str, float] | None = None,
+    capacity_mbps: float | None = None,
+    tcp: Mapping[str, int] | None = None,
+) -> dict[str, Any]:
+    """``{"ok", "checks": {name: check}}`` over one run's tables.
+
+    ``flows``: src, dst, bytes (emulated), t_start_ns, t_end_ns, lateness_ms;
+    ``queues``: the QueueSampler table; ``cpu``: the CpuSampler table;
+    ``sampler_rates``: name -> (achieved_hz, requested_hz); ``rates_bps``:
+    (node, port) -> configured bit/s (``egress_rates_bps``); ``thresholds``:
+    the spec's ``fidelity:`` section (missing keys take the defaults); ``tcp``:
+    the hosts' TCP counter totals over the traffic (``experiments.measurement.tcpcount``).
+    """
+    th = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
+    checks = {
+        "cpu": cpu_check(cpu, th["cpu_max_pct"]),
+        "dequeue_rate": dequeue_rate_check(queues, rates_bps, th["dequeue_rate_tolerance"]),
+        "lateness": lateness_check(flows, th["lateness_p99_ms"]),
+        "sampler_rate": sampler_rate_check(sampler_rates),
+        "offered_load": offered_load_check(flows, fabric, capacity_mbps),
+        "unmodelled_loss": unmodelled_loss_check(tcp, queues),
+    }
+    return {"ok": all(c["ok"] for c in checks.values()), "checks": checks}
+
+
+def format_verdict(v: Mapping[str, Any]) -> str:
+    """A short Markdown block for the top of report.md."""
+    checks = v.get("checks", {})
+    failed = [n for n, c in checks.items() if not c["ok"]]
+    if v.get("ok") and not failed:
+        head = "**Fidelity: OK**"
+    else:
+        head = f"**Fidelity: FAILED** — the emulation was not faithful: {', '.join(failed)}"
+    lines = [head, ""]
+    for name, c in checks.items():
+        mark = "ok" if c["ok"] else "FAILED"
+        lines.append(f"- `{name}` {mark}: {_measured(name, c)} — {c['detail']}")
+    return "\n".join(lines) + "\n"
+
+
+def _measured(name: str, c: Mapping[str, Any]) -> str:
+    value, th, unit = c["value"], c["threshold"], c["unit"]
+    if name == "dequeue_rate":
+        shown = "—" if value is None else f"{value:.3f}×"
+        return f"{shown} configured rate (tolerance ±{th:.0%})"
+    if name == "sampler_rate":
+        shown = "—" if value is None else f"{value:.0%}"
+        return f"{shown} of requested rate (minimum {th:.0%})"
+    sign = "≤"
+    shown = "—" if value is None else f"{value:.3g} {unit}"
+    return f"{shown} (threshold {sign} {th:g} {unit})"
+
+
+# ----- helpers -----------------------------------------------------------------------------
+def _column(df: pd.DataFrame | None, name: str) -> np.ndarray:
+    """A column as float64 without missing values (empty if absent)."""
+    if df is None or name not in df or df.empty:
+        return np.empty(0)
+    x = pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    return x[np.isfinite(x)]
+
+
+def _few(names: list[str], n: int = 5) -> str:
+    more = f" and {len(names) - n} more" if len(names) > n else ""
+    return ", ".join(names[:n]) + more

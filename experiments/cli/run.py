@@ -1,0 +1,232 @@
+"""``kvfabric run``, ``kvfabric list`` and ``kvfabric cli`` (the parts of the command
+line that build fabrics from specs). Exit codes as in ``cli``: 0 every run
+complete, 1 a run failed, was interrupted or could not start, 2 bad input."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from experiments.spec.load import SPECS_DIR, bundled_names, expand, load_spec, locate
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+ROOT = Path(__file__).resolve().parents[2]
+HANDOUTS_DIR = ROOT / "experiments" / "handouts"
+REFERENCE_DIR = ROOT / "results" / "reference"
+
+
+def add_parsers(sub: Any) -> None:
+    r = sub.add_parser("run", help="run a spec (a file, or a bundled experiment's name)")
+    r.add_argument("spec", help="SPEC.yaml or the name of a bundled spec (kvfabric list)")
+    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a key: --set workloads.0.senders=4 (repeatable)")  # fmt: skip
+    r.add_argument("--seed", type=int, help="seed of the first run")
+    r.add_argument("--repeat", type=int, default=1, metavar="R",
+                   help="R runs per sweep point, seeds seed..seed+R-1")  # fmt: skip
+    r.add_argument("--out", default="results", metavar="DIR",
+                   help="results root (results/); a run goes to DIR/<name>/<run-id>")  # fmt: skip
+    r.add_argument("--quiet", "-q", action="store_true", help="no progress, just the result")
+    r.add_argument("--dry-run", action="store_true",
+                   help="check the spec, print each run's demand on this machine, "
+                        "build nothing")  # fmt: skip
+    r.add_argument("--capture", action="append", default=[], metavar="WHERE",
+                   help="tcpdump a host (gpu0_0) or switch port (leaf0:3, leaf0:spine1) into "
+                        "the run's captures/ (repeatable; spec: capture.at)")  # fmt: skip
+    r.add_argument("--force", action="store_true",
+                   help="run even where the plan exceeds this machine's envelope; the "
+                        "results then say 'envelope: exceeded'")  # fmt: skip
+
+    sub.add_parser("list", help="bundled experiments with one-line purposes")
+
+    c = sub.add_parser("cli", help="a spec's fabric up, controller on, Mininet's CLI")
+    c.add_argument("spec")
+    c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+
+
+def _spec_and_runs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
+    spec = load_spec(locate(args.spec), args.set, getattr(args, "seed", None),
+                     captures=getattr(args, "capture", []))  # fmt: skip
+    return spec, expand(spec, getattr(args, "repeat", 1))
+
+
+def cmd_run(args: argparse.Namespace, console: Console, err: Console) -> int:
+    from experiments.orchestration.runner import EnvelopeExceeded, run_spec
+    from experiments.orchestration.runtime import RunBusy
+    from experiments.output.results import ResultsError
+
+    spec, runs = _spec_and_runs(args)
+    if args.dry_run:
+        from experiments.orchestration.runner import prepare
+
+        prepared = prepare(spec, runs, force=True)
+        for p in prepared:
+            _print_demand(p, console)
+        console.print(f"envelope: {prepared[0].envelope.source}" if prepared else "no runs",
+                      soft_wrap=True)  # fmt: skip
+        return EXIT_OK
+    if not args.quiet:
+        console.print(f"[bold]{spec.name}[/bold]: {len(runs)} run(s) → {args.out}/{spec.name}/")
+
+    def announce(name: str) -> None:
+        err.print(f"[yellow]{name}[/yellow]: stopping the traffic, keeping what was "
+                  "recorded, tearing down (Ctrl-C again to abort)")  # fmt: skip
+
+    progress = None
+    if not args.quiet:
+        progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                            TimeElapsedColumn(), console=console, transient=False)  # fmt: skip
+    try:
+        if progress is not None:
+            with progress:
+                outcomes = run_spec(spec, runs, Path(args.out), progress=progress,
+                                    announce=announce, force=args.force)  # fmt: skip
+        else:
+            outcomes = run_spec(spec, runs, Path(args.out), announce=announce, force=args.force)
+    except RunBusy as exc:
+        err.print(f"[red]refused:[/red] {escape(str(exc))}", soft_wrap=True)
+        return EXIT_FAILED
+    except EnvelopeExceeded as exc:
+        for line in exc.lines:
+            err.print(f"[red]does not fit this machine:[/red] {escape(line)}", soft_wrap=True)
+        err.print("nothing was built; kvfabric run SPEC --dry-run shows the demand, --force "
+                  "runs it anyway (the results say 'envelope: exceeded')",
+                  soft_wrap=True)  # fmt: skip
+        return EXIT_FAILED
+    except ResultsError as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
+        return EXIT_USAGE
+    if len(outcomes) > 1:
+        from experiments.output.report import write_report
+
+        compare = write_report([o.path for o in outcomes])
+        console.print(f"comparison report: {compare}", soft_wrap=True)
+    _print_outcomes(outcomes, console, args.quiet)
+    complete = len(outcomes) == len(runs) and all(o.ok for o in outcomes)
+    return EXIT_OK if complete else EXIT_FAILED
+
+
+def _print_demand(p: Any, console: Console) -> None:
+    """A run's demand table: each figure's peak over 100 ms windows against the envelope."""
+    from experiments.orchestration.envelope import figures
+
+    plan = p.plan
+    what = f"{len(plan.schedule)} scheduled messages" + (", a live serving driver"
+                                                          if plan.driver else "")  # fmt: skip
+    ks = ", ".join(f"workloads.{i}.flow_size_scale={k:g}" for i, k in plan.flow_size_scale.items())
+    table = Table(title=f"{p.run.label}: {what}" + (f"; {ks}" if ks else ""))
+    for col in ("figure", "peak (100 ms)", "limit", "unit", "fits"):
+        table.add_column(col, justify="right" if col in ("peak (100 ms)", "limit") else "left")
+    for f in figures(plan.demand, p.envelope):
+        table.add_row(f.name, f"{f.peak:,.4g}", f"{f.limit:,.4g}", f.unit,
+                      "[green]yes[/green]" if f.ok else "[red]no[/red]")  # fmt: skip
+    console.print(table)
+    for line in plan.exceeded:
+        console.print(f"[red]exceeded[/red]: {escape(line)}", soft_wrap=True)
+
+
+def _stat(metrics: dict[str, Any], key: str, q: str) -> str:
+    value = (metrics.get(key) or {}).get(q)
+    return "–" if value is None else f"{value:.1f}"
+
+
+def _print_outcomes(outcomes: list[Any], console: Console, quiet: bool) -> None:
+    if quiet:
+        for o in outcomes:
+            state = "ok" if o.ok else ("partial" if o.summary.get("partial") else "failed")
+            console.print(f"{o.path / 'report.md'} {state}")
+        return
+    serving = any((o.summary.get("metrics") or {}).get("ttft_ms") for o in outcomes)
+    table = Table(title="runs (latencies in ms)")
+    table.add_column("run", overflow="fold", ratio=3)
+    for col in ("faithful", "FCT p50") if serving else ("faithful", "FCT p50", "FCT p99"):
+        table.add_column(col, ratio=1)
+    if serving:
+        for col in ("TTFT p50", "ITL p99", "KV p50"):
+            table.add_column(col, ratio=1)
+    table.add_column("result", ratio=1)
+    for o in outcomes:
+        s, m = o.summary, o.summary.get("metrics") or {}
+        fid = (s.get("fidelity") or {}).get("ok")
+        row = [s.get("label", o.path.name).replace(",", ", "),
+               "[green]yes[/green]" if fid else "[red]no[/red]",
+               _stat(m, "fct_ms", "p50")]  # fmt: skip
+        if not serving:
+            row.append(_stat(m, "fct_ms", "p99"))
+        if serving:
+            row += [_stat(m, "ttft_ms", "p50"), _stat(m, "itl_ms", "p99"),
+                    _stat(m, "kv_transfer_ms", "p50")]  # fmt: skip
+        state = "done" if o.ok else f"[red]{'partial' if s.get('partial') else 'failed'}[/red]"
+        table.add_row(*row, state)
+    console.print(table)
+    for o in outcomes:
+        if o.summary.get("error"):
+            console.print(f"[red]{o.path.name}[/red]: {escape(str(o.summary['error']))}",
+                          soft_wrap=True)  # fmt: skip
+        console.print(f"report: {o.path / 'report.md'}", soft_wrap=True)
+
+
+def purpose(path: Path) -> str:
+    """A bundled spec's topic: its leading comment's first sentence, up to a colon."""
+    words = []
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        words.append(line.lstrip("#").strip())
+    text = " ".join(words)
+    first = re.match(r"(.+?[.?!])(\s|$)", text)
+    sentence = first.group(1) if first else text
+    return sentence.split(": ")[0].rstrip(".")
+
+
+def cmd_list(args: argparse.Namespace, console: Console, err: Console) -> int:
+    table = Table(title="bundled experiments (kvfabric run NAME)")
+    table.add_column("name", no_wrap=True)
+    table.add_column("handout", no_wrap=True)
+    table.add_column("reference", no_wrap=True)
+    table.add_column("topic")
+    for name in bundled_names():
+        handout = HANDOUTS_DIR / f"{name}.md"
+        ref = REFERENCE_DIR / name / "summary.json"
+        table.add_row(name, "yes" if handout.exists() else "–",
+                      "yes" if ref.exists() else "–",
+                      purpose(SPECS_DIR / f"{name}.yaml"))  # fmt: skip
+    console.print(table)
+    console.print(
+        f"handouts: {HANDOUTS_DIR.relative_to(ROOT)}/NAME.md · "
+        f"reference results: {REFERENCE_DIR.relative_to(ROOT)}/NAME/"
+    )
+    return EXIT_OK
+
+
+def cmd_cli(args: argparse.Namespace, console: Console, err: Console) -> int:
+    import tempfile
+
+    from mininet.cli import CLI
+    from mininet.log import setLogLevel
+
+    from experiments.orchestration.runner import fabric_up
+    from topologies.system import preflight
+
+    spec, runs = _spec_and_runs(args)
+    run = runs[0]
+    preflight()
+    fabric, policy = run.fabric(), run.resolved["controller"]["policy"]
+    with (
+        tempfile.TemporaryDirectory(prefix="kvf-cli-") as scratch,
+        fabric_up(fabric, run.resolved, Path(scratch)) as (proc, net),
+    ):
+        names = {h.name: net.mn(h.name).name for h in fabric.hosts}
+        console.print(f"{spec.name}: {len(names)} hosts, policy {policy}, run prefix "
+                      f"{net.prefix}. Mininet names: {json.dumps(names)[:400]}")  # fmt: skip
+        console.print("controller status: " + json.dumps(proc.client.status())[:300])
+        setLogLevel("output")  # the builder keeps Mininet quiet; its CLI must talk
+        CLI(net.net)
+    return EXIT_OK

@@ -1,0 +1,178 @@
+"""The samplers in a process of their own, so that measuring never competes with the
+coordinator for Python's GIL (a netlink dump's parse held the coordinator's next
+decision up to 5 ms at a time, and the messages it was about to send went out late).
+
+    with SamplerProcess(out_dir, queue_ports, queue_hz=200, link_ports=ports) as s:
+        ...                                       # the traffic
+    s.table("queues"), s.rates()                  # after the with block
+
+The child (``python -m experiments.measurement.sampler_process CONFIG``) runs the samplers of
+``experiments.measurement.samplers`` on threads, says ``ready`` on stdout once each has opened
+its socket, and on ``stop`` (a line on stdin, or its stdin closing) stops them and
+writes ``<name>.parquet`` and ``samplers.json`` (rates, resolution, errors) to the
+output folder. It dies with its parent. A sampler that failed is reported by
+``stop()`` as ``SamplerError``, as the thread samplers do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Self
+
+import pandas as pd
+
+from experiments.measurement.samplers import CpuSampler, LinkSampler, QueueSampler, SamplerError
+
+READY_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 60.0
+
+
+class SamplerProcess:
+    """Queue, link and CPU samplers in a child process (see the module docstring).
+
+    ``queue_ports`` / ``link_ports``: interface name -> (switch, port) in this
+    namespace; a sampler with no ports (or ``cpu_hz`` None) is not run."""
+
+    def __init__(self, out_dir: str | os.PathLike, queue_ports: dict[str, tuple[str, int]],
+                 queue_hz: float = 200.0, link_ports: dict[str, tuple[str, int]] | None = None,
+                 link_hz: float = 10.0, cpu_hz: float | None = 10.0) -> None:  # fmt: skip
+        self.out = Path(out_dir)
+        self.config = {
+            "out": str(self.out.resolve()),
+            "queues": {"ports": queue_ports, "rate_hz": queue_hz} if queue_ports else None,
+            "links": {"ports": link_ports, "rate_hz": link_hz} if link_ports else None,
+            "cpu": {"rate_hz": cpu_hz} if cpu_hz else None,
+        }
+        for name in ("queues", "links"):  # bad arguments fail here, not in the child
+            conf = self.config[name]
+            if conf is not None:
+                _make(name, conf)
+        self.proc: subprocess.Popen | None = None
+        self.result: dict[str, Any] = {}
+
+    def start(self) -> Self:
+        self.out.mkdir(parents=True, exist_ok=True)
+        path = self.out / "samplers.config.json"
+        path.write_text(json.dumps(self.config))
+        root = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get(
+            "PYTHONPATH")])))  # fmt: skip
+        with open(self.out / "samplers.log", "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "experiments.measurement.sampler_process", str(path)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=env,
+            )  # fmt: skip
+        line = _readline(self.proc, READY_TIMEOUT_S)
+        if line.strip() != "ready":
+            self._kill()
+            raise SamplerError(f"the sampler process did not start: {line.strip() or self._log()}")
+        return self
+
+    def stop(self, raise_error: bool = True) -> None:
+        """Stop the samplers and read what they wrote; idempotent."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        try:
+            with contextlib.suppress(BrokenPipeError, OSError):
+                proc.stdin.write("stop\n")
+                proc.stdin.flush()
+                proc.stdin.close()
+            proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        try:
+            self.result = json.loads((self.out / "samplers.json").read_text())
+        except (OSError, ValueError):
+            self.result = {"error": f"the sampler process wrote no results: {self._log()}"}
+        errors = self.result.get("errors") or ([self.result["error"]] if "error" in self.result
+                                               else [])  # fmt: skip
+        if raise_error and errors:
+            raise SamplerError("; ".join(errors))
+
+    def _kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+    def _log(self) -> str:
+        with contextlib.suppress(OSError):
+            return (self.out / "samplers.log").read_text(errors="replace").strip()[-400:]
+        return "(no log)"
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self.stop(raise_error=exc_type is None)
+
+    # ----- results ---------------------------------------------------------------------
+    def rates(self) -> dict[str, dict[str, float]]:
+        """name -> {achieved_hz, requested_hz, target_hz, resolution_ms, adaptations}."""
+        return self.result.get("rates", {})
+
+    def table(self, name: str) -> pd.DataFrame:
+        path = self.out / f"{name}.parquet"
+        return pd.read_parquet(path) if path.exists() else pd.DataFrame()
+
+
+def _make(name: str, conf: dict[str, Any]) -> Any:
+    if name == "cpu":
+        return CpuSampler(conf["rate_hz"])
+    ports = {k: (v[0], int(v[1])) for k, v in conf["ports"].items()}
+    cls = QueueSampler if name == "queues" else LinkSampler
+    return cls(ports, conf["rate_hz"])
+
+
+def _readline(proc: subprocess.Popen, timeout_s: float) -> str:
+    import selectors
+
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        if not sel.select(timeout_s):
+            return ""
+    return proc.stdout.readline()
+
+
+def main(argv: list[str]) -> int:
+    from traffic.agents.kernel import die_with_parent
+
+    die_with_parent()
+    config = json.loads(Path(argv[0]).read_text())
+    out = Path(config["out"])
+    samplers = {n: _make(n, config[n]) for n in ("queues", "links", "cpu") if config.get(n)}
+    started = []
+    errors: list[str] = []
+    try:
+        for s in samplers.values():
+            s.start()
+            started.append(s)
+    except Exception as exc:
+        print(f"failed: {type(exc).__name__}: {exc}", flush=True)
+        for s in started:
+            s.stop(raise_error=False)
+        return 1
+    print("ready", flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        sys.stdin.readline()  # "stop", or EOF when the parent is gone
+    rates = {}
+    for name, s in samplers.items():
+        try:
+            s.stop()
+        except SamplerError as exc:
+            errors.append(str(exc))
+        s.table().to_parquet(out / f"{name}.parquet")
+        rates[name] = s.rates()
+    (out / "samplers.json").write_text(json.dumps({"rates": rates, "errors": errors}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,188 @@
+"""The emulation envelope: what this machine emulates faithfully, and whether a
+planned run fits in it (pure, but for reading and writing the stored envelope).
+
+An ``Envelope`` holds the largest figures a run may reach and still be judged
+faithful: switch-hop work (Mbit/s) by path length, messages started per second by
+size class, and connections open at once. A machine's own envelope is stored
+machine-locally (``ENVELOPE_PATH``, ``KVFABRIC_ENVELOPE`` overrides it) with the
+kernel, Open vSwitch version, datapath, MTU and CPU it was measured on; it
+judges a run only on that same machine. Without one, ``DEFAULT`` applies: the
+2-core development VM's measured figures, rounded down, and every output says
+that the envelope is not this machine's own.
+
+``fit(demand, envelope)`` compares a run's demand (``experiments.orchestration.demand``, each
+figure the peak over 100 ms windows) with the envelope: the machine load of a
+window is the sum of its figures' shares (switching and messages use the same
+two cores) is reported beside them; a run fits when every figure stays ≤ its limit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from experiments.orchestration.demand import WINDOW_NS, Demand
+
+ENVELOPE_PATH = Path("/var/lib/kvfabric/envelope.json")
+
+
+@dataclass(frozen=True)
+class Envelope:
+    switch_hop_mbps: dict[int, float]  # by switches on the path (1, 3, 5; others interpolated)
+    messages_per_s: dict[str, float]  # by size class: small (one segment), bulk
+    connections: int
+    source: str  # where the figures come from
+    calibrated: bool = False
+    machine: dict[str, Any] = field(default_factory=dict)
+
+    def capacity_mbps(self, hops: int) -> float:
+        """Faithful switch-hop Mbit/s for paths of ``hops`` switches (linear between the
+        measured lengths, the nearest measured one outside them)."""
+        lengths = sorted(self.switch_hop_mbps)
+        return float(np.interp(hops, lengths, [self.switch_hop_mbps[n] for n in lengths]))
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# Measured on the 2-core VM (userspace OVS, MTU 1500). Switch-hop work: the capacity
+# benchmark's faithful maximum, 457 Mbit/s on 3-switch paths (benchmarks/results/capacity.json),
+# and noisy-neighbour's all-to-all peaking at 484 Mbit/s lost packets nothing models.
+# Message-hops: incast-collapse peaking at 3,900/s was faithful; background at 7,950/s
+# (8 hosts, 3-switch paths, flow_size_scale 16) failed cpu and unmodelled_loss, and a 64-GPU
+# serving run peaking at 14,640/s was at the edge (lateness p99 0.9-18 ms, CPU p95 85-95 %).
+DEFAULT = Envelope(
+    switch_hop_mbps={1: 450.0, 3: 450.0, 5: 450.0},
+    messages_per_s={"small": 5000.0, "bulk": 5000.0},
+    connections=4000,
+    source="default: figures measured on the 2-core development VM, not on this machine",
+)
+
+
+def machine_identity(datapath: str | None = None, mtu: int = 1500) -> dict[str, Any]:
+    """What an envelope depends on: kernel, Open vSwitch, datapath, MTU, CPU model and count."""
+    from experiments.orchestration.runtime import _version
+
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"kernel": platform.release(), "ovs": _version(["ovs-vswitchd", "--version"]),
+            "datapath": datapath, "mtu": mtu, "cpu_model": cpu,
+            "cpu_count": os.cpu_count()}  # fmt: skip
+
+
+def envelope_path() -> Path:
+    return Path(os.environ.get("KVFABRIC_ENVELOPE", ENVELOPE_PATH))
+
+
+def load(identity: dict[str, Any] | None = None) -> tuple[Envelope, str]:
+    """This machine's stored envelope if it was measured here, else ``DEFAULT``; and why."""
+    path = envelope_path()
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        return DEFAULT, f"no calibration at {path}"
+    except (OSError, ValueError) as exc:
+        return DEFAULT, f"unreadable calibration at {path}: {exc}"
+    try:
+        env = Envelope(
+            switch_hop_mbps={int(k): float(v) for k, v in doc["switch_hop_mbps"].items()},
+            messages_per_s={str(k): float(v) for k, v in doc["messages_per_s"].items()},
+            connections=int(doc["connections"]), source=str(doc["source"]),
+            calibrated=True, machine=dict(doc.get("machine", {})),
+        )  # fmt: skip
+    except (KeyError, TypeError, ValueError) as exc:
+        return DEFAULT, f"malformed calibration at {path}: {exc}"
+    if identity is not None:
+        for key in ("kernel", "ovs", "cpu_model", "cpu_count"):
+            if env.machine.get(key) != identity.get(key):
+                return DEFAULT, (f"the calibration at {path} was measured with {key} "
+                                 f"{env.machine.get(key)!r}, this machine has "
+                                 f"{identity.get(key)!r}")  # fmt: skip
+    return env, f"calibrated: {env.source}"
+
+
+def save(env: Envelope, path: Path | None = None) -> Path:
+    path = path or envelope_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(env.as_json(), indent=2))
+    return path
+
+
+# ----- fit -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Figure:
+    """One figure of a run's demand against its limit."""
+
+    name: str
+    peak: float
+    limit: float
+    unit: str
+
+    @property
+    def share(self) -> float:
+        return self.peak / self.limit if self.limit > 0 else float("inf")
+
+    @property
+    def ok(self) -> bool:
+        return self.share <= 1.0
+
+
+def figures(demand: Demand, env: Envelope) -> list[Figure]:
+    """The run's figures, each its peak over 100 ms windows against the envelope:
+    switch-hop work, message-hops/s, connections; and, reported but not judged, the machine
+    load (their shares summed per window: bursty runs were faithful above 1)."""
+    window_s = WINDOW_NS / 1e9
+    n = demand.windows
+    load = np.zeros(n)
+    hop_mbps = np.zeros(n)
+    for length, bits in demand.hop_bits.items():
+        mbps = np.pad(bits, (0, n - len(bits))) / window_s / 1e6
+        hop_mbps += mbps
+        load += mbps / env.capacity_mbps(length)
+    msgs = np.zeros(n)
+    for cls, starts in demand.starts.items():
+        rate = np.pad(starts, (0, n - len(starts))) / window_s
+        msgs += rate
+        load += rate / env.messages_per_s.get(cls, env.messages_per_s["small"])
+    # a capacity for the mix: the per-window shares weighted by where the work is
+    hops = sorted(demand.hop_bits) or [3]
+    mix_cap = min(env.capacity_mbps(h) for h in hops)
+    classes = [c for c in demand.starts] or ["small"]
+    mix_rate = min(env.messages_per_s.get(c, env.messages_per_s["small"]) for c in classes)
+    return [
+        Figure("switch_hop_mbps", float(hop_mbps.max(initial=0.0)), mix_cap, "Mbit/s"),
+        Figure("messages_per_s", float(msgs.max(initial=0.0)), mix_rate, "message-hops/s"),
+        Figure("connections", float(demand.connections), float(env.connections), "connections"),
+        Figure("machine_load", float(load.max(initial=0.0)), 1.0, "x envelope"),
+    ]
+
+
+FIXES = {
+    "switch_hop_mbps": "a smaller scale.bandwidth, fewer or slower hosts, or a shorter burst",
+    "messages_per_s": "a larger flow_size_scale for background workloads, fewer hosts, "
+    "or fewer messages (monolithic KV transfer instead of layer_pipelined)",
+    "connections": "agents.connection: per_flow, or fewer host pairs",
+    "machine_load": "any of the fixes above",
+}
+
+
+def exceeded(demand: Demand, env: Envelope) -> list[str]:
+    """One line per figure over its limit: the figure, the limit and the fixes."""
+    out = []
+    for f in figures(demand, env):
+        if not f.ok and f.name != "machine_load":
+            out.append(f"{f.name} peaks at {f.peak:,.4g} {f.unit} over 100 ms, above the "
+                       f"envelope's {f.limit:,.4g} ({f.share:.1f}x): {FIXES[f.name]}")  # fmt: skip
+    return out

@@ -1,0 +1,165 @@
+"""Regenerate the committed reference runs: ``sudo .venv/bin/python -m
+experiments.orchestration.reference [NAME ...]`` (``make references`` for all); with
+``--reports-only`` nothing runs: the committed references' reports and plots are
+rewritten from their own tables (no root).
+
+Each bundled experiment is run exactly as ``kvfabric run NAME`` runs it, into a
+scratch directory; then ``results/reference/NAME/`` is replaced by what a
+reader needs: the comparison ``report.md`` and ``plots/`` (sweeps), and per run
+``summary.json``, ``spec.yaml``, ``events.json``, ``report.md`` with its
+``plots/`` (the timeline among them) and the tables small enough to commit. The
+reports are rewritten from the copies, so their links stay inside the folder.
+``summary.json`` at the top indexes the runs with the numbers the handouts quote
+(read them with ``jq``). An experiment whose runs did not all complete leaves its
+old reference in place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from experiments.cli.run import REFERENCE_DIR
+from experiments.spec.load import bundled_names, expand, find_bundled, load_spec
+
+RUN_FILES = ("summary.json", "spec.yaml", "report.md", "events.json")
+MAX_TABLE_BYTES = 256_000  # parquet tables up to this size are kept
+LATENCIES = ("ttft_ms", "itl_ms", "tpot_ms", "kv_transfer_ms", "e2e_ms", "fct_ms")
+NO_REFERENCE = (
+    "background-ecmp",
+    "incast-basic",
+    "serving-basic",
+)  # bundled examples without a handout
+
+
+def run_index(summary: Mapping[str, Any], rel: str) -> dict[str, Any]:
+    """One run's entry in the reference index: identity, verdict and headline numbers."""
+    m = summary.get("metrics") or {}
+    fidelity = summary.get("fidelity") or {}
+    checks = fidelity.get("checks") or {}
+    entry: dict[str, Any] = {
+        "label": summary.get("label"),
+        "run_id": summary.get("run_id"),
+        "point": summary.get("point"),
+        "fidelity_ok": fidelity.get("ok"),
+        "failed_checks": sorted(k for k, c in checks.items() if not c.get("ok")),
+        "partial": summary.get("partial"),
+        "error": summary.get("error"),
+        "summary": rel,
+    }
+    for key in LATENCIES:
+        if (m.get(key) or {}).get("count"):
+            entry[key] = {q: m[key].get(q) for q in ("p50", "p99")}
+    if m.get("fct_ms_by_kind"):
+        entry["fct_ms_by_kind"] = {k: {q: v.get(q) for q in ("p50", "p99")}
+                                   for k, v in m["fct_ms_by_kind"].items()}  # fmt: skip
+    if (m.get("incast") or {}).get("goodput_mbps"):
+        entry["incast_goodput_mbps_mean"] = m["incast"]["goodput_mbps"].get("mean")
+    if m.get("noisy_neighbour"):
+        entry["noisy_neighbour"] = m["noisy_neighbour"]
+    entry["drops"] = (m.get("drops") or {}).get("total")
+    return entry
+
+
+def assemble(name: str, run_dirs: Sequence[Path], dest: Path) -> Path:
+    """Replace ``dest/name`` by the curated copy of ``run_dirs``.
+
+    The runs are copied whole first and their reports (each run's, and the comparison
+    of several at the top) are written from the copies, so every figure is drawn from
+    the full tables and every link is relative to the reference's own folder; tables
+    larger than :data:`MAX_TABLE_BYTES` are dropped afterwards.
+    """
+    from experiments.output.report import write_report
+
+    target = dest / name
+    staging = dest / f".{name}.new"
+    shutil.rmtree(staging, ignore_errors=True)
+    (staging / "runs").mkdir(parents=True)
+    runs, copies = [], []
+    for run_dir in run_dirs:
+        out = staging / "runs" / run_dir.name
+        out.mkdir()
+        for f in RUN_FILES:
+            if (run_dir / f).exists():
+                shutil.copy2(run_dir / f, out / f)
+        for table in sorted(run_dir.glob("*.parquet")):
+            shutil.copy2(table, out / table.name)
+        write_report([out])
+        copies.append(out)
+        summary = json.loads((run_dir / "summary.json").read_text())
+        runs.append(run_index(summary, f"runs/{run_dir.name}/summary.json"))
+    write_report(copies, staging)
+    for out in copies:
+        for table in out.glob("*.parquet"):
+            if table.stat().st_size > MAX_TABLE_BYTES:
+                table.unlink()
+    index = {"experiment": name, "command": f"kvfabric run {name}", "runs": runs}
+    (staging / "summary.json").write_text(json.dumps(index, indent=1) + "\n")
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    return target
+
+
+def regenerate(name: str, dest: Path = REFERENCE_DIR) -> Path | None:
+    """Run experiment ``name`` and replace its reference; None if a run failed."""
+    from experiments.orchestration.runner import run_spec
+
+    spec = load_spec(find_bundled(name))
+    runs = expand(spec)
+    with tempfile.TemporaryDirectory(prefix=f"kvfabric-ref-{name}-") as tmp:
+        outcomes = run_spec(spec, runs, Path(tmp))
+        if len(outcomes) != len(runs) or not all(o.ok for o in outcomes):
+            return None
+        return assemble(name, [o.path for o in outcomes], dest)
+
+
+def rewrite_reports(name: str, dest: Path = REFERENCE_DIR) -> Path | None:
+    """Rewrite the reports of the committed reference ``name`` from its own tables (no
+    root, no run): the current report layout, timelines and relative links. ``None``
+    when there is no such reference."""
+    runs_dir = dest / name / "runs"
+    run_dirs = sorted(p for p in runs_dir.iterdir() if p.is_dir()) if runs_dir.is_dir() else []
+    return assemble(name, run_dirs, dest) if run_dirs else None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    names = [n for n in bundled_names() if n not in NO_REFERENCE]
+    p = argparse.ArgumentParser(prog="python -m experiments.orchestration.reference",
+                                description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("names", nargs="*", metavar="NAME", help=f"default: all of {', '.join(names)}")
+    p.add_argument("--reports-only", action="store_true",
+                   help="do not run: rewrite the committed references' reports and plots "
+                   "from their own tables (no root)")  # fmt: skip
+    args = p.parse_args(argv)
+    unknown = [n for n in args.names if n not in names]
+    if unknown:
+        print(f"error: no reference experiment {unknown[0]!r}: allowed {', '.join(names)}")
+        return 2
+    failed = []
+    for name in args.names or names:
+        if args.reports_only:
+            target = rewrite_reports(name)
+            print(f"{name}: {target or 'no committed reference'}", flush=True)
+            failed += [] if target else [name]
+            continue
+        print(f"{name}: running", flush=True)
+        target = regenerate(name)
+        if target is None:
+            failed.append(name)
+            print(f"{name}: a run failed; the old reference is kept", flush=True)
+            continue
+        index = json.loads((target / "summary.json").read_text())
+        bad = [r["label"] for r in index["runs"] if not r["fidelity_ok"]]
+        print(f"{name}: {target} ({len(index['runs'])} runs; not faithful: {bad or 'none'})")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

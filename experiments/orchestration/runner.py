@@ -1,0 +1,434 @@
+"""``kvfabric run``: one spec → one or more runs → results directories.
+
+Everything that can be checked is checked before anything is built (the spec,
+every sweep point's fabric and traffic, the output directory, the machine
+lock). Each run then owns, innermost last: the controller process, the Mininet
+fabric, the samplers, the agents and the fault injector; each is released in
+``finally`` (also on SIGINT/SIGTERM: the first signal stops the traffic and keeps
+what was recorded, a second Ctrl-C aborts the collection). A run's directory
+gets ``summary.json`` with ``"partial": true`` the moment it is created, and the
+complete summary only at the end, so nothing half-written looks complete.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from controller.policy import compute
+from controller.process import ControllerProcess
+from experiments.analysis.estimates import estimate
+from experiments.analysis.fidelity import verdict
+from experiments.analysis.summary import summarize
+from experiments.measurement import tcpcount
+from experiments.measurement.capture import Captures, targets
+from experiments.measurement.sampler_process import SamplerProcess
+from experiments.measurement.samplers import SamplerError
+from experiments.orchestration.envelope import DEFAULT, Envelope, figures, machine_identity
+from experiments.orchestration.envelope import load as load_envelope
+from experiments.orchestration.plan import TrafficPlan, controller_params, traffic_plan
+from experiments.orchestration.runtime import FaultInjector, RunLock, StopFlag, env_info
+from experiments.output import results
+from experiments.spec.load import RunSpec, Spec, resolved_yaml
+from topologies import Fabric
+from topologies.builder import Controller, FabricNetwork
+from topologies.qos import class_plan
+from topologies.shaping import egress_plan
+from traffic.agents import AgentFleet
+
+log = logging.getLogger("kvfabric.runner")
+
+TABLES = ("flows", "requests", "tokens", "queues", "links", "cpu")
+DRAIN_S = 5.0  # after duration_s, how long flows still in flight may finish
+
+
+class RunFailed(RuntimeError):
+    """A run could not be carried out (exit code 1); its directory says why."""
+
+
+class EnvelopeExceeded(RuntimeError):
+    """A planned run asks more of this machine than it emulates faithfully (exit code 1);
+    ``lines``: one per figure over its limit, with the fixes."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = lines
+
+
+@dataclass
+class Prepared:
+    """A run checked and planned, before anything is built."""
+
+    run: RunSpec
+    fabric: Fabric
+    plan: TrafficPlan
+    envelope: Envelope = DEFAULT
+    envelope_why: str = ""
+    forced: bool = False
+
+    def envelope_record(self) -> dict[str, Any]:
+        """What summary.json says of the envelope that judged this run."""
+        return {
+            "source": self.envelope.source, "calibrated": self.envelope.calibrated,
+            "why": self.envelope_why, "fits": not self.plan.exceeded, "forced": self.forced,
+            "exceeded": self.plan.exceeded,
+            "flow_size_scale": {f"workloads.{i}": k for i, k in self.plan.flow_size_scale.items()},
+            "figures": {f.name: {"peak": f.peak, "limit": f.limit, "unit": f.unit}
+                        for f in figures(self.plan.demand, self.envelope)},
+        }  # fmt: skip
+
+
+@dataclass
+class Outcome:
+    path: Path
+    summary: dict[str, Any]
+
+    @property
+    def ok(self) -> bool:
+        return not self.summary.get("partial") and not self.summary.get("error")
+
+
+@dataclass
+class Recorded:
+    """What a run has recorded so far; written whatever happens."""
+
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    events: dict[str, Any] = field(default_factory=dict)
+    samplers: dict[str, dict[str, float]] = field(default_factory=dict)
+    datapath: str | None = None
+    prefix: str | None = None  # the run's name prefix on bridges, veths and namespaces
+    error: str = ""
+    interrupted: bool = False
+
+
+def prepare(spec: Spec, runs: list[RunSpec], force: bool = False,
+            envelope: tuple[Envelope, str] | None = None) -> list[Prepared]:  # fmt: skip
+    """Fabric, traffic and demand of every run, so a bad sweep point, or one this machine
+    cannot emulate faithfully, fails before any build (``EnvelopeExceeded``, unless
+    ``force``: then each such run is marked). ``envelope``: (envelope, why) to judge by,
+    default this machine's own or ``envelope.DEFAULT``."""
+    env, why = envelope or load_envelope(machine_identity())
+    out, over = [], []
+    for run in runs:
+        fabric = run.fabric()
+        egress_plan(fabric, run.resolved["scale"]["bandwidth"])  # rates and buffers in range
+        policy = run.resolved["controller"]["policy"]
+        compute(fabric, policy, params=controller_params(run.resolved))  # policy parameters
+        try:
+            plan = traffic_plan(run.resolved, fabric, spec.base_dir, env)
+        except ValueError as exc:
+            raise ValueError(f"run {run.label}: {exc}") from exc
+        out.append(Prepared(run, fabric, plan, env, why, forced=force and bool(plan.exceeded)))
+        over += [f"run {run.label}: {line}" for line in plan.exceeded]
+    if over and not force:
+        raise EnvelopeExceeded(over)
+    return out
+
+
+def check_writable(root: Path) -> None:
+    """A clear error now rather than after a run: ``root`` must be a writable folder."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=root):
+            pass
+    except OSError as exc:
+        raise results.ResultsError(
+            f"cannot write results under {root}: {exc.strerror or exc}"
+        ) from None
+
+
+def run_spec(spec: Spec, runs: list[RunSpec], out_root: Path, *,
+             progress: Any = None, announce: Callable[[str], None] | None = None,
+             force: bool = False) -> list[Outcome]:  # fmt: skip
+    """Carry out ``runs`` one after the other; returns each run's outcome. Raises
+    ``RunBusy`` if another run holds the machine and ``EnvelopeExceeded`` if a run does
+    not fit it (unless ``force``), before building anything."""
+    prepared = prepare(spec, runs, force)
+    out_root = Path(out_root)
+    check_writable(out_root)
+    from topologies.system import preflight
+
+    preflight()  # root, Mininet, OVS: a clear "cannot run" before the lock
+    outcomes: list[Outcome] = []
+    with RunLock(spec.name), StopFlag(announce) as stop:
+        for p in prepared:
+            if stop:
+                log.warning("not starting run %s: the run was interrupted", p.run.label)
+                break
+            outcomes.append(execute(p, out_root, stop, progress))
+    return outcomes
+
+
+def execute(p: Prepared, out_root: Path, stop: StopFlag, progress: Any = None) -> Outcome:
+    """One run: build, run, collect, judge, write. Never raises for a failed run:
+    the failure is in the outcome's summary (``error``, ``partial``)."""
+    run = p.run
+    started = datetime.now()
+    run_dir = results.new_run_dir(out_root, run.experiment, run.seed, started)
+    (run_dir / "spec.yaml").write_text(resolved_yaml(run))
+    base = {"experiment": run.experiment, "run_id": run_dir.name, "label": run.label,
+            "seed": run.seed, "point": run.point, "scale": run.resolved["scale"]["bandwidth"],
+            "started": started.isoformat(timespec="seconds")}  # fmt: skip
+    results.write_json(run_dir, "summary", base | {"partial": True, "error": "run in progress"})
+    rec = Recorded()
+    scratch = Path(tempfile.mkdtemp(prefix="kvf-run-"))  # short paths for Unix sockets
+    task = progress.add_task(f"{run.label}: building", total=None) if progress else None
+
+    def say(text: str, **kw: Any) -> None:
+        if progress is not None:
+            progress.update(task, description=f"{run.label}: {text}", **kw)
+
+    try:
+        _carry_out(p, run_dir, scratch, stop, rec, say)
+    except KeyboardInterrupt:
+        rec.interrupted, rec.error = True, "aborted by a second Ctrl-C; recording incomplete"
+    except Exception as exc:
+        log.debug("run %s failed", run.label, exc_info=True)
+        rec.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        _keep_logs(scratch, run_dir)
+        shutil.rmtree(scratch, ignore_errors=True)
+    say("writing results")
+    summary = _finish(p, run_dir, rec, base, stop)
+    if progress is not None:
+        progress.update(task, description=f"{run.label}: done", total=1, completed=1)
+    return Outcome(run_dir, summary)
+
+
+@contextmanager
+def fabric_up(fabric: Fabric, resolved: dict[str, Any], scratch: Path,
+              say: Callable[..., None] = lambda *a, **k: None,
+              ) -> Iterator[tuple[ControllerProcess, FabricNetwork]]:  # fmt: skip
+    """The spec's controller (own process) and fabric, every rule installed; both are
+    released on exit, whatever happens. ``kvfabric run`` and ``kvfabric cli`` use it."""
+    scale, ctl = resolved["scale"]["bandwidth"], resolved["controller"]
+    params = controller_params(resolved)
+    qos = (
+        class_plan(ctl["qos"]["classes"], ctl["qos"]["default_class"])
+        if ctl["qos"]["classes"]
+        else None
+    )
+    with ControllerProcess(fabric, ctl["policy"], scratch / "controller", params) as proc:
+        say("building the fabric")
+        with FabricNetwork(fabric, scale, controller=Controller(port=proc.port),
+                           policy=ctl["policy"], policy_params=params, qos=qos) as net:  # fmt: skip
+            say("waiting for the controller")
+            proc.wait_ready(timeout_s=60)
+            yield proc, net
+            say("tearing down")
+
+
+def _carry_out(p: Prepared, run_dir: Path, scratch: Path, stop: StopFlag, rec: Recorded,
+               say: Callable[..., None]) -> None:  # fmt: skip
+    with fabric_up(p.fabric, p.run.resolved, scratch, say) as (proc, net):
+        rec.datapath, rec.prefix = net.datapath, net.prefix
+        env = env_info(net.datapath) | {
+            "envelope": {"source": p.envelope.source, "calibrated": p.envelope.calibrated},
+            "ovs_tx_buffer_bytes": net.tx_buffer,  # topologies.ovs_tx: None if unchanged
+        }
+        results.write_json(run_dir, "env", env)
+        if stop:
+            raise InterruptedError("interrupted before the traffic started")
+        try:
+            _traffic(p, net, run_dir, scratch, stop, rec, say)
+        finally:
+            record_controller(proc, rec)
+
+
+def record_controller(proc: ControllerProcess, rec: Recorded) -> None:
+    """The controller's event log and errors into ``rec.events``; a controller that
+    reported an error (or cannot be asked) fails the run: ``rec.error`` says so."""
+    try:
+        rec.events["controller"] = proc.client.events()
+        errors = proc.errors()
+    except (OSError, ValueError) as exc:
+        errors = [f"channel unreachable: {exc}"]
+    rec.events["controller_errors"] = errors
+    if errors and not rec.error:
+        first = errors[0].strip().splitlines()[0] if errors[0].strip() else "(empty)"
+        rec.error = (
+            f"the controller reported {len(errors)} error(s) (events.json controller_errors, "
+            f"logs/controller.log); the first: {first}"
+        )
+
+
+def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop: StopFlag,
+             rec: Recorded, say: Callable[..., None]) -> None:  # fmt: skip
+    r = p.run.resolved
+    ports = {
+        net.intf(e.node, e.port): (e.node, e.port)
+        for e in net.plan
+        if not p.fabric.node(e.node).is_host
+    }
+    samplers = SamplerProcess(scratch / "samplers", ports, r["sampler"]["rate_hz"],
+                              link_ports=ports)  # fmt: skip
+    faults = FaultInjector(net, r["faults"])
+    cap = r["capture"]
+    window = tuple(cap["window_s"]) if cap["window_s"] else None
+    captures = Captures(net, run_dir / "captures", targets(p.fabric, cap["at"]),
+                        cap["snaplen"], cap["max_mb"], window)  # fmt: skip
+    duration = r["duration_s"]
+    try:
+        samplers.start()
+        if window is None:
+            captures.start()  # before the agents connect: every stream from its first byte
+        say("starting agents")
+        fleet = AgentFleet(net, run_dir, p.plan.schedule, r["scale"]["bandwidth"],
+                           cc=r["agents"]["cc"], connection=r["agents"]["connection"],
+                           processes=r["agents"]["processes"], driver=p.plan.driver)  # fmt: skip
+        with fleet:
+            t_start = [0.0]
+
+            def started(t0_ns: int) -> None:
+                t_start[0] = time.monotonic()
+                faults.start(t0_ns)
+                if window is not None:
+                    captures.start(t0_ns)
+
+            def should_stop() -> bool:
+                if t_start[0]:
+                    say("running", total=duration, completed=time.monotonic() - t_start[0])
+                return bool(stop)
+
+            say("running", total=duration, completed=0)
+            hosts = [h.name for h in p.fabric.hosts]
+            intfs = {net.intf(sw.name, lk.port_of(sw.name)) for sw in p.fabric.switches
+                     for lk in p.fabric.links_of(sw.name)}  # fmt: skip
+            tcp_before = tcpcount.host_counters(net, hosts)
+            sw_before = tcpcount.switch_counters(intfs)
+            try:
+                rec.tables["flows"] = fleet.run(
+                    timeout_s=duration + DRAIN_S, should_stop=should_stop, on_start=started
+                )
+            finally:
+                rec.events["t_end_ns"] = time.monotonic_ns()
+                tcp_after = tcpcount.host_counters(net, hosts)
+                rec.events["tcp"] = tcpcount.delta(tcp_before, tcp_after)
+                rec.events["counters"] = tcpcount.ledger(
+                    {"hosts": tcp_before, "switches": sw_before},
+                    {"hosts": tcp_after, "switches": tcpcount.switch_counters(intfs)},
+                )
+                faults.stop()
+                rec.events["faults"] = faults.applied
+                if cap["at"]:
+                    rec.events["captures"] = captures.stop()
+                rec.events["t0_ns"] = fleet.t0_ns
+            if stop:
+                rec.interrupted = True
+            say("collecting")
+            driver = p.plan.driver
+            rec.events["agents"] = {"processes": len(fleet.procs),
+                                    "coordinator_cpu_s": fleet.coordinator_cpu_s,
+                                    "events": fleet.events_handled}  # fmt: skip
+            if driver is not None:
+                rec.tables["requests"] = driver.requests_table()
+                rec.tables["tokens"] = driver.tokens_table()
+                rec.events["serving"] = driver.cache_stats()
+    finally:
+        if cap["at"] and "captures" not in rec.events:  # the traffic never started
+            rec.events["captures"] = captures.stop()
+        try:
+            samplers.stop()
+        except SamplerError as exc:  # a sampler's failure is reported, not fatal
+            rec.error = rec.error or f"sampler failed: {exc}"
+        for name in ("queues", "links", "cpu"):
+            rec.tables[name] = samplers.table(name)
+        rec.samplers = samplers.rates()
+
+
+def compute_provenance(resolved: dict[str, Any]) -> dict[str, Any] | None:
+    """Which compute model (profiled or roofline) timed the serving workload's steps."""
+    from traffic import compute
+
+    for w in resolved["workloads"]:
+        if w["kind"] == "serving":
+            tps = [w["prefill"]["tp"]] + ([w["decode"]["tp"]] if w.get("decode") else [])
+            return compute.provenance(w["model"], w.get("gpu", "h100"), tps)
+    return None
+
+
+def _traffic_window(table: pd.DataFrame, events: dict[str, Any]) -> pd.DataFrame:
+    """The rows of a sampled table taken while the traffic ran (t0 to the end of
+    the fleet's run), when both instants are known."""
+    t0, t1 = events.get("t0_ns"), events.get("t_end_ns")
+    if t0 is None or t1 is None or "t_ns" not in table:
+        return table
+    return table[(table["t_ns"] >= t0) & (table["t_ns"] <= t1)]
+
+
+def _keep_logs(scratch: Path, run_dir: Path) -> None:
+    logs = run_dir / "logs"
+    for path in [*(scratch / "controller").glob("*"), scratch / "samplers" / "samplers.log"]:
+        if path.exists() and path.suffix in (".log", ".stderr", ".json"):
+            logs.mkdir(exist_ok=True)
+            shutil.copy2(path, logs / path.name)
+
+
+def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
+            stop: StopFlag) -> dict[str, Any]:  # fmt: skip
+    """Write the tables, judge fidelity, compute metrics, write summary and report."""
+    r = p.run.resolved
+    for name in TABLES:
+        table = rec.tables.get(name)
+        if table is not None:
+            results.write_table(run_dir, name, table)
+    results.write_json(run_dir, "events", rec.events)
+    empty = pd.DataFrame()
+    t = {name: rec.tables.get(name, empty) for name in TABLES}
+    rates = {(e.node, e.port): e.rate_bps for e in egress_plan(p.fabric, r["scale"]["bandwidth"])}
+    partial = rec.interrupted or bool(stop) or bool(rec.error)
+    try:
+        cpu = _traffic_window(t["cpu"], rec.events)  # not agent start-up or teardown
+        tcp = tcpcount.totals(rec.events["tcp"]) if rec.events.get("tcp") else None
+        if tcp is not None:
+            tcp |= tcpcount.unmodelled_places(rec.events.get("counters") or {})
+        fidelity = verdict(t["flows"], t["queues"], cpu, rec.samplers, rates, p.fabric,
+                           r["fidelity"], tcp=tcp)  # fmt: skip
+    except Exception as exc:
+        log.debug("fidelity verdict failed", exc_info=True)
+        fidelity = {"ok": False, "checks": {}, "error": f"could not judge: {exc}"}
+    try:
+        metrics = summarize(t["flows"], t["requests"], t["tokens"], t["queues"], r,
+                            links=t["links"], events=rec.events)  # fmt: skip
+    except Exception as exc:
+        log.debug("summary failed", exc_info=True)
+        metrics = {}
+        rec.error = rec.error or f"metrics could not be computed: {exc}"
+    try:
+        predicted = estimate(r, p.fabric)
+    except Exception as exc:  # an estimate must never cost a run its results
+        log.warning("analytic estimate failed: %s", exc)
+        predicted = {"error": str(exc)}
+    if rec.interrupted and not rec.error:
+        rec.error = "interrupted: the traffic was stopped early; the tables hold what was recorded"
+    summary = base | {
+        "ended": datetime.now().isoformat(timespec="seconds"),
+        "partial": partial,
+        "error": rec.error or None,
+        "datapath": rec.datapath,
+        "run_prefix": rec.prefix,
+        "fidelity": fidelity,
+        "samplers": rec.samplers,
+        "metrics": metrics,
+        "estimate": predicted,
+        "envelope": p.envelope_record(),
+        "compute": compute_provenance(r),
+    }
+    results.write_json(run_dir, "summary", summary)
+    try:
+        from experiments.output.report import write_report
+
+        write_report([run_dir])
+    except Exception as exc:
+        log.warning("report for %s could not be written: %s", run_dir, exc)
+    return summary

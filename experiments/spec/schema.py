@@ -1,0 +1,386 @@
+"""The building blocks of the spec schema: typed checks that name the key path.
+
+A schema is data: a ``section`` maps each allowed key to a ``Field`` (a check and
+a default). Checking a value returns it normalised (integral floats become ints,
+numbers become floats, defaults filled in) or raises ``SpecError`` whose message
+names the key path, the bad value and what is allowed. Unknown keys are errors.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from topologies import Fabric
+
+REQUIRED: Any = object()
+NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+
+
+class SpecError(ValueError):
+    """A spec that cannot be honoured. ``path`` is the dotted key path
+    (``workloads.0.senders``), ``value`` the offending value when there is one."""
+
+    def __init__(self, message: str, path: str = "", value: Any = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.value = value
+
+
+def join(path: str, key: object) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+def bad(path: str, value: Any, allowed: str, why: str = "") -> SpecError:
+    """The error for ``value`` at ``path``: what is wrong (optional) and what is allowed."""
+    reason = f"{why}; " if why else ""
+    return SpecError(
+        f"{path or '(spec)'}: {value!r} is not allowed: {reason}allowed: {allowed}", path, value
+    )
+
+
+def listing(names: Sequence[object], limit: int = 12) -> str:
+    """Names joined for a message, shortened for a large fabric."""
+    text = [str(n) for n in names]
+    if len(text) <= limit:
+        return ", ".join(text)
+    return f"{', '.join(text[: limit - 2])}, ..., {', '.join(text[-2:])} ({len(text)} in all)"
+
+
+@dataclass
+class Ctx:
+    """What checks may consult: the fabric built so far, the run length, the spec's folder."""
+
+    base_dir: Path
+    fabric: Fabric | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def duration_s(self) -> float | None:
+        return self.extra.get("duration_s")
+
+    @property
+    def hosts(self) -> list[str]:
+        return [n.name for n in self.fabric.hosts] if self.fabric else []
+
+    @property
+    def servers(self) -> dict[int, list[str]]:
+        """Server number -> its GPUs (on spine-leaf and fat-tree every host is a server)."""
+        out: dict[int, list[str]] = {}
+        for node in self.fabric.hosts if self.fabric else []:
+            out.setdefault(node.server if node.server is not None else node.number, []).append(
+                node.name
+            )
+        return out
+
+
+@dataclass(frozen=True)
+class Check:
+    """A check: ``fn(value, path, ctx)`` returns the normalised value or raises SpecError.
+    ``allowed`` says what passes; ``accepts`` picks the branch of an ``either``."""
+
+    fn: Callable[[Any, str, Ctx], Any]
+    allowed: str
+    accepts: Callable[[Any], bool] = lambda value: True
+
+    def __call__(self, value: Any, path: str, ctx: Ctx) -> Any:
+        return self.fn(value, path, ctx)
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A default computed from the section's other (checked) values and the context."""
+
+    fn: Callable[[dict[str, Any], Ctx], Any]
+
+
+@dataclass(frozen=True)
+class Field:
+    check: Check
+    default: Any = REQUIRED
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def integer(low: int | None = None, high: int | None = None) -> Check:
+    """An integer (an integral float such as ``4.0e+9`` is accepted and becomes an int)."""
+    if low is not None and high is not None:
+        allowed = f"an integer from {low} to {high}"
+    else:
+        allowed = f"an integer >= {low}" if low is not None else "an integer"
+
+    def fn(value: Any, path: str, ctx: Ctx) -> int:
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            value = int(value)
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        if not ok or (low is not None and value < low) or (high is not None and value > high):
+            raise bad(path, value, allowed)
+        return value
+
+    return Check(fn, allowed, _is_number)
+
+
+def number(gt: float | None = None, ge: float | None = None, le: float | None = None) -> Check:
+    """A finite number within the bounds, returned as a float."""
+    bounds = [f"{op} {b:g}" for op, b in ((">", gt), (">=", ge), ("<=", le)) if b is not None]
+    allowed = "a number" + (" " + " and ".join(bounds) if bounds else "")
+
+    def fn(value: Any, path: str, ctx: Ctx) -> float:
+        ok = _is_number(value) and math.isfinite(value)
+        ok = ok and (gt is None or value > gt) and (ge is None or value >= ge)
+        if not ok or (le is not None and value > le):
+            raise bad(path, value, allowed)
+        return float(value)
+
+    return Check(fn, allowed, _is_number)
+
+
+def choice(options: Iterable[str]) -> Check:
+    """One of a fixed set of names."""
+    names = list(options)
+    allowed = f"one of {', '.join(names)}"
+
+    def fn(value: Any, path: str, ctx: Ctx) -> str:
+        if not isinstance(value, str) or value not in names:
+            raise bad(path, value, allowed)
+        return value
+
+    return Check(fn, allowed, lambda v: isinstance(v, str))
+
+
+def anything() -> Check:
+    return Check(lambda v, p, c: v, "a value to try")
+
+
+def text(pattern: str | None = None, allowed: str = "a string") -> Check:
+    def fn(value: Any, path: str, ctx: Ctx) -> str:
+        if not isinstance(value, str) or (pattern and not re.fullmatch(pattern, value)):
+            raise bad(path, value, allowed)
+        return value
+
+    return Check(fn, allowed, lambda v: isinstance(v, str))
+
+
+def name_text() -> Check:
+    return text(NAME_PATTERN, "a name of letters, digits, '_', '.', '-'")
+
+
+def boolean() -> Check:
+    def fn(value: Any, path: str, ctx: Ctx) -> bool:
+        if not isinstance(value, bool):
+            raise bad(path, value, "true or false")
+        return value
+
+    return Check(fn, "true or false", lambda v: isinstance(v, bool))
+
+
+def optional(check: Check) -> Check:
+    """``check`` or null."""
+    return Check(
+        lambda v, p, c: None if v is None else check(v, p, c),
+        f"{check.allowed}, or null",
+        lambda v: v is None or check.accepts(v),
+    )
+
+
+def either(*checks: Check) -> Check:
+    """The first check whose ``accepts`` takes the value decides (e.g. a count or a list)."""
+    allowed = " or ".join(c.allowed for c in checks)
+
+    def fn(value: Any, path: str, ctx: Ctx) -> Any:
+        for check in checks:
+            if check.accepts(value):
+                return check(value, path, ctx)
+        raise bad(path, value, allowed)
+
+    return Check(fn, allowed, lambda v: any(c.accepts(v) for c in checks))
+
+
+def list_of(
+    item: Check, min_len: int = 0, max_len: int | None = None, distinct: bool = False
+) -> Check:
+    size = f"{min_len}" if max_len == min_len else f"{min_len} or more"
+    size = f"{min_len} to {max_len}" if max_len not in (None, min_len) else size
+    allowed = f"a list of {size} {'distinct ' if distinct else ''}items, each {item.allowed}"
+
+    def fn(value: Any, path: str, ctx: Ctx) -> list[Any]:
+        if not isinstance(value, list):
+            raise bad(path, value, allowed)
+        if len(value) < min_len or (max_len is not None and len(value) > max_len):
+            raise bad(path, value, allowed, f"{len(value)} items")
+        out = [item(v, join(path, i), ctx) for i, v in enumerate(value)]
+        if distinct:
+            seen: list[Any] = []
+            for i, v in enumerate(out):
+                if v in seen:
+                    raise bad(join(path, i), v, "each item once", "listed twice")
+                seen.append(v)
+        return out
+
+    return Check(fn, allowed, lambda v: isinstance(v, list))
+
+
+def mapping(key: Check, value: Check) -> Check:
+    allowed = f"a mapping of {key.allowed} to {value.allowed}"
+
+    def fn(raw: Any, path: str, ctx: Ctx) -> dict[Any, Any]:
+        if raw is None:
+            return {}
+        if not isinstance(raw, dict):
+            raise bad(path, raw, allowed)
+        return {key(k, join(path, k), ctx): value(v, join(path, k), ctx) for k, v in raw.items()}
+
+    return Check(fn, allowed, lambda v: isinstance(v, dict))
+
+
+def unknown_keys(raw: dict[Any, Any], allowed: Iterable[str], path: str) -> None:
+    names = list(allowed)
+    for key in raw:
+        if key not in names:
+            raise SpecError(
+                f"{join(path, key)}: unknown key {key!r}: allowed keys: {', '.join(names)}",
+                join(path, key),
+                key,
+            )
+
+
+def kind_of(raw: Any, path: str, kinds: Iterable[str], allowed: str) -> str:
+    """The ``kind`` of a mapping whose kind picks the schema of its other keys."""
+    kinds = list(kinds)
+    if not isinstance(raw, dict):
+        raise bad(path, raw, allowed)
+    if "kind" not in raw:
+        raise missing(join(path, "kind"), f"one of {', '.join(kinds)}")
+    kind = raw["kind"]
+    if not isinstance(kind, str) or kind not in kinds:
+        raise bad(join(path, "kind"), kind, f"one of {', '.join(kinds)}")
+    return kind
+
+
+def missing(path: str, allowed: str) -> SpecError:
+    return SpecError(f"{path}: missing: required, {allowed}", path)
+
+
+def section(
+    fields: dict[str, Field],
+    post: Callable[[dict[str, Any], str, Ctx], dict[str, Any] | None] | None = None,
+) -> Check:
+    """A mapping with exactly these keys: each checked, absent ones defaulted.
+
+    Defaults other than null are checked like given values, so a nested section's
+    default ``{}`` comes back with its own defaults filled in. ``post`` sees the whole
+    checked section for rules that span keys."""
+    allowed = f"a mapping with keys {', '.join(fields)}"
+
+    def fn(raw: Any, path: str, ctx: Ctx) -> dict[str, Any]:
+        raw = {} if raw is None else raw
+        if not isinstance(raw, dict):
+            raise bad(path, raw, allowed)
+        unknown_keys(raw, fields, path)
+        out: dict[str, Any] = {}
+        derived = []
+        for key, f in fields.items():
+            where = join(path, key)
+            if key in raw:
+                out[key] = f.check(raw[key], where, ctx)
+            elif f.default is REQUIRED:
+                raise missing(where, f.check.allowed)
+            elif isinstance(f.default, Derived):
+                derived.append(key)
+                out[key] = None  # keeps the key order of the schema
+            elif f.default is None:
+                out[key] = None
+            else:
+                out[key] = f.check(copy.deepcopy(f.default), where, ctx)
+        for key in derived:
+            out[key] = fields[key].default.fn(out, ctx)
+        if post is not None:
+            out = post(out, path, ctx) or out
+        return out
+
+    return Check(fn, allowed, lambda v: isinstance(v, dict))
+
+
+def remember(name: str, check: Check) -> Check:
+    """``check``, and keep the result in ``ctx.extra[name]`` for checks that follow."""
+
+    def fn(value: Any, path: str, ctx: Ctx) -> Any:
+        ctx.extra[name] = out = check(value, path, ctx)
+        return out
+
+    return Check(fn, check.allowed, check.accepts)
+
+
+def divides(path: str, tp: int, whole: int, what: str) -> None:
+    """``tp`` must divide ``whole`` (KV heads, GPUs of an instance, hosts of a list)."""
+    if whole % tp:
+        divisors = [d for d in range(1, whole + 1) if whole % d == 0]
+        raise bad(path, tp, f"a divisor of {what} ({whole}): {', '.join(map(str, divisors))}")
+
+
+# ---- names that must exist in the fabric ------------------------------------------------
+
+
+def host() -> Check:
+    """A host (GPU) of the spec's fabric."""
+
+    def fn(value: Any, path: str, ctx: Ctx) -> str:
+        hosts = ctx.hosts
+        if not isinstance(value, str) or value not in hosts:
+            kind = ctx.fabric.kind if ctx.fabric else "(no)"
+            raise bad(path, value, f"a host of this {kind} fabric: {listing(hosts)}")
+        return value
+
+    return Check(fn, "a host of the fabric", lambda v: isinstance(v, str))
+
+
+def node(kinds: Sequence[str] | None = None, what: str = "a node") -> Check:
+    """A node of the fabric, optionally only of the given node kinds."""
+
+    def fn(value: Any, path: str, ctx: Ctx) -> str:
+        nodes = ctx.fabric.nodes if ctx.fabric else ()
+        names = [n.name for n in nodes if kinds is None or n.kind in kinds]
+        if not isinstance(value, str) or value not in names:
+            kind = ctx.fabric.kind if ctx.fabric else "(no)"
+            raise bad(path, value, f"{what} of this {kind} fabric: {listing(names)}")
+        return value
+
+    return Check(fn, f"{what} of the fabric", lambda v: isinstance(v, str))
+
+
+def capture_point() -> Check:
+    """A host (its NIC) or switch:port / switch:neighbour of the fabric."""
+
+    def fn(value: Any, path: str, ctx: Ctx) -> str:
+        from experiments.measurement.capture import targets
+
+        if ctx.fabric is not None:
+            try:
+                targets(ctx.fabric, [str(value)])
+            except ValueError as exc:
+                why, _, allowed = str(exc).partition(": ")[2].partition("; allowed: ")
+                raise bad(path, value, allowed or why, why if allowed else "") from None
+        return str(value)
+
+    return Check(fn, "a host or switch:port of the fabric", lambda v: isinstance(v, str))
+
+
+def server() -> Check:
+    """A server number of the fabric (rail-optimized: 0..servers-1; else a host number)."""
+
+    def fn(value: Any, path: str, ctx: Ctx) -> int:
+        numbers = sorted(ctx.servers)
+        ok = isinstance(value, int) and not isinstance(value, bool) and value in ctx.servers
+        if not ok:
+            span = f"{numbers[0]}..{numbers[-1]}" if numbers else "none"
+            raise bad(path, value, f"a server number of this fabric: {span}")
+        return value
+
+    return Check(fn, "a server number of the fabric", _is_number)
