@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from controller.ofctl import StaticRules
 from topologies import spine_leaf
 from topologies.builder import FabricNetwork
 from traffic.agents import AgentFleet
@@ -84,7 +85,7 @@ def run(quick: bool = False) -> dict:
     repeat = 1 if quick else 3
     fabric = spine_leaf(1, 1, 2, host_gbps=100, uplink_gbps=100)
     runs = []
-    with FabricNetwork(fabric, SCALE) as net:
+    with FabricNetwork(fabric, SCALE, rules=StaticRules()) as net:
         for _ in range(repeat):
             a_cpu, a_wall = agents(net, emulated)
             i_cpu, i_wall = iperf(net, emulated)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from controller.ofctl import StaticRules
 from experiments.analysis.fidelity import offered_switching_mbps
 from experiments.measurement.iperf import iperf3
 from topologies import spine_leaf
@@ -40,7 +41,7 @@ HOST_LINKS_DELIVERED = 3  # 2 one-to-one flows + the receiver of a 2-to-1 incast
 def raw_capacity(seconds: float) -> dict:
     """iperf3 through one unshaped switch (payload Mbit/s = switch-hop Mbit/s)."""
     fabric = spine_leaf(1, 1, 2, host_gbps=HOST_GBPS, uplink_gbps=HOST_GBPS)
-    with FabricNetwork(fabric, 1e-2) as net:
+    with FabricNetwork(fabric, 1e-2, rules=StaticRules()) as net:
         for host in ("h0", "h1"):
             link = fabric.link_between(host, "leaf0")
             net.mn(host).pexec("tc", "qdisc", "del", "dev", net.intf(host, link.port_of(host)),
@@ -74,7 +75,7 @@ def step(fraction: float, raw_mbps: float, seconds: float) -> dict:
     rate = fraction * raw_mbps / (HOST_LINKS_DELIVERED * SWITCHES_PER_FLOW)
     scale = rate * 1e6 / (HOST_GBPS * 1e9)
     fabric = spine_leaf(2, 2, 4, host_gbps=HOST_GBPS, uplink_gbps=4 * HOST_GBPS)
-    with FabricNetwork(fabric, scale) as net:
+    with FabricNetwork(fabric, scale, rules=StaticRules()) as net:
         out = trial(net, load_schedule(rate, seconds, scale), scale, timeout_s=seconds * 3 + 10,
                     capacity_mbps=raw_mbps)  # fmt: skip
     offered, _ = offered_switching_mbps(out["flows"], fabric)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from controller.ofctl import StaticRules
 from topologies import spine_leaf
 from topologies.builder import FabricNetwork
 from traffic.workloads.schedule import build_schedule
@@ -52,7 +53,7 @@ def run(quick: bool = False) -> dict:
     fabric = spine_leaf(2, 2, 4)
     hosts = [h.name for h in fabric.hosts]
     rows = []
-    with FabricNetwork(fabric, SCALE) as net:
+    with FabricNetwork(fabric, SCALE, rules=StaticRules()) as net:
         for i, rate in enumerate(RATES):
             out = trial(net, schedule(hosts, rate, seconds, seed=i), SCALE,
                         timeout_s=seconds + 20)  # fmt: skip

@@ -14,6 +14,7 @@ import time
 
 import pandas as pd
 
+from controller.ofctl import StaticRules
 from experiments.analysis.fidelity import busy_dequeue
 from experiments.measurement.iperf import TCP_GOODPUT_FRACTION, Transfer, iperf3
 from topologies import spine_leaf
@@ -61,7 +62,7 @@ def measure(rate_mbps: float, seconds: float) -> dict:
     scale = rate_mbps * 1e6 / (HOST_GBPS * 1e9)
     fabric = spine_leaf(1, 1, 3, host_gbps=HOST_GBPS, uplink_gbps=HOST_GBPS)
     egress = ("leaf0", fabric.link_between("leaf0", "h2").port_of("leaf0"))
-    with FabricNetwork(fabric, scale) as net:
+    with FabricNetwork(fabric, scale, rules=StaticRules()) as net:
         judged = trial_verdict(
             net, scale, lambda begin: saturate(net, seconds, begin), queue_hz=200
         )

@@ -17,6 +17,7 @@ import re
 import subprocess
 import time
 
+from controller.ofctl import StaticRules
 from experiments.measurement.samplers import QueueSampler
 from topologies import fat_tree
 from topologies.builder import FabricNetwork
@@ -53,7 +54,7 @@ def sampler(ports: dict, rate_hz: float, seconds: float) -> tuple[float, float]:
 def run(quick: bool = False) -> dict:
     seconds = 3.0 if quick else 15.0
     fabric = fat_tree(4)
-    with FabricNetwork(fabric, SCALE) as net:
+    with FabricNetwork(fabric, SCALE, rules=StaticRules()) as net:
         ports = switch_ports(net)
         tc_hz, tc_cpu = tc_poll(list(ports), seconds)
         same_hz, same_cpu = sampler(ports, tc_hz, seconds)

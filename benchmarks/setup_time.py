@@ -13,6 +13,7 @@ import time
 from functools import partial
 from typing import Any
 
+from controller.ofctl import StaticRules
 from topologies import spine_leaf
 from topologies.builder import FabricNetwork
 from topologies.shaping import emulated_rate_bps, switch_capacity_mbps, switching_demand_mbps
@@ -47,7 +48,7 @@ def _up_down(t0: float, net: Any) -> tuple[float, float]:
 
 def kvfabric_times(fabric) -> tuple[float, float]:
     t0 = time.monotonic()
-    return _up_down(t0, FabricNetwork(fabric, SCALE))
+    return _up_down(t0, FabricNetwork(fabric, SCALE, rules=StaticRules()))
 
 
 def mininet_times(fabric) -> tuple[float, float]:

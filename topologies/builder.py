@@ -18,10 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
-
-from controller.policy import compute
-from controller.rules import RuleSet, ofctl_flow, ofctl_group
+from typing import Any, Protocol
 
 from .cleanup import RunRecord, remove_prefix, taken_prefixes
 from .fabric import Fabric, port_mac
@@ -56,12 +53,22 @@ class Controller:
     port: int = 6653
 
 
+class RuleInstaller(Protocol):
+    """Installs a fabric's rules without a controller, once its switches exist
+    (``controller.ofctl.StaticRules``): the builder is handed routing, it does
+    not compute it."""
+
+    def install(self, net: FabricNetwork) -> None: ...
+
+
 class FabricNetwork:
     """A running emulation of ``fabric`` at bandwidth ``scale``.
 
     ``datapath`` is ``auto`` (kernel if the openvswitch module is loaded,
-    else userspace), ``kernel`` or ``user``. With ``controller`` the switches
-    connect to it; without, ``policy`` rules are installed with ``ovs-ofctl``.
+    else userspace), ``kernel`` or ``user``. The switches get their rules from
+    exactly one of ``controller`` (they connect to it) or ``rules`` (installed
+    when the network is up). ``qos`` adds the class queues under every switch
+    egress.
     """
 
     def __init__(
@@ -71,8 +78,7 @@ class FabricNetwork:
         *,
         datapath: str = "auto",
         controller: Controller | None = None,
-        policy: str = "shortest_path",
-        policy_params: dict[str, Any] | None = None,
+        rules: RuleInstaller | None = None,
         qos: ClassPlan | None = None,
     ) -> None:
         self.fabric = fabric
@@ -80,16 +86,17 @@ class FabricNetwork:
         if datapath not in ("auto", "kernel", "user"):
             raise ValueError(f"datapath={datapath!r}: allowed auto, kernel, user")
         self.datapath = datapath
+        if (controller is None) == (rules is None):
+            raise ValueError("FabricNetwork needs exactly one of controller= (switches connect "
+                             "to it) or rules= (e.g. controller.ofctl.StaticRules())")  # fmt: skip
         self.controller = controller
-        self.policy = policy
-        self.policy_params = policy_params or {}
+        self.rules = rules
         self.qos = qos
         self.plan: list[Egress] = egress_plan(fabric, self.scale)  # errors before building
         self.names: RunNames | None = None
         self.net: Any = None
         self.record: RunRecord | None = None
         self.workdir: Path | None = None
-        self.rules: RuleSet | None = None
         self._tx = TxBuffer()
         # the userspace datapath's transmit buffer: {"before", "now"} bytes (None: unchanged)
         self.tx_buffer: dict[str, int] | None = None
@@ -123,8 +130,8 @@ class FabricNetwork:
         self._shape()
         if dp == "user":
             self._size_tx_buffer()
-        if self.controller is None:
-            self.install(compute(self.fabric, self.policy, params=self.policy_params))
+        if self.rules is not None:
+            self.rules.install(self)
         log.info("fabric %s up as %s (%s datapath)", self.fabric.kind, self.names.prefix, dp)
 
     def stop(self) -> None:
@@ -220,7 +227,7 @@ class FabricNetwork:
                             f"ethtool on {host.name}")  # fmt: skip
             self._check(mn.pexec("sysctl", "-q", "-w", *HOST_SYSCTLS), f"sysctl on {host.name}")
             cmds = ip_commands(self.fabric, host.name, self.intf)
-            batch = self._write(f"ip-{host.name}.batch", batch_text(cmds))
+            batch = self.workfile(f"ip-{host.name}.batch", batch_text(cmds))
             self._check(mn.pexec("ip", "-batch", str(batch)), f"static ARP/routes on {host.name}")
         for sw in self.fabric.switches:
             for port in self._ports(sw.name):
@@ -240,7 +247,7 @@ class FabricNetwork:
             else:
                 by_ns[ns] += htb_commands(dev, eg.rate_bps, eg.buffer_pkts)
         for ns, cmds in by_ns.items():
-            batch = self._write(f"tc-{ns or 'switches'}.batch", batch_text(cmds))
+            batch = self.workfile(f"tc-{ns or 'switches'}.batch", batch_text(cmds))
             if ns:
                 self._check(self.mn(ns).pexec("tc", "-batch", str(batch)), f"tc on {ns}")
             else:
@@ -267,24 +274,6 @@ class FabricNetwork:
         if self.tx_buffer is None:
             log.warning("Open vSwitch's transmit buffer is unchanged: packets waiting in "
                         "shaped queues may be dropped where no queue counts them")  # fmt: skip
-
-    def install(self, ruleset: RuleSet) -> None:
-        """Replace every switch's flows and groups with ``ruleset`` (ovs-ofctl)."""
-        self.rules = ruleset
-        for sw in self.fabric.switches:
-            rules, groups = ruleset.for_switch(sw.name)
-            bridge = self.bridge(sw.name)
-            flows = self._write(f"flows-{sw.name}", "".join(ofctl_flow(r) + "\n" for r in rules))
-            grps = self._write(f"groups-{sw.name}", "".join(ofctl_group(g) + "\n" for g in groups))
-            of = ["ovs-ofctl", "-O", "OpenFlow13"]
-            for args in (
-                [*of, "del-flows", bridge],
-                [*of, "del-groups", bridge],
-                [*of, "add-groups", bridge, str(grps)],
-                [*of, "add-flows", bridge, str(flows)],
-            ):
-                proc = run(args)
-                self._check((proc.stdout, proc.stderr, proc.returncode), " ".join(args[3:5]))
 
     # ----- run-time operations --------------------------------------------
     def set_link(self, a: str, b: str, up: bool) -> None:
@@ -325,7 +314,8 @@ class FabricNetwork:
     def _ports(self, node: str) -> list[int]:
         return [lk.port_of(node) for lk in self.fabric.links_of(node)]
 
-    def _write(self, name: str, text: str) -> Path:
+    def workfile(self, name: str, text: str) -> Path:
+        """Write ``text`` to ``name`` in this network's work directory (removed at stop)."""
         assert self.workdir is not None
         path = self.workdir / name
         path.write_text(text)

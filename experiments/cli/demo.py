@@ -7,6 +7,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from controller.ofctl import StaticRules
 from experiments.measurement.iperf import TCP_GOODPUT_FRACTION, iperf3
 from experiments.measurement.reach import all_pairs_ping
 from topologies import rail_optimized
@@ -18,7 +19,10 @@ def run_demo(console: Console, scale: float = 1e-4, seconds: float = 5.0) -> int
     fabric = rail_optimized()
     src, dst = "gpu0_0", "gpu1_1"  # different rails: rail0 -> spine -> rail1
     path = fabric.shortest_paths(src, dst)[0]
-    with console.status("building the rail-optimized fabric"), FabricNetwork(fabric, scale) as net:
+    with (
+        console.status("building the rail-optimized fabric"),
+        FabricNetwork(fabric, scale, rules=StaticRules()) as net,
+    ):
         console.print(
             f"fabric up: {len(fabric.hosts)} GPUs, {len(fabric.switches)} switches, "
             f"{len(fabric.links)} links, run prefix {net.prefix}, {net.datapath} datapath"

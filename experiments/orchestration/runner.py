@@ -221,7 +221,7 @@ def fabric_up(fabric: Fabric, resolved: dict[str, Any], scratch: Path,
     with ControllerProcess(fabric, ctl["policy"], scratch / "controller", params) as proc:
         say("building the fabric")
         with FabricNetwork(fabric, scale, controller=Controller(port=proc.port),
-                           policy=ctl["policy"], policy_params=params, qos=qos) as net:  # fmt: skip
+                           qos=qos) as net:  # fmt: skip
             say("waiting for the controller")
             proc.wait_ready(timeout_s=60)
             yield proc, net

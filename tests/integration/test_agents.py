@@ -8,6 +8,7 @@ import logging
 import numpy as np
 import pytest
 
+from controller.ofctl import StaticRules
 from experiments.analysis.metrics.flows import alltoall_step_ms, incast_goodput
 from experiments.measurement.qstats import QdiscReader
 from topologies import spine_leaf
@@ -26,7 +27,9 @@ HOSTS = [f"h{i}" for i in range(10)]
 @pytest.fixture(scope="module")
 def net():
     # h0..h4 on leaf0, h5..h9 on leaf1; the default 64-packet buffers
-    with FabricNetwork(spine_leaf(spines=1, leaves=2, hosts_per_leaf=5), SCALE) as n:
+    with FabricNetwork(
+        spine_leaf(spines=1, leaves=2, hosts_per_leaf=5), SCALE, rules=StaticRules()
+    ) as n:
         yield n
 
 
@@ -130,7 +133,7 @@ def test_a_refused_peer_is_recorded_and_the_run_goes_on(net, tmp_path):
 
 def test_eight_senders_overflow_a_small_buffer(tmp_path):
     fabric = spine_leaf(spines=1, leaves=2, hosts_per_leaf=5, buffer_pkts=8)
-    with FabricNetwork(fabric, SCALE) as net:
+    with FabricNetwork(fabric, SCALE, rules=StaticRules()) as net:
         egress = net.intf("leaf0", fabric.port("leaf0", "h0"))
         sched = incast("h0", HOSTS[1:9], 256_000_000, 3)
         with QdiscReader([egress]) as reader:

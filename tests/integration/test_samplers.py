@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from controller.ofctl import StaticRules
 from experiments.analysis.fidelity import busy_dequeue, dequeue_rate_check, egress_rates_bps
 from experiments.measurement.iperf import iperf3
 from experiments.measurement.qstats import QdiscReader
@@ -34,7 +35,7 @@ BUFFER = 64
 def net():
     # h0, h1 on leaf0; h2, h3 on leaf1; leaf1 port 1 faces h2, port 2 faces h3
     fabric = spine_leaf(spines=1, leaves=2, hosts_per_leaf=2, buffer_pkts=BUFFER)
-    with FabricNetwork(fabric, SCALE) as n:
+    with FabricNetwork(fabric, SCALE, rules=StaticRules()) as n:
         yield n
 
 
