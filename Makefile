@@ -50,7 +50,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -c "import mininet.net, os_ken, topologies, experiments" && touch $@
 
 demo: setup
-	$(VENV)/bin/kvfabric run topology-aware-placement
+	$(VENV)/bin/kvfabric demo
 
 test: setup
 	$(PY) -m pytest -q tests
@@ -62,7 +62,7 @@ bench-quick: setup
 	$(PY) -m benchmarks --quick
 
 references: setup
-	$(PY) -m experiments.orchestration.reference
+	$(VENV)/bin/kvfabric references
 
 unit: venv-user
 	$(PY) -m pytest -q tests/unit

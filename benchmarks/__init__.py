@@ -1,1 +1,2 @@
-"""Fidelity and cost benchmarks of the emulation (issue 8): ``python -m benchmarks``."""
+"""Fidelity and cost benchmarks of the emulation, each against its alternative in the same
+run: ``kvfabric bench`` (or ``python -m benchmarks``)."""

@@ -1,6 +1,6 @@
 """Run the fidelity and cost benchmarks, each against its alternative in the same run.
 
-    sudo .venv/bin/python -m benchmarks [--quick] [NAME ...]
+    sudo kvfabric bench [--quick] [NAME ...]      (or: python -m benchmarks ...)
 
 Each prints its table and writes benchmarks/results/<name>.json (``--quick``:
 benchmarks/results/quick/<name>.json, never over a full run's figures); a summary
@@ -29,6 +29,7 @@ BENCHMARKS = {  # name -> module (each has run(quick) -> record)
     "capacity": "capacity",
     "lateness": "lateness",
     "reroute": "reroute",
+    "controller-timing": "controller_timing",
     "scale-64": "scale",
 }
 
@@ -57,18 +58,24 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown benchmark(s) {unknown}; allowed: {', '.join(BENCHMARKS)}")
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    return run_benchmarks(args.names, quick=args.quick)
+
+
+def run_benchmarks(names: list[str], quick: bool = False) -> int:
+    """Run ``names`` (default all), write each record, print the summary table; exit 1
+    if any failed to run (``kvfabric bench`` and ``python -m benchmarks``)."""
     records, failed = [], []
-    for name in args.names or list(BENCHMARKS):
+    for name in names or list(BENCHMARKS):
         module = importlib.import_module(f"benchmarks.{BENCHMARKS[name]}")
         t0 = time.monotonic()
         try:
-            record = module.run(quick=args.quick)
+            record = module.run(quick=quick)
         except Exception:
             traceback.print_exc()
             failed.append(name)
             continue
         record["wall_s"] = round(time.monotonic() - t0, 1)
-        path = write(record, RESULTS / "quick" if args.quick else RESULTS)
+        path = write(record, RESULTS / "quick" if quick else RESULTS)
         print(f"wrote {path} ({record['wall_s']} s)\n")
         records.append(record)
     summary(records)

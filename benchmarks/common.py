@@ -51,7 +51,7 @@ def relative_error(measured: float, reference: float) -> float:
 
 
 def command(name: str, quick: bool) -> str:
-    return f"sudo .venv/bin/python -m benchmarks {'--quick ' if quick else ''}{name}"
+    return f"sudo .venv/bin/kvfabric bench {'--quick ' if quick else ''}{name}"
 
 
 def result(name: str, *, value: float | None, baseline: float | None, unit: str, target: str,

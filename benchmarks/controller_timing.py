@@ -2,24 +2,25 @@
 the last switch connecting to the last rule acknowledged, and time from a
 spine link going down to the last rule sent (and acknowledged).
 
-    sudo .venv/bin/python benchmarks/controller_timing.py [--policy ecmp] [--repeat 3]
+    sudo kvfabric bench controller-timing         (ecmp, 3 repeats; --quick: 1)
 
 Prints a table and writes benchmarks/results/controller-timing.json.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from controller.process import ControllerProcess
 from topologies import fat_tree, rail_optimized, spine_leaf
 from topologies.builder import Controller, FabricNetwork
 from topologies.shaping import switch_capacity_mbps, switching_demand_mbps
+
+from .common import result
 
 CANDIDATES = [  # largest first; the first that fits this machine is measured
     ("fat_tree k=6", lambda: fat_tree(6)),
@@ -65,41 +66,28 @@ def measure(fabric, policy: str) -> dict:
     }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--policy", default="ecmp")
-    ap.add_argument("--repeat", type=int, default=3)
-    args = ap.parse_args()
+def timing(policy: str, repeat: int) -> tuple[str, Any, list[dict], dict[str, float]]:
+    """Measure ``repeat`` times on the largest fitting fabric; print the table."""
     name, fabric = largest_fitting()
-    runs = [measure(fabric, args.policy) for _ in range(args.repeat)]
+    runs = [measure(fabric, policy) for _ in range(repeat)]
     summary = {
         key: statistics.median(r[key] for r in runs if r[key] is not None)
         for key in ("install_ms", "reroute_sent_ms", "reroute_installed_ms")
     }
-    result = {
-        "name": "controller-timing",
-        "fabric": name,
-        "switches": len(fabric.switches),
-        "hosts": len(fabric.hosts),
-        "policy": args.policy,
-        "runs": runs,
-        "median": summary,
-        "unit": "ms",
-        "command": f"sudo .venv/bin/python benchmarks/controller_timing.py --policy {args.policy}"
-        f" --repeat {args.repeat}",
-    }
-    out = Path(__file__).parent / "results" / "controller-timing.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
-    print(
-        f"{name}: {len(fabric.switches)} switches, {len(fabric.hosts)} hosts, policy {args.policy}"
-    )
+    print(f"{name}: {len(fabric.switches)} switches, {len(fabric.hosts)} hosts, policy {policy}")
     print(f"{'measure':<40}{'median ms':>10}   runs")
     for key, value in summary.items():
         each = ", ".join(f"{r[key]:.1f}" for r in runs if r[key] is not None)
         print(f"{key:<40}{value:>10.1f}   {each}")
-    print(f"wrote {out}")
+    return name, fabric, runs, summary
 
 
-if __name__ == "__main__":
-    main()
+def run(quick: bool = False) -> dict:
+    """The suite's record: install time (median) as the value, reroute times beside it."""
+    repeat = 1 if quick else 3
+    name, fabric, runs, summary = timing("ecmp", repeat)
+    return result("controller-timing", value=summary["install_ms"], baseline=None,
+                  unit="ms (last switch connected → last rule acknowledged, median)",
+                  target="report", target_met=None, quick=quick, fabric=name,
+                  switches=len(fabric.switches), hosts=len(fabric.hosts), policy="ecmp",
+                  runs=runs, median=summary)  # fmt: skip

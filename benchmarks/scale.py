@@ -47,7 +47,8 @@ SIZES = [(4, 4, "auto"), (8, 8, "per_host"), (8, 8, "auto"), (16, 8, "auto")]  #
 
 
 def one(servers: int, gpus: int, processes: str, duration: float, n: int) -> dict:
-    from experiments.cli.main import main
+    from experiments.orchestration.runner import run_spec
+    from experiments.spec.load import expand, load_spec
 
     half = servers // 2
     text = SPEC.format(duration=duration, servers=servers, gpus=gpus, processes=processes,
@@ -56,7 +57,8 @@ def one(servers: int, gpus: int, processes: str, duration: float, n: int) -> dic
     with tempfile.TemporaryDirectory(prefix="kvfabric-bench-") as tmp:
         spec = Path(tmp) / "scale.yaml"
         spec.write_text(text)
-        main(["run", str(spec), "--out", tmp, "--quiet", "--force"])
+        loaded = load_spec(spec)
+        run_spec(loaded, expand(loaded), Path(tmp), force=True)  # as kvfabric run --force
         (run,) = [p.parent for p in Path(tmp).glob("scale/*/summary.json")]
         s = json.loads((run / "summary.json").read_text())
         events = json.loads((run / "events.json").read_text()).get("agents", {})

@@ -27,7 +27,7 @@ SHAPING_QDISCS = ("htb", "pfifo")
 REQUIRED_TOOLS = ("ethtool", "tc", "ip")
 # Not needed to emulate a fabric; what uses each.
 OPTIONAL_TOOLS = {
-    "iperf3": "kvfabric demo and the root tests measure with it",
+    "iperf3": "the root tests and benchmarks measure with it",
     "tcpdump": "a root test captures packets with it",
 }
 

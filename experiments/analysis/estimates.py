@@ -387,32 +387,22 @@ def _brief(est: dict[str, Any]) -> list[str]:
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m experiments.analysis.estimates SPEC|NAME [--set k=v]... [--json]``: the analytic
-    estimate of every run of a spec, without building anything (no root)."""
-    import argparse
+def print_estimates(spec: str, sets: list[str], as_json: bool = False) -> int:
+    """``kvfabric estimate SPEC|NAME [--set k=v]... [--json]``: the analytic estimate
+    of every run of a spec, printed without building anything (no root)."""
     import json
 
     from experiments.spec.load import expand, load_spec, locate
 
-    ap = argparse.ArgumentParser(prog="python -m experiments.analysis.estimates")
-    ap.add_argument("spec")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    ap.add_argument("--json", action="store_true", help="the whole estimate as JSON")
-    args = ap.parse_args(argv)
-    spec = load_spec(locate(args.spec), args.set)
+    spec_obj = load_spec(locate(spec), sets)
     out = {}
-    for run in expand(spec):
+    for run in expand(spec_obj):
         est = estimate(run.resolved, run.fabric())
         out[run.label] = est
-        if not args.json:
+        if not as_json:
             print(run.label)
             for line in _brief(est or {}) or ["(no estimate for these workloads)"]:
                 print(f"  {line}")
-    if args.json:
+    if as_json:
         print(json.dumps(out, indent=1, default=str))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-HANDOUTS = Path(__file__).resolve().parents[1] / "handouts"
+from experiments.spec.load import HANDOUTS_DIR
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def headline(
     return out
 
 
-def question(experiment: str | None, handouts: Path = HANDOUTS) -> str | None:
+def question(experiment: str | None, handouts: Path = HANDOUTS_DIR) -> str | None:
     """The ``**Question.**`` paragraph of the experiment's handout, on one line; ``None``
     when the experiment has no handout (a user's own spec)."""
     if not experiment or "/" in experiment:

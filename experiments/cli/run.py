@@ -1,6 +1,7 @@
-"""``kvfabric run``, ``kvfabric list`` and ``kvfabric cli`` (the parts of the command
-line that build fabrics from specs). Exit codes as in ``cli``: 0 every run
-complete, 1 a run failed, was interrupted or could not start, 2 bad input."""
+"""``kvfabric run``, ``kvfabric demo`` (the flagship experiment, what ``make demo``
+runs), ``kvfabric list`` and ``kvfabric cli``: the commands that build fabrics
+from specs. Exit codes: 0 every run complete, 1 a run failed, was interrupted or
+could not start, 2 bad input."""
 
 from __future__ import annotations
 
@@ -15,17 +16,41 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from experiments.spec.load import SPECS_DIR, bundled_names, expand, load_spec, locate
+from experiments.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, console, err
+from experiments.spec.load import (
+    HANDOUTS_DIR,
+    REFERENCE_DIR,
+    SPECS_DIR,
+    bundled_names,
+    expand,
+    load_spec,
+    locate,
+)
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-ROOT = Path(__file__).resolve().parents[2]
-HANDOUTS_DIR = ROOT / "experiments" / "handouts"
-REFERENCE_DIR = ROOT / "results" / "reference"
+ROOT = SPECS_DIR.parents[1]
+FLAGSHIP = "topology-aware-placement"  # kvfabric demo, make demo
 
 
 def add_parsers(sub: Any) -> None:
     r = sub.add_parser("run", help="run a spec (a file, or a bundled experiment's name)")
     r.add_argument("spec", help="SPEC.yaml or the name of a bundled spec (kvfabric list)")
+    _run_options(r)
+    r.set_defaults(handler=cmd_run)
+
+    d = sub.add_parser("demo", help=f"run the flagship experiment ({FLAGSHIP}), as make demo")
+    _run_options(d)
+    d.set_defaults(handler=cmd_run, spec=FLAGSHIP)
+
+    sub.add_parser("list", help="bundled experiments with one-line purposes").set_defaults(
+        handler=cmd_list)  # fmt: skip
+
+    c = sub.add_parser("cli", help="a spec's fabric up, controller on, Mininet's CLI")
+    c.add_argument("spec")
+    c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    c.set_defaults(handler=cmd_cli)
+
+
+def _run_options(r: argparse.ArgumentParser) -> None:
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a key: --set workloads.0.senders=4 (repeatable)")  # fmt: skip
     r.add_argument("--seed", type=int, help="seed of the first run")
@@ -44,12 +69,6 @@ def add_parsers(sub: Any) -> None:
                    help="run even where the plan exceeds this machine's envelope; the "
                         "results then say 'envelope: exceeded'")  # fmt: skip
 
-    sub.add_parser("list", help="bundled experiments with one-line purposes")
-
-    c = sub.add_parser("cli", help="a spec's fabric up, controller on, Mininet's CLI")
-    c.add_argument("spec")
-    c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-
 
 def _spec_and_runs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     spec = load_spec(locate(args.spec), args.set, getattr(args, "seed", None),
@@ -57,7 +76,7 @@ def _spec_and_runs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     return spec, expand(spec, getattr(args, "repeat", 1))
 
 
-def cmd_run(args: argparse.Namespace, console: Console, err: Console) -> int:
+def cmd_run(args: argparse.Namespace) -> int:
     from experiments.orchestration.runner import EnvelopeExceeded, run_spec
     from experiments.orchestration.runtime import RunBusy
     from experiments.output.results import ResultsError
@@ -186,7 +205,7 @@ def purpose(path: Path) -> str:
     return sentence.split(": ")[0].rstrip(".")
 
 
-def cmd_list(args: argparse.Namespace, console: Console, err: Console) -> int:
+def cmd_list(args: argparse.Namespace) -> int:
     table = Table(title="bundled experiments (kvfabric run NAME)")
     table.add_column("name", no_wrap=True)
     table.add_column("handout", no_wrap=True)
@@ -206,7 +225,7 @@ def cmd_list(args: argparse.Namespace, console: Console, err: Console) -> int:
     return EXIT_OK
 
 
-def cmd_cli(args: argparse.Namespace, console: Console, err: Console) -> int:
+def cmd_cli(args: argparse.Namespace) -> int:
     import tempfile
 
     from mininet.cli import CLI

@@ -1,7 +1,6 @@
-"""Regenerate the committed reference runs: ``sudo .venv/bin/python -m
-experiments.orchestration.reference [NAME ...]`` (``make references`` for all); with
-``--reports-only`` nothing runs: the committed references' reports and plots are
-rewritten from their own tables (no root).
+"""Regenerate the committed reference runs: ``sudo kvfabric references [NAME ...]``
+(``make references`` for all); with ``--reports-only`` nothing runs: the committed
+references' reports and plots are rewritten from their own tables (no root).
 
 Each bundled experiment is run exactly as ``kvfabric run NAME`` runs it, into a
 scratch directory; then ``results/reference/NAME/`` is replaced by what a
@@ -16,17 +15,20 @@ old reference in place.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
-import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.cli.run import REFERENCE_DIR
-from experiments.spec.load import bundled_names, expand, find_bundled, load_spec
+from experiments.spec.load import (
+    REFERENCE_DIR,
+    bundled_names,
+    expand,
+    find_bundled,
+    load_spec,
+)
 
 RUN_FILES = ("summary.json", "spec.yaml", "report.md", "events.json")
 MAX_TABLE_BYTES = 256_000  # parquet tables up to this size are kept
@@ -128,23 +130,16 @@ def rewrite_reports(name: str, dest: Path = REFERENCE_DIR) -> Path | None:
     return assemble(name, run_dirs, dest) if run_dirs else None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    names = [n for n in bundled_names() if n not in NO_REFERENCE]
-    p = argparse.ArgumentParser(prog="python -m experiments.orchestration.reference",
-                                description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    p.add_argument("names", nargs="*", metavar="NAME", help=f"default: all of {', '.join(names)}")
-    p.add_argument("--reports-only", action="store_true",
-                   help="do not run: rewrite the committed references' reports and plots "
-                   "from their own tables (no root)")  # fmt: skip
-    args = p.parse_args(argv)
-    unknown = [n for n in args.names if n not in names]
+def regenerate_references(names: Sequence[str] = (), reports_only: bool = False) -> int:
+    """``kvfabric references [NAME ...] [--reports-only]``: regenerate the named
+    references (default all), or only rewrite their reports; exit 1 if any failed."""
+    allowed = reference_names()
+    unknown = [n for n in names if n not in allowed]
     if unknown:
-        print(f"error: no reference experiment {unknown[0]!r}: allowed {', '.join(names)}")
-        return 2
+        raise ValueError(f"no reference experiment {unknown[0]!r}: allowed {', '.join(allowed)}")
     failed = []
-    for name in args.names or names:
-        if args.reports_only:
+    for name in names or allowed:
+        if reports_only:
             target = rewrite_reports(name)
             print(f"{name}: {target or 'no committed reference'}", flush=True)
             failed += [] if target else [name]
@@ -161,5 +156,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 1 if failed else 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def reference_names() -> list[str]:
+    """The bundled experiments that have a committed reference."""
+    return [n for n in bundled_names() if n not in NO_REFERENCE]

@@ -207,7 +207,7 @@ def _estimate_lines(estimate: Any, limit: int = 40) -> list[str]:
     walk("", estimate)
     lines = ["## Analytic estimate", "",
              "What theory predicts from the same parameters "
-             "(`python -m experiments.analysis.estimates`); "
+             "(`kvfabric estimate`); "
              "compare with the measurement above.", "",
              "| quantity | predicted |", "| --- | ---: |"]  # fmt: skip
     lines += [f"| {_cell(k)} | {_cell(v)} |" for k, v in rows[:limit]]
@@ -350,7 +350,7 @@ def _headline_lines(m: dict[str, Any], estimate: Any, scale: float | None) -> li
     if any(h.estimate for h in rows):
         lines += [
             "The estimate is the analytic prediction from the same parameters "
-            "(`python -m experiments.analysis.estimates`; details under *Analytic estimate*).",
+            "(`kvfabric estimate`; details under *Analytic estimate*).",
             "",
         ]
     return lines

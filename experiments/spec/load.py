@@ -42,7 +42,9 @@ __all__ = [
     "resolved_yaml",
 ]
 
-SPECS_DIR = Path(__file__).resolve().parents[1] / "specs"
+SPECS_DIR = Path(__file__).resolve().parents[1] / "specs"  # the bundled experiments
+HANDOUTS_DIR = SPECS_DIR.parent / "handouts"  # one teaching handout per bundled spec
+REFERENCE_DIR = SPECS_DIR.parents[1] / "results" / "reference"  # their committed runs
 NOT_SWEEPABLE = ("name", "sweep")
 
 

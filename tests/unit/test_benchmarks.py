@@ -84,7 +84,7 @@ def test_result_shape_and_json(tmp_path):
                  sizes=[{"x": float("nan")}])  # fmt: skip
     assert all(k in rec for k in REQUIRED)
     assert rec["ratio"] == 1.5 and rec["target_met"] is False
-    assert rec["command"] == "sudo .venv/bin/python -m benchmarks --quick setup"
+    assert rec["command"] == "sudo .venv/bin/kvfabric bench --quick setup"
     path = write(rec, tmp_path)
     back = json.loads(path.read_text())
     assert path.name == "setup.json" and back["sizes"] == [{"x": None}]

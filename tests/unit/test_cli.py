@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-import experiments.cli.main
+import experiments.cli.calc
 from experiments.cli.main import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
 from topologies import GENERATORS, FabricError, defaults
 
@@ -56,7 +56,7 @@ def test_scale_out_of_range_is_one_line_and_exit_1(capsys, scale):
 def test_run_and_report_input_errors_stay_exit_2(monkeypatch, capsys):
     import experiments.cli.run
 
-    def bad_fabric(args, console, err):
+    def bad_fabric(args):
         raise FabricError("spine_leaf: spines=0 is not allowed")
 
     monkeypatch.setattr(experiments.cli.run, "cmd_run", bad_fabric)
@@ -102,7 +102,7 @@ def test_error_text_with_brackets_is_printed_as_is(monkeypatch, capsys):
     def bad(args):
         raise ValueError("faults.0.link_down: [h0, spine0] are not linked")
 
-    monkeypatch.setitem(experiments.cli.main.COMMANDS, "calc", bad)
+    monkeypatch.setattr(experiments.cli.calc, "cmd_calc", bad)
     assert main(["calc", "kv", "--model", "x", "--tokens", "1"]) == EXIT_USAGE
     assert "[h0, spine0] are not linked" in capsys.readouterr().err
 
@@ -185,7 +185,7 @@ def test_doctor_names_the_fix_for_each_missing_piece(machine, monkeypatch, capsy
     code, report = doctor_json(capsys)
     assert code == EXIT_OK  # iperf3 is not needed to emulate a fabric
     assert report["optional_fixes"] == [
-        "iperf3 is missing (kvfabric demo and the root tests measure with it): sudo make setup"
+        "iperf3 is missing (the root tests and benchmarks measure with it): sudo make setup"
     ]
     monkeypatch.setattr(system, "ovs_version", lambda: None)
     code, report = doctor_json(capsys)
@@ -234,7 +234,7 @@ def test_clean_without_root_is_refused_with_the_fix(machine, monkeypatch, capsys
 def test_preflight_stops_before_building_with_one_line_and_the_fix(
     machine, monkeypatch, capsys, broken, says, fix
 ):
-    import experiments.cli.demo
+    import experiments.orchestration.runner
     import topologies.system as system
 
     if broken == "root":
@@ -252,7 +252,8 @@ def test_preflight_stops_before_building_with_one_line_and_the_fix(
     with pytest.raises(system.EnvironmentProblem) as info:
         system.preflight()
     assert says in str(info.value) and info.value.fix.startswith(fix)
-    monkeypatch.setattr(experiments.cli.demo, "run_demo", lambda *a, **k: pytest.fail("built"))
+    built = lambda *a, **k: pytest.fail("built")  # noqa: E731
+    monkeypatch.setattr(experiments.orchestration.runner, "fabric_up", built)
     assert main(["demo"]) == EXIT_FAILED
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("cannot run: ") and f"(fix: {fix}" in err

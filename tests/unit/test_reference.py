@@ -8,7 +8,8 @@ import shutil
 
 import pytest
 
-from experiments.orchestration.reference import MAX_TABLE_BYTES, assemble, main, rewrite_reports
+from experiments.cli.main import main
+from experiments.orchestration.reference import MAX_TABLE_BYTES, assemble, rewrite_reports
 from tests.unit.test_report import canned_run
 
 
@@ -43,8 +44,9 @@ def test_assemble_indexes_each_run_and_replaces_the_old_reference(tmp_path):
 
 
 def test_unknown_name_is_refused_before_anything_runs(capsys):
-    assert main(["no-such-experiment"]) == 2
-    assert "allowed" in capsys.readouterr().out
+    assert main(["references", "no-such-experiment"]) == 2
+    err = capsys.readouterr().err
+    assert "no reference experiment 'no-such-experiment'" in err and "link-failure" in err
 
 
 def test_reports_only_rewrites_a_committed_reference_from_its_tables(tmp_path):

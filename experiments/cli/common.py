@@ -1,0 +1,42 @@
+"""What every ``kvfabric`` command shares: the exit codes, the two consoles, the
+error for bad input, and the checks of ``--scale`` the builder would make."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from topologies import Fabric, FabricError
+from topologies.shaping import check_scale, egress_plan
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+console = Console(stderr=False)
+err = Console(stderr=True, soft_wrap=True)  # an error is one line, however long
+
+
+class UsageError(Exception):
+    """Bad input from the user: exit code 2."""
+
+
+def say(line: str) -> None:
+    """One message line on stdout, never wrapped (tables still wrap)."""
+    console.print(line, soft_wrap=True, highlight=False)
+
+
+def scale_arg(text: str) -> float:
+    """``--scale`` checked as the builder checks it, as one line with the fix."""
+    try:
+        return check_scale(float(text))
+    except (ValueError, FabricError):
+        raise FabricError(
+            f"--scale {text} is not allowed: must be a number in (0, 1], "
+            "e.g. --scale 1e-4 (the default: a 400 Gbit/s link runs at 40 Mbit/s)"
+        ) from None
+
+
+def unhonoured(fabric: Fabric, scale: float) -> str | None:
+    """The builder's refusal for the first link it cannot shape at ``scale``, or None."""
+    try:
+        egress_plan(fabric, scale)
+    except FabricError as exc:
+        return str(exc).replace("scale.bandwidth", "--scale")  # the builder speaks spec
+    return None

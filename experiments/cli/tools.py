@@ -1,0 +1,68 @@
+"""The engineer's tools around runs: ``kvfabric estimate`` (what theory predicts
+for a spec, no root), ``kvfabric references`` (rerun the bundled experiments into
+``results/reference/``, or only rewrite their reports) and ``kvfabric bench`` (the
+fidelity and cost benchmarks, each against its alternative in the same run)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from experiments.cli.common import UsageError
+
+
+def bench_names() -> list[str]:
+    """The benchmarks of the checkout (none when kvfabric is installed without it)."""
+    try:
+        from benchmarks.__main__ import BENCHMARKS
+    except ImportError:
+        return []
+    return list(BENCHMARKS)
+
+
+def add_parsers(sub: Any) -> None:
+    e = sub.add_parser("estimate", help="what theory predicts for each run of a spec (no root)")
+    e.add_argument("spec", help="SPEC.yaml or the name of a bundled spec (kvfabric list)")
+    e.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a key, as for kvfabric run (repeatable)")  # fmt: skip
+    e.add_argument("--json", action="store_true", help="the whole estimate as JSON")
+    e.set_defaults(handler=cmd_estimate)
+
+    r = sub.add_parser("references", help="rerun bundled experiments into results/reference/")
+    r.add_argument("names", nargs="*", metavar="NAME", help="default: every one with a reference")
+    r.add_argument("--reports-only", action="store_true",
+                   help="run nothing: rewrite the committed references' reports and plots "
+                        "from their own tables (no root)")  # fmt: skip
+    r.set_defaults(handler=cmd_references)
+
+    b = sub.add_parser("bench", help="fidelity and cost benchmarks (benchmarks/README.md)")
+    b.add_argument("names", nargs="*", metavar="NAME",
+                   help=f"default all: {', '.join(bench_names())}")  # fmt: skip
+    b.add_argument("--quick", action="store_true",
+                   help="a few minutes in all (writes benchmarks/results/quick/)")  # fmt: skip
+    b.set_defaults(handler=cmd_bench)
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    from experiments.analysis.estimates import print_estimates
+
+    return print_estimates(args.spec, args.set, as_json=args.json)
+
+
+def cmd_references(args: argparse.Namespace) -> int:
+    from experiments.orchestration.reference import regenerate_references
+
+    return regenerate_references(args.names, reports_only=args.reports_only)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    names = bench_names()
+    if not names:
+        raise UsageError("the benchmarks live in the kvfabric checkout (benchmarks/): run "
+                         "kvfabric bench from an editable install of it")  # fmt: skip
+    unknown = [n for n in args.names if n not in names]
+    if unknown:
+        raise UsageError(f"no benchmark {unknown[0]!r}: allowed {', '.join(names)}")
+    from benchmarks.__main__ import run_benchmarks
+
+    return run_benchmarks(args.names, quick=args.quick)
