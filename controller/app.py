@@ -181,9 +181,10 @@ class KvFabricController(app_manager.OSKenApp):
             or msg.reason == ofproto.OFPPR_DELETE
         )
         with self.lock:
-            self._send(self.session.port_status(dp.id, desc.port_no, not down, now_ns))
-            # A reroute's last-sent instant: the one event timed after its sends.
-            self.session.reroute_sent(time.monotonic_ns())
+            try:
+                self._send(self.session.port_status(dp.id, desc.port_no, not down, now_ns))
+            finally:  # a reroute's last-sent instant: the one instant read after sending
+                self.session.reroute_sent(time.monotonic_ns())
 
     def _packet_in(self, msg: Any, now_ns: int) -> None:
         if not self.session.places_flows:

@@ -196,6 +196,7 @@ class ControllerSession:
     # ----- links -----------------------------------------------------------------
     def port_status(self, dpid: int, port_no: int, up: bool, now_ns: int) -> list[SwitchMessages]:
         """A switch port went up or down: the reroute, if the links' state changed."""
+        self._unsent_reroute = None  # an earlier reroute whose sending failed stays unstamped
         name = self._names.get(dpid)
         if name is None:
             return []
@@ -212,6 +213,7 @@ class ControllerSession:
         if ev is not None:
             ev["t_last_sent_ns"] = now_ns
             ev["reroute_ms"] = (now_ns - ev["t_ns"]) / 1e6
+            log.info("reroute sent in %.3f ms", ev["reroute_ms"])
 
     def _link_state(self) -> FabricState:
         state = FabricState()

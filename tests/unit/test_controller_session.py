@@ -224,6 +224,16 @@ def test_reroute_and_installed_times_are_the_differences_of_the_instants_passed_
     assert (row["detected_ms"], row["last_rule_sent_ms"], row["installed_ms"]) == (2, 5, 11)
 
 
+def test_a_reroute_whose_sending_never_finished_is_not_timed_by_a_later_port_status():
+    session, _ = ready()
+    p = port(session, "leaf0", "spine0")
+    session.port_status(dpid(session, "leaf0"), p, False, T0)  # its sending failed: no stamp
+    session.port_status(dpid(session, "leaf0"), p, False, T0 + 50 * MS)  # a repeat
+    session.reroute_sent(T0 + 51 * MS)
+    (ev,) = events(session, "reroute")
+    assert ev["reroute_ms"] is None and ev["t_last_sent_ns"] is None
+
+
 def test_every_barrier_sent_must_be_answered_before_a_reroute_counts_as_installed():
     session, tables = ready("adaptive")
     h0, h2 = (session.fabric.node(h).ip for h in ("h0", "h2"))
