@@ -1,1 +1,2 @@
-"""Routing for kvfabric fabrics: a pure policy core (rules as data) and the os-ken shim."""
+"""Routing for kvfabric fabrics: a pure policy core (rules as data), a pure controller
+session (events in, OpenFlow changes out) and the os-ken shim."""

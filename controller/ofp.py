@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .rules import PACKET_IN_BYTES, Group, Rule
+from .session import SwitchMessages
 
 COOKIE = 0x6B76  # "kv": every flow kvfabric installs carries it
 
@@ -88,3 +89,20 @@ def wipe(dp: Any) -> list[Any]:
         ),  # fmt: skip
         parser.OFPGroupMod(dp, ofp.OFPGC_DELETE, ofp.OFPGT_ALL, ofp.OFPG_ALL, []),
     ]
+
+
+def encode(dp: Any, out: SwitchMessages) -> list[Any]:
+    """The OpenFlow messages for one switch's ``SwitchMessages``, in its order:
+    groups before the flows that point at them, deletions last, then the barrier."""
+    ch = out.changes
+    msgs = wipe(dp) if out.wipe else []
+    msgs += [group_mod(dp, g, "add") for g in ch.groups_add]
+    msgs += [group_mod(dp, g, "modify") for g in ch.groups_modify]
+    msgs += [flow_mod(dp, r) for r in ch.rules_add]
+    msgs += [flow_mod(dp, r, delete=True) for r in ch.rules_delete]
+    msgs += [group_mod(dp, g, "delete") for g in ch.groups_delete]
+    if out.barrier:
+        msgs.append(dp.ofproto_parser.OFPBarrierRequest(dp))
+    if out.port_stats:
+        msgs.append(dp.ofproto_parser.OFPPortStatsRequest(dp, 0, dp.ofproto.OFPP_ANY))
+    return msgs
