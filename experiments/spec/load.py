@@ -8,8 +8,9 @@ one typed schema, and expand its sweep grid and repeats into runs.
         resolved_yaml(run)
 
 Every error is a ``SpecError`` naming the key path, the value and what is
-allowed; unknown keys are errors. The schema itself lives in ``spec_sections``
-(top level, fabric, controller, faults) and ``spec_workloads`` (workload kinds).
+allowed; unknown keys are errors. The schema itself lives in ``sections``
+(top level, fabric, controller, faults), ``workloads`` (workload kinds) and
+``serving``, built from the typed checks of ``schema``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ``serving`` workload of a spec (issue 6): model and GPU presets, prefill and
+"""The ``serving`` workload of a spec: model and GPU presets, prefill and
 decode instances on the fabric's servers, router, KV transfer, prefix cache,
 arrivals (a trace file or a synthetic generator) and SLO targets.
 

@@ -6,7 +6,7 @@ signature, so the two cannot drift); this table adds each parameter's type and
 range, the defaults that follow from the fabric or the run (``receiver``,
 ``duration_s``, ...), and the rules that span parameters. The parameters the
 runner supplies (the fabric's hosts, the seed, flow and request numbering) are
-not spec keys. ``serving`` (issue 6) is in ``spec_serving``.
+not spec keys. ``serving`` is in ``experiments.spec.serving``.
 """
 
 from __future__ import annotations

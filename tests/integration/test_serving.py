@@ -1,4 +1,4 @@
-"""Disaggregated serving over real packets (issue 6): requests from the bundled Azure
+"""Disaggregated serving over real packets: requests from the bundled Azure
 trace complete with TTFT and ITL; a slower spine raises TTFT; layer-pipelined KV
 transfer beats monolithic for long prompts; colocated serving moves no KV; a shared
 prefix is fetched from a remote cache over the fabric."""

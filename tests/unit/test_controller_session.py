@@ -17,7 +17,7 @@ from controller.policy import compute, diff
 from controller.rules import TCP, Group, Rule, RuleSet, SwitchChanges
 from controller.session import ControllerSession, Flow, PortCounters, SwitchMessages
 from controller.walk import trace
-from experiments.metrics.faults import fault_timings
+from experiments.analysis.metrics.faults import fault_timings
 from topologies import Fabric, spine_leaf
 
 MS = 1_000_000
