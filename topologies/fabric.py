@@ -24,7 +24,12 @@ TIER = {"gpu": 0, "leaf": 1, "rail": 1, "nvlink": 1, "spine": 2, "core": 3}
 
 
 class FabricError(ValueError):
-    """A fabric parameter or description that cannot be honoured."""
+    """A fabric parameter or description that cannot be honoured. ``param`` names the
+    generator parameter at fault when there is one (a spec reports it as its key)."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
 
 
 @dataclass(frozen=True)

@@ -20,14 +20,16 @@ def _check_int(gen: str, name: str, value: Any, low: int, high: int | None = Non
     ok = ok and (high is None or value <= high)
     if not ok:
         allowed = f"an integer from {low} to {high}" if high else f"an integer >= {low}"
-        raise FabricError(f"{gen}: {name}={value!r} is not allowed: must be {allowed}")
+        raise FabricError(f"{gen}: {name}={value!r} is not allowed: must be {allowed}", name)
     return value
 
 
 def _check_gbps(gen: str, name: str, value: Any) -> float:
     ok = isinstance(value, int | float) and not isinstance(value, bool)
     if not ok or not math.isfinite(value) or value <= 0:
-        raise FabricError(f"{gen}: {name}={value!r} is not allowed: must be a rate in Gbit/s > 0")
+        raise FabricError(
+            f"{gen}: {name}={value!r} is not allowed: must be a rate in Gbit/s > 0", name
+        )
     return float(value)
 
 
@@ -72,7 +74,7 @@ def fat_tree(
     (spine) switches, (k/2)² core switches, k³/4 hosts, 5k²/4 switches."""
     g = "fat_tree"
     if not (isinstance(k, int) and not isinstance(k, bool) and 2 <= k <= 16 and k % 2 == 0):
-        raise FabricError(f"{g}: k={k!r} is not allowed: must be an even integer from 2 to 16")
+        raise FabricError(f"{g}: k={k!r} is not allowed: must be an even integer from 2 to 16", "k")
     _check_gbps(g, "host_gbps", host_gbps)
     _check_gbps(g, "fabric_gbps", fabric_gbps)
     _check_int(g, "buffer_pkts", buffer_pkts, 1, MAX_BUFFER_PKTS)
@@ -144,6 +146,23 @@ GENERATORS: dict[str, Callable[..., Fabric]] = {
     "rail_optimized": rail_optimized,
 }
 
+# One line per generator parameter (rates are real-equivalent, before the bandwidth scale).
+PARAM_DOCS = {
+    "spines": "spine switches",
+    "leaves": "leaf switches",
+    "hosts_per_leaf": "hosts (GPUs) under each leaf",
+    "host_gbps": "host-to-leaf link rate, Gbit/s",
+    "uplink_gbps": "leaf-to-spine link rate, Gbit/s",
+    "k": "switch radix: k pods, k³/4 hosts (even, 2 to 16)",
+    "fabric_gbps": "switch-to-switch link rate, Gbit/s",
+    "servers": "GPU servers",
+    "gpus_per_server": "GPUs per server, one rail switch per GPU index",
+    "rail_gbps": "GPU-to-rail link rate, Gbit/s",
+    "spine_gbps": "rail-to-spine link rate, Gbit/s",
+    "nvlink_gbps": "GPU-to-NVLink-switch rate inside a server, Gbit/s",
+    "buffer_pkts": "egress buffer of every link, packets",
+}
+
 
 def _params(gen: Callable[..., Fabric], local: dict[str, Any]) -> dict[str, Any]:
     return {name: local[name] for name in inspect.signature(gen).parameters}
@@ -183,4 +202,6 @@ def parse_param(kind: str, name: str, text: str) -> Any:
         return int(text) if isinstance(allowed[name], int) else float(text)
     except ValueError:
         kind_word = "an integer" if isinstance(allowed[name], int) else "a number"
-        raise FabricError(f"{kind}: {name}={text!r} is not allowed: must be {kind_word}") from None
+        raise FabricError(
+            f"{kind}: {name}={text!r} is not allowed: must be {kind_word}", name
+        ) from None

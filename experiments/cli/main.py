@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from rich.markup import escape
 
-from experiments.cli import calc, machine, report, run, tools, topo
+from experiments.cli import calc, machine, report, run, spec, tools, topo
 from experiments.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, err
 from topologies import FabricError
 
@@ -23,7 +23,7 @@ __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "UsageError", "main"]
 # Commands whose FabricError is "a parameter out of range" (exit 1); for the
 # others (run, cli, report, ...) it is bad input (exit 2).
 FABRIC_COMMANDS = ("topo",)
-ROOMS = (machine, topo, calc, run, report, tools)  # each adds its subcommands
+ROOMS = (machine, topo, calc, run, report, spec, tools)  # each adds its subcommands
 
 
 def _parser() -> argparse.ArgumentParser:

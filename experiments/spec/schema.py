@@ -1,9 +1,16 @@
 """The building blocks of the spec schema: typed checks that name the key path.
 
-A schema is data: a ``section`` maps each allowed key to a ``Field`` (a check and
-a default). Checking a value returns it normalised (integral floats become ints,
-numbers become floats, defaults filled in) or raises ``SpecError`` whose message
-names the key path, the bad value and what is allowed. Unknown keys are errors.
+A schema is data: a ``section`` maps each allowed key to a ``Field`` (a check, a
+default and one line of doc). Checking a value returns it normalised (integral
+floats become ints, numbers become floats, defaults filled in) or raises
+``SpecError`` whose message names the key path, the bad value and what is
+allowed. Unknown keys are errors.
+
+Every check also carries its JSON Schema (``Check.json``), so the same
+declarations give editors a schema (``kvfabric spec schema``) and readers a key
+reference (``kvfabric spec keys``). The JSON Schema says what a value's shape
+must be; what depends on the fabric (a host's name, a server number) or spans
+keys is checked only by kvfabric, and its ``description`` says so.
 """
 
 from __future__ import annotations
@@ -82,11 +89,13 @@ class Ctx:
 @dataclass(frozen=True)
 class Check:
     """A check: ``fn(value, path, ctx)`` returns the normalised value or raises SpecError.
-    ``allowed`` says what passes; ``accepts`` picks the branch of an ``either``."""
+    ``allowed`` says what passes; ``accepts`` picks the branch of an ``either``; ``json``
+    is the JSON Schema of the values that can pass."""
 
     fn: Callable[[Any, str, Ctx], Any]
     allowed: str
     accepts: Callable[[Any], bool] = lambda value: True
+    json: dict[str, Any] = field(default_factory=dict)
 
     def __call__(self, value: Any, path: str, ctx: Ctx) -> Any:
         return self.fn(value, path, ctx)
@@ -101,8 +110,12 @@ class Derived:
 
 @dataclass(frozen=True)
 class Field:
+    """One key of a section: what its value must be, its default (``REQUIRED``, a value,
+    None or ``Derived``) and one line saying what it means."""
+
     check: Check
     default: Any = REQUIRED
+    doc: str = ""
 
 
 def _is_number(value: Any) -> bool:
@@ -124,7 +137,8 @@ def integer(low: int | None = None, high: int | None = None) -> Check:
             raise bad(path, value, allowed)
         return value
 
-    return Check(fn, allowed, _is_number)
+    bounds = {"minimum": low, "maximum": high}
+    return Check(fn, allowed, _is_number, {"type": "integer", **_given(bounds)})
 
 
 def number(gt: float | None = None, ge: float | None = None, le: float | None = None) -> Check:
@@ -139,7 +153,8 @@ def number(gt: float | None = None, ge: float | None = None, le: float | None = 
             raise bad(path, value, allowed)
         return float(value)
 
-    return Check(fn, allowed, _is_number)
+    bounds = {"exclusiveMinimum": gt, "minimum": ge, "maximum": le}
+    return Check(fn, allowed, _is_number, {"type": "number", **_given(bounds)})
 
 
 def choice(options: Iterable[str]) -> Check:
@@ -152,7 +167,7 @@ def choice(options: Iterable[str]) -> Check:
             raise bad(path, value, allowed)
         return value
 
-    return Check(fn, allowed, lambda v: isinstance(v, str))
+    return Check(fn, allowed, lambda v: isinstance(v, str), {"enum": names})
 
 
 def anything() -> Check:
@@ -165,7 +180,8 @@ def text(pattern: str | None = None, allowed: str = "a string") -> Check:
             raise bad(path, value, allowed)
         return value
 
-    return Check(fn, allowed, lambda v: isinstance(v, str))
+    json = {"type": "string"} | ({"pattern": f"^(?:{pattern})$"} if pattern else {})
+    return Check(fn, allowed, lambda v: isinstance(v, str), json)
 
 
 def name_text() -> Check:
@@ -178,7 +194,7 @@ def boolean() -> Check:
             raise bad(path, value, "true or false")
         return value
 
-    return Check(fn, "true or false", lambda v: isinstance(v, bool))
+    return Check(fn, "true or false", lambda v: isinstance(v, bool), {"type": "boolean"})
 
 
 def optional(check: Check) -> Check:
@@ -187,6 +203,7 @@ def optional(check: Check) -> Check:
         lambda v, p, c: None if v is None else check(v, p, c),
         f"{check.allowed}, or null",
         lambda v: v is None or check.accepts(v),
+        {"anyOf": [check.json, {"type": "null"}]},
     )
 
 
@@ -200,7 +217,8 @@ def either(*checks: Check) -> Check:
                 return check(value, path, ctx)
         raise bad(path, value, allowed)
 
-    return Check(fn, allowed, lambda v: any(c.accepts(v) for c in checks))
+    return Check(fn, allowed, lambda v: any(c.accepts(v) for c in checks),
+                 {"anyOf": [c.json for c in checks]})  # fmt: skip
 
 
 def list_of(
@@ -224,7 +242,9 @@ def list_of(
                 seen.append(v)
         return out
 
-    return Check(fn, allowed, lambda v: isinstance(v, list))
+    json = {"type": "array", "items": item.json, "minItems": min_len}
+    json |= _given({"maxItems": max_len}) | ({"uniqueItems": True} if distinct else {})
+    return Check(fn, allowed, lambda v: isinstance(v, list), json)
 
 
 def mapping(key: Check, value: Check) -> Check:
@@ -237,7 +257,9 @@ def mapping(key: Check, value: Check) -> Check:
             raise bad(path, raw, allowed)
         return {key(k, join(path, k), ctx): value(v, join(path, k), ctx) for k, v in raw.items()}
 
-    return Check(fn, allowed, lambda v: isinstance(v, dict))
+    json = {"type": ["object", "null"], "propertyNames": key.json,
+            "additionalProperties": value.json}  # fmt: skip
+    return Check(fn, allowed, lambda v: isinstance(v, dict), json)
 
 
 def unknown_keys(raw: dict[Any, Any], allowed: Iterable[str], path: str) -> None:
@@ -305,7 +327,42 @@ def section(
             out = post(out, path, ctx) or out
         return out
 
-    return Check(fn, allowed, lambda v: isinstance(v, dict))
+    return Check(fn, allowed, lambda v: isinstance(v, dict), section_json(fields))
+
+
+def section_json(fields: dict[str, Field]) -> dict[str, Any]:
+    """The JSON Schema of a section: its keys (each with its doc and plain default), the
+    required ones, no other key. A section may be left out or null (all defaults)."""
+    props = {}
+    for key, f in fields.items():
+        prop = dict(f.check.json)
+        if f.doc:
+            prop["description"] = f.doc
+        if f.default is not REQUIRED and not isinstance(f.default, Derived):
+            prop["default"] = f.default
+        props[key] = prop
+    required = [k for k, f in fields.items() if f.default is REQUIRED]
+    return {"type": ["object", "null"], "properties": props, "additionalProperties": False,
+            **({"required": required} if required else {})}  # fmt: skip
+
+
+def kinds_json(kinds: dict[str, Check]) -> dict[str, Any]:
+    """The JSON Schema of a mapping whose ``kind`` picks the schema of its other keys."""
+    branches = []
+    for name, check in kinds.items():
+        branch = dict(check.json)
+        props = dict(branch.get("properties", {}))
+        doc = props.get("kind", {}).get("description")
+        props["kind"] = {"const": name, **({"description": doc} if doc else {})}
+        branch["properties"] = props
+        branch["required"] = sorted(set(branch.get("required", [])) | {"kind"})
+        branch["type"] = "object"
+        branches.append(branch)
+    return {"oneOf": branches}
+
+
+def _given(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
 
 
 def remember(name: str, check: Check) -> Check:
@@ -315,7 +372,7 @@ def remember(name: str, check: Check) -> Check:
         ctx.extra[name] = out = check(value, path, ctx)
         return out
 
-    return Check(fn, check.allowed, check.accepts)
+    return Check(fn, check.allowed, check.accepts, check.json)
 
 
 def divides(path: str, tp: int, whole: int, what: str) -> None:
@@ -326,6 +383,9 @@ def divides(path: str, tp: int, whole: int, what: str) -> None:
 
 
 # ---- names that must exist in the fabric ------------------------------------------------
+
+# ``title`` says what the name must be (a check against the fabric JSON Schema cannot make).
+FABRIC_NAME = {"type": "string", "title": "a host of the fabric"}
 
 
 def host() -> Check:
@@ -338,7 +398,7 @@ def host() -> Check:
             raise bad(path, value, f"a host of this {kind} fabric: {listing(hosts)}")
         return value
 
-    return Check(fn, "a host of the fabric", lambda v: isinstance(v, str))
+    return Check(fn, "a host of the fabric", lambda v: isinstance(v, str), FABRIC_NAME)
 
 
 def node(kinds: Sequence[str] | None = None, what: str = "a node") -> Check:
@@ -352,7 +412,8 @@ def node(kinds: Sequence[str] | None = None, what: str = "a node") -> Check:
             raise bad(path, value, f"{what} of this {kind} fabric: {listing(names)}")
         return value
 
-    return Check(fn, f"{what} of the fabric", lambda v: isinstance(v, str))
+    json = FABRIC_NAME | {"title": f"{what} of the fabric"}
+    return Check(fn, f"{what} of the fabric", lambda v: isinstance(v, str), json)
 
 
 def capture_point() -> Check:
@@ -369,7 +430,8 @@ def capture_point() -> Check:
                 raise bad(path, value, allowed or why, why if allowed else "") from None
         return str(value)
 
-    return Check(fn, "a host or switch:port of the fabric", lambda v: isinstance(v, str))
+    json = FABRIC_NAME | {"title": "a host or switch:port of the fabric"}
+    return Check(fn, "a host or switch:port of the fabric", lambda v: isinstance(v, str), json)
 
 
 def server() -> Check:
@@ -383,4 +445,5 @@ def server() -> Check:
             raise bad(path, value, f"a server number of this fabric: {span}")
         return value
 
-    return Check(fn, "a server number of the fabric", _is_number)
+    json = {"type": "integer", "minimum": 0, "title": "a server number of the fabric"}
+    return Check(fn, "a server number of the fabric", _is_number, json)

@@ -10,7 +10,6 @@ errors are the generator's own, prefixed with the key path; names used later
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -46,15 +45,12 @@ from experiments.spec.schema import (
 from experiments.spec.workloads import workload
 from topologies import Fabric
 from topologies.fabric import FabricError
-from topologies.generators import GENERATORS, defaults, make_fabric
+from topologies.generators import GENERATORS, PARAM_DOCS, defaults, make_fabric
 from topologies.shaping import MAX_BUFFER_PKTS
+from traffic.agents.wire import CONNECTIONS
 
-# The policies a spec may name; the controller adds its own as they land.
-POLICIES = tuple(
-    dict.fromkeys(("shortest_path", "ecmp", "adaptive", "tenant_paths", *known_policies()))
-)
+POLICIES = tuple(known_policies())  # the controller's registry: a new policy is a spec value
 CONGESTION_CONTROLS = ("cubic", "reno", "bbr")
-CONNECTIONS = ("persistent", "per_flow")
 DEFAULT_BANDWIDTH_SCALE = 1.0e-4
 
 
@@ -90,14 +86,30 @@ def _fabric() -> Check:
         try:
             ctx.fabric = build_fabric(out)
         except FabricError as exc:
-            # The generator's message names the parameter: "spine_leaf: spines=0 is not ..."
-            found = re.match(rf"{kind}: (\w+)=", str(exc))
-            where = join(path, found.group(1)) if found else path
-            value = raw.get(found.group(1)) if found else raw
+            where = join(path, exc.param) if exc.param else path
+            value = raw.get(exc.param) if exc.param else raw
             raise SpecError(f"{where}: {exc}", where, value) from None
         return out
 
-    return Check(fn, allowed, lambda v: isinstance(v, dict))
+    return Check(fn, allowed, lambda v: isinstance(v, dict), _fabric_json())
+
+
+def _fabric_json() -> dict[str, Any]:
+    """Each generator's parameters, typed by their defaults (the generator checks ranges)."""
+    branches = []
+    for kind, gen in GENERATORS.items():
+        props: dict[str, Any] = {"kind": {"const": kind, "description": _first_line(gen)}}
+        for name, default in defaults(kind).items():
+            typ = "integer" if isinstance(default, int) else "number"
+            props[name] = {"type": typ, "exclusiveMinimum": 0, "default": default,
+                           "description": PARAM_DOCS[name]}  # fmt: skip
+        branches.append({"type": "object", "properties": props, "required": ["kind"],
+                         "additionalProperties": False})  # fmt: skip
+    return {"oneOf": branches}
+
+
+def _first_line(fn: Any) -> str:
+    return " ".join((fn.__doc__ or "").split("\n\n")[0].split())
 
 
 def _qos_class_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
@@ -110,11 +122,21 @@ def _qos_class_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
 
 QOS_CLASS = section(
     {
-        "name": Field(name_text()),
-        "dscp": Field(integer(0, 63)),
-        "rate_share": Field(optional(number(gt=0, le=1)), None),
-        "priority": Field(optional(integer(0, 7)), None),  # strict priority: 0 is served first
-        "buffer_pkts": Field(optional(integer(1, MAX_BUFFER_PKTS)), None),  # else the link's
+        "name": Field(name_text(), doc="the class's name (tenant_class, default_class)"),
+        "dscp": Field(integer(0, 63), doc="the DSCP mark that puts a packet in this class"),
+        "rate_share": Field(
+            optional(number(gt=0, le=1)),
+            None,
+            "the share of each egress this class is assured (weighted)",
+        ),
+        "priority": Field(
+            optional(integer(0, 7)), None, "strict priority instead of a share: 0 is served first"
+        ),
+        "buffer_pkts": Field(
+            optional(integer(1, MAX_BUFFER_PKTS)),
+            None,
+            "this class's queue limit, packets (default: the link's buffer)",
+        ),  # fmt: skip
     },
     _qos_class_post,
 )
@@ -160,26 +182,43 @@ def _controller_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
 
 CONTROLLER = section(
     {
-        "policy": Field(choice(POLICIES), "shortest_path"),
-        "tenants": Field(mapping(name_text(), list_of(host(), 1, distinct=True)), {}),
-        "spines": Field(
-            mapping(name_text(), list_of(node(("spine", "core"), "a spine switch"), 1, True)), {}
+        "policy": Field(
+            choice(POLICIES), "shortest_path", "the routing policy the controller installs"
         ),
+        "tenants": Field(
+            mapping(name_text(), list_of(host(), 1, distinct=True)),
+            {},
+            "tenant -> its hosts (tenant_paths, QoS classes, noisy_neighbour)",
+        ),
+        "spines": Field(
+            mapping(
+                name_text(), list_of(node(("spine", "core"), "a spine switch"), 1, distinct=True)
+            ),  # fmt: skip
+            {},
+            "tenant -> the spines its traffic may cross (policy tenant_paths)",
+        ),  # fmt: skip
         "qos": Field(
             section(
                 {
-                    "classes": Field(list_of(QOS_CLASS), []),
-                    # a class, or a list: the tenant's own marks of those classes are kept
+                    "classes": Field(
+                        list_of(QOS_CLASS), [], "the egress classes, each a queue under HTB"
+                    ),
                     "tenant_class": Field(
                         mapping(
                             name_text(), either(name_text(), list_of(name_text(), 1, distinct=True))
                         ),
                         {},
+                        "tenant -> a class, or a list whose marks the tenant's packets keep",
                     ),
-                    "default_class": Field(optional(name_text()), None),  # else the last class
+                    "default_class": Field(
+                        optional(name_text()),
+                        None,
+                        "the class of unmarked traffic (default: the last)",
+                    ),  # fmt: skip
                 }
             ),
             {},
+            "egress classes (HTB shares or strict priority) and which tenant gets which",
         ),
     },
     _controller_post,
@@ -211,14 +250,19 @@ def _fault_post(out: dict[str, Any], path: str, ctx: Ctx) -> dict[str, Any]:
 
 FAULT = section(
     {
-        "at_s": Field(number(ge=0)),
-        "link_down": Field(optional(LINK_ENDS), None),
-        "link_up": Field(optional(LINK_ENDS), None),
+        "at_s": Field(number(ge=0), doc="when, in s after the traffic starts"),
+        "link_down": Field(optional(LINK_ENDS), None, "the two nodes whose link goes down"),
+        "link_up": Field(optional(LINK_ENDS), None, "the two nodes whose link comes back up"),
     },
     _fault_post,
 )
 
-PAIR = section({"victim": Field(name_text()), "aggressor": Field(name_text())})
+PAIR = section(
+    {
+        "victim": Field(name_text(), doc="the tenant whose latency is judged"),
+        "aggressor": Field(name_text(), doc="the tenant whose traffic may slow it"),
+    }
+)
 
 
 def _tenants_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
@@ -239,51 +283,111 @@ SWEEP_KEY = text(
 
 SPEC = section(
     {
-        "name": Field(name_text()),
-        "seed": Field(integer(0), 1),
-        "duration_s": Field(remember("duration_s", number(gt=0))),
+        "name": Field(name_text(), doc="the experiment's name: results go to <out>/<name>/"),
+        "seed": Field(integer(0), 1, "seed of every random draw (a run's seed: seed + repeat)"),
+        "duration_s": Field(
+            remember("duration_s", number(gt=0)), doc="how long the traffic runs, s"
+        ),  # fmt: skip
         "scale": Field(
-            section({"bandwidth": Field(number(gt=0, le=1), DEFAULT_BANDWIDTH_SCALE)}), {}
+            section(
+                {
+                    "bandwidth": Field(
+                        number(gt=0, le=1),
+                        DEFAULT_BANDWIDTH_SCALE,
+                        "emulated ÷ real rate and bytes (1e-4: 400 Gbit/s runs at 40 Mbit/s)",
+                    )  # fmt: skip
+                }
+            ),
+            {},
+            "the emulation's scale",
         ),
-        "fabric": Field(_fabric()),
-        "controller": Field(CONTROLLER, {}),
+        "fabric": Field(_fabric(), doc="the topology: kind and its generator's parameters"),
+        "controller": Field(CONTROLLER, {}, "routing policy, tenants and QoS classes"),
         "agents": Field(
             section(
                 {
-                    "cc": Field(choice(CONGESTION_CONTROLS), "cubic"),
-                    "connection": Field(choice(CONNECTIONS), "persistent"),
-                    # agent worker processes: one per CPU (auto), one per host, or N
-                    "processes": Field(either(choice(["auto", "per_host"]), integer(1)), "auto"),
+                    "cc": Field(
+                        choice(CONGESTION_CONTROLS), "cubic", "the hosts' TCP congestion control"
+                    ),  # fmt: skip
+                    "connection": Field(
+                        choice(CONNECTIONS),
+                        "persistent",
+                        "one TCP connection per host pair, or one per flow",
+                    ),  # fmt: skip
+                    "processes": Field(
+                        either(choice(["auto", "per_host"]), integer(1)),
+                        "auto",
+                        "agent worker processes: one per CPU (auto), one per host, or N",
+                    ),
                 }
             ),
             {},
+            "the processes that send and receive every host's traffic",
         ),
-        "sampler": Field(section({"rate_hz": Field(number(gt=0, le=10_000), 200.0)}), {}),
+        "sampler": Field(
+            section(
+                {
+                    "rate_hz": Field(
+                        number(gt=0, le=10_000), 200.0, "queue samples per second per shaped egress"
+                    )
+                }
+            ),  # fmt: skip
+            {},
+            "the switch-queue sampler",
+        ),
         "fidelity": Field(
             section(
                 {
-                    "lateness_p99_ms": Field(number(gt=0), 2.0),
-                    "cpu_max_pct": Field(number(gt=0, le=100), 90.0),
-                    "dequeue_rate_tolerance": Field(number(gt=0, le=1), 0.05),
+                    "lateness_p99_ms": Field(
+                        number(gt=0), 2.0, "the agents' issue lateness p99 a faithful run keeps"
+                    ),  # fmt: skip
+                    "cpu_max_pct": Field(
+                        number(gt=0, le=100), 90.0, "machine CPU p95 a faithful run stays under, %"
+                    ),  # fmt: skip
+                    "dequeue_rate_tolerance": Field(
+                        number(gt=0, le=1),
+                        0.05,
+                        "how far a busy egress may dequeue below its configured rate",
+                    ),
                 }
             ),
             {},
+            "the verdict's thresholds",
         ),
         "capture": Field(
             section(
                 {
-                    "at": Field(list_of(capture_point(), distinct=True), []),
-                    "snaplen": Field(integer(64, 65535), 65535),
-                    "max_mb": Field(number(gt=0, le=10_000), 20.0),
-                    "window_s": Field(optional(list_of(number(ge=0), 2, 2)), None),
+                    "at": Field(
+                        list_of(capture_point(), distinct=True),
+                        [],
+                        "hosts or switch ports to tcpdump (gpu0_0, leaf0:3, leaf0:spine1)",
+                    ),  # fmt: skip
+                    "snaplen": Field(integer(64, 65535), 65535, "bytes kept of each packet"),
+                    "max_mb": Field(
+                        number(gt=0, le=10_000), 20.0, "size limit of each capture, MB"
+                    ),
+                    "window_s": Field(
+                        optional(list_of(number(ge=0), 2, 2)),
+                        None,
+                        "[from, to] s of traffic to capture (default: all)",
+                    ),  # fmt: skip
                 }
             ),
             {},
+            "packet captures into the run's captures/",
         ),
-        "faults": Field(list_of(FAULT), []),
-        "workloads": Field(list_of(workload()), []),
-        "noisy_neighbour": Field(list_of(PAIR), []),
-        "sweep": Field(mapping(SWEEP_KEY, list_of(anything(), 1)), {}),
+        "faults": Field(list_of(FAULT), [], "link failures and recoveries at run times"),
+        "workloads": Field(
+            list_of(workload()), [], "the traffic: each entry's kind picks its parameters"
+        ),  # fmt: skip
+        "noisy_neighbour": Field(
+            list_of(PAIR), [], "tenant pairs whose interference the summary measures"
+        ),  # fmt: skip
+        "sweep": Field(
+            mapping(SWEEP_KEY, list_of(anything(), 1)),
+            {},
+            "key path -> values: one run per point of the grid",
+        ),  # fmt: skip
     },
     _tenants_post,
 )

@@ -35,11 +35,11 @@ from experiments.spec.schema import (
     server,
 )
 from traffic.presets import GPUS, MODELS
+from traffic.serving.driver import SERVING_MODES
+from traffic.serving.routers import ROUTERS
 from traffic.traces import FORMATS, TokenDist, read_azure, synthetic_arrivals
 from traffic.workloads.kv_transfer import MODES as TRANSFERS
 
-ROUTERS = ("round_robin", "least_loaded", "kv_affinity", "topology_aware")
-SERVING_MODES = ("disaggregated", "colocated")
 KV_DTYPES = ("fp16", "int8")
 TOKEN_DISTS = {"fixed": ("value",), "uniform": ("low", "high"), "lognormal": ("mean", "sigma")}
 
@@ -86,12 +86,12 @@ TOKEN_DIST = either(
     integer(1),
     section(
         {
-            "dist": Field(choice(TOKEN_DISTS), "fixed"),
-            "value": Field(optional(integer(1)), None),
-            "low": Field(optional(integer(1)), None),
-            "high": Field(optional(integer(1)), None),
-            "mean": Field(optional(number(ge=1)), None),
-            "sigma": Field(optional(number(ge=0)), None),
+            "dist": Field(choice(TOKEN_DISTS), "fixed", "the distribution of token counts"),
+            "value": Field(optional(integer(1)), None, "fixed: the count"),
+            "low": Field(optional(integer(1)), None, "uniform: the smallest count"),
+            "high": Field(optional(integer(1)), None, "uniform: the largest count"),
+            "mean": Field(optional(number(ge=1)), None, "lognormal: the mean count"),
+            "sigma": Field(optional(number(ge=0)), None, "lognormal: sigma of the log"),
         },
         _token_dist_post,
     ),
@@ -102,13 +102,27 @@ _TRACE_DEFAULTS = _signature_defaults(
 )
 TRACE_ARRIVALS = section(
     {
-        "trace": Field(_trace_file()),
-        "format": Field(choice(FORMATS)),
-        "limit": Field(optional(integer(1)), _TRACE_DEFAULTS["limit"]),
-        "speedup": Field(number(gt=0), _TRACE_DEFAULTS["speedup"]),
-        "start_s": Field(number(ge=0), _TRACE_DEFAULTS["start_s"]),
-        "window_s": Field(optional(number(gt=0)), _TRACE_DEFAULTS["window_s"]),
-        "token_scale": Field(number(gt=0), _TRACE_DEFAULTS["token_scale"]),
+        "trace": Field(_trace_file(), doc="the trace file, relative to the spec's folder"),
+        "format": Field(choice(FORMATS), doc="the trace's format"),
+        "limit": Field(
+            optional(integer(1)), _TRACE_DEFAULTS["limit"], "at most this many requests"
+        ),
+        "speedup": Field(
+            number(gt=0),
+            _TRACE_DEFAULTS["speedup"],
+            "arrival times ÷ speedup (2: twice the request rate)",
+        ),
+        "start_s": Field(
+            number(ge=0), _TRACE_DEFAULTS["start_s"], "skip the trace's first start_s seconds"
+        ),
+        "window_s": Field(
+            optional(number(gt=0)),
+            _TRACE_DEFAULTS["window_s"],
+            "take this many seconds of the trace from start_s",
+        ),
+        "token_scale": Field(
+            number(gt=0), _TRACE_DEFAULTS["token_scale"], "token counts × token_scale"
+        ),
     }
 )
 _SYNTH_CHECKS: dict[str, Check] = {
@@ -123,12 +137,25 @@ _SYNTH_CHECKS: dict[str, Check] = {
     "shared_prefix_blocks": integer(0),
     "n_prefixes": integer(1),
 }
+_SYNTH_DOCS = {
+    "n": "how many requests (default: as many as arrive in duration_s)",
+    "duration_s": "arrivals stop after this long (default: the run's duration_s, without n)",
+    "rate_per_s": "mean request arrivals per second",
+    "pattern": "poisson, or bursty: Poisson at rate_per_s in on_s windows, off_s apart",
+    "on_s": "bursty: how long each burst lasts, s",
+    "off_s": "bursty: the silence between bursts, s",
+    "input_tokens": "prompt tokens: a count or {dist, ...}",
+    "output_tokens": "generated tokens: a count or {dist, ...}",
+    "shared_prefix_blocks": "KV blocks of a prefix shared by the requests of one prefix group",
+    "n_prefixes": "how many distinct shared prefixes the requests draw from",
+}
 _SYNTH_DEFAULTS = _signature_defaults(synthetic_arrivals, list(_SYNTH_CHECKS))
 SYNTHETIC = section(
     {
         name: Field(
             check,
             REQUIRED if name == "rate_per_s" else _SYNTH_DEFAULTS[name],
+            _SYNTH_DOCS[name],
         )
         for name, check in _SYNTH_CHECKS.items()
     }
@@ -137,10 +164,11 @@ SYNTHETIC = section(
         "duration_s": Field(
             _SYNTH_CHECKS["duration_s"],
             Derived(lambda out, ctx: ctx.duration_s if out["n"] is None else None),
+            _SYNTH_DOCS["duration_s"],
         )
     }
 )
-SYNTHETIC_ARRIVALS = section({"synthetic": Field(SYNTHETIC)})
+SYNTHETIC_ARRIVALS = section({"synthetic": Field(SYNTHETIC, doc="generated arrivals")})
 
 
 def _arrivals() -> Check:
@@ -160,14 +188,18 @@ def _arrivals() -> Check:
             return TRACE_ARRIVALS(raw, path, ctx)
         raise missing(join(path, "trace"), f"arrivals are {allowed}")
 
-    return Check(fn, allowed, lambda v: isinstance(v, dict))
+    json = {"anyOf": [TRACE_ARRIVALS.json, SYNTHETIC_ARRIVALS.json]}
+    return Check(fn, allowed, lambda v: isinstance(v, dict), json)
 
 
 INSTANCES = section(
     {
-        "servers": Field(list_of(server(), 1, distinct=True)),
-        # Default: one instance per server.
-        "tp": Field(integer(1), Derived(lambda out, ctx: len(ctx.servers[out["servers"][0]]))),
+        "servers": Field(list_of(server(), 1, distinct=True), doc="the servers of this pool"),
+        "tp": Field(
+            integer(1),
+            Derived(lambda out, ctx: len(ctx.servers[out["servers"][0]])),
+            "GPUs per instance (tensor-parallel degree; default: all of a server's)",
+        ),
     }
 )
 
@@ -191,31 +223,51 @@ def _serving_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
 
 SERVING = section(
     {
-        "kind": Field(choice(["serving"])),
-        "model": Field(choice(MODELS)),
-        "gpu": Field(choice(GPUS), "h100"),
-        "mode": Field(choice(SERVING_MODES), "disaggregated"),
-        "prefill": Field(INSTANCES),
-        "decode": Field(optional(INSTANCES), None),
-        "router": Field(choice(ROUTERS), "round_robin"),
-        "router_weight": Field(number(ge=0), 1.0),
-        "transfer": Field(choice(TRANSFERS), "monolithic"),
-        "kv_dtype": Field(choice(KV_DTYPES), "fp16"),
+        "kind": Field(choice(["serving"]), doc="LLM serving: requests routed to GPU instances"),
+        "model": Field(choice(MODELS), doc="the model preset (kvfabric calc kv --model)"),
+        "gpu": Field(choice(GPUS), "h100", "the GPU preset of every instance"),
+        "mode": Field(
+            choice(SERVING_MODES),
+            "disaggregated",
+            "prefill and decode on separate pools (KV crosses the fabric), or colocated",
+        ),
+        "prefill": Field(INSTANCES, doc="the prefill pool"),
+        "decode": Field(optional(INSTANCES), None, "the decode pool (disaggregated mode)"),
+        "router": Field(choice(ROUTERS), "round_robin", "how a request picks its instances"),
+        "router_weight": Field(
+            number(ge=0), 1.0, "kv_affinity: the weight of a cache hit against load"
+        ),
+        "transfer": Field(
+            choice(TRANSFERS),
+            "monolithic",
+            "KV sent after prefill, or layer by layer as prefill runs",
+        ),
+        "kv_dtype": Field(choice(KV_DTYPES), "fp16", "the KV cache's element type"),
         "prefix_cache": Field(
             section(
-                {"enabled": Field(boolean(), False), "capacity_blocks": Field(integer(1), 4096)}
+                {
+                    "enabled": Field(
+                        boolean(), False, "a shared prefix-cache pool on the prefill servers"
+                    ),
+                    "capacity_blocks": Field(integer(1), 4096, "its capacity, KV blocks"),
+                }
             ),
             {},
+            "the shared prefix-cache pool",
         ),
-        "arrivals": Field(_arrivals()),
+        "arrivals": Field(_arrivals(), doc="a trace {trace, format, ...} or {synthetic: {...}}"),
         "slo": Field(
             section(
-                {"ttft_ms": Field(number(gt=0), 2000.0), "tpot_ms": Field(number(gt=0), 100.0)}
+                {
+                    "ttft_ms": Field(number(gt=0), 2000.0, "time-to-first-token target, ms"),
+                    "tpot_ms": Field(number(gt=0), 100.0, "time-per-output-token target, ms"),
+                }
             ),
             {},
+            "the targets SLO attainment and goodput are judged by",
         ),
-        "tenant": Field(name_text(), "default"),
-        "dscp": Field(integer(0, 63), 0),
+        "tenant": Field(name_text(), "default", "the tenant its flows belong to"),
+        "dscp": Field(integer(0, 63), 0, "the DSCP mark of its packets"),
     },
     _serving_post,
 )

@@ -1,17 +1,19 @@
 """The ``workloads:`` entries of a spec: one schema per kind.
 
-A network workload's parameters are those of its generator in
-``traffic.workloads`` (names and defaults are read from the function's
-signature, so the two cannot drift); this table adds each parameter's type and
-range, the defaults that follow from the fabric or the run (``receiver``,
-``duration_s``, ...), and the rules that span parameters. The parameters the
-runner supplies (the fabric's hosts, the seed, flow and request numbering) are
-not spec keys. ``serving`` is in ``experiments.spec.serving``.
+A network workload's parameters are declared by its generator in
+``traffic.workloads``: names and defaults are read from the function's
+signature and each key's one-line doc from its docstring's ``- ``name``: ...``
+list, so neither can drift. This table adds each parameter's type and range, the
+defaults that follow from the fabric or the run (``receiver``, ``duration_s``,
+...), and the rules that span parameters. The parameters the runner supplies
+(the fabric's hosts, the seed, flow and request numbering) are not spec keys.
+``serving`` is in ``experiments.spec.serving``.
 """
 
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +32,7 @@ from experiments.spec.schema import (
     integer,
     join,
     kind_of,
+    kinds_json,
     list_of,
     name_text,
     number,
@@ -59,15 +62,43 @@ class WorkloadKind:
     derived: dict[str, Derived] = field(default_factory=dict)
     post: Post | None = None
     runtime: tuple[str, ...] = RUNTIME
+    docs: dict[str, str] = field(default_factory=dict)  # where a key means more than the parameter
 
     def fields(self) -> dict[str, Field]:
         out = {}
+        docs = COMMON_DOCS | param_docs(self.fn) | self.docs
         for name, param in inspect.signature(self.fn).parameters.items():
             # A parameter without a check is not a spec key yet (a unit test flags it).
             if name not in self.runtime and name in self.checks:
                 default = REQUIRED if param.default is param.empty else param.default
-                out[name] = Field(self.checks[name], self.derived.get(name, default))
+                doc = docs.get(name, "")
+                out[name] = Field(self.checks[name], self.derived.get(name, default), doc)
         return out
+
+
+def param_docs(fn: Callable[..., Any]) -> dict[str, str]:
+    """Each parameter's first sentence in ``fn``'s docstring list (``- ``a``: text``,
+    also ``- ``a`` / ``b``: text`` for two); parameters of a bullet that only points
+    elsewhere ("as in the other generators") get nothing."""
+    out: dict[str, str] = {}
+    for bullet in re.split(r"\n\s*- ", "\n" + inspect.cleandoc(fn.__doc__ or "")):
+        head, sep, body = bullet.partition(": ")
+        names = re.findall(r"``(\w+)``", head)
+        if not sep or not names or not re.fullmatch(r"[`\w\s/,]+", head):
+            continue
+        text = " ".join(body.split("\n\n")[0].split()).replace("``", "`")
+        first = re.match(r"(.+?\.)(\s|$)", text)
+        line = (first.group(1) if first else text).rstrip(".")
+        if not line.startswith("as "):
+            out.update(dict.fromkeys(names, line))
+    return out
+
+
+COMMON_DOCS = {
+    "start_ms": "when the workload starts, in ms after the run starts",
+    "tenant": "the tenant its flows belong to (controller.tenants, noisy_neighbour)",
+    "dscp": "the DSCP mark of its packets (controller.qos.classes pick their class by it)",
+}
 
 
 def _common() -> dict[str, Check]:
@@ -195,6 +226,13 @@ NETWORK_KINDS: dict[str, WorkloadKind] = {
             "duration_s": Derived(_run_length),
         },
         runtime=("seed", "first_flow_id"),  # ``hosts`` here are the hosts that take part
+        docs={
+            "flow_size_scale": "k >= 1: flow sizes × k, arrivals ÷ k (load and size shape kept, "
+            "k times fewer flows); auto: the smallest k that fits this machine's envelope",
+            "hosts": "hosts that send and receive (default: every host of the fabric)",
+            "host_gbps": "the real host link rate, Gbit/s (default: the fabric's)",
+            "duration_s": "arrivals fall in [start, start + duration_s) (default: the run's)",
+        },
     ),
     "probe": WorkloadKind(
         probe,
@@ -210,8 +248,13 @@ NETWORK_KINDS: dict[str, WorkloadKind] = {
 }
 
 
+def _kind_doc(kind: WorkloadKind) -> str:
+    first = inspect.cleandoc(kind.fn.__doc__ or "").split("\n\n")[0]
+    return " ".join(first.split())
+
+
 KINDS: dict[str, Check] = {
-    name: section({"kind": Field(choice([name]))} | kind.fields(), kind.post)
+    name: section({"kind": Field(choice([name]), doc=_kind_doc(kind))} | kind.fields(), kind.post)
     for name, kind in NETWORK_KINDS.items()
 } | {"serving": SERVING}
 
@@ -223,4 +266,4 @@ def workload() -> Check:
     def fn(raw: Any, path: str, ctx: Ctx) -> dict[str, Any]:
         return KINDS[kind_of(raw, path, KINDS, allowed)](raw, path, ctx)
 
-    return Check(fn, allowed, lambda v: isinstance(v, dict))
+    return Check(fn, allowed, lambda v: isinstance(v, dict), kinds_json(KINDS))

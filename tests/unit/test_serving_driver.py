@@ -91,7 +91,8 @@ def test_layer_pipelined_beats_monolithic_for_long_prompts(fabric, basic):
     arrivals = _synthetic(n=4, rate=0.5, inp=16_000, out=4)
     ttft = {}
     for transfer in ("monolithic", "layer_pipelined"):
-        w = _workload(basic, transfer=transfer, arrivals=arrivals, prefix_cache={})
+        no_cache = {"enabled": False, "capacity_blocks": 4096}
+        w = _workload(basic, transfer=transfer, arrivals=arrivals, prefix_cache=no_cache)
         driver, result = _run(w, fabric)
         kinds = set(result.flows["kind"])
         assert kinds == {"kv_transfer" if transfer == "monolithic" else "kv_layer", "collective"}
@@ -180,17 +181,12 @@ def test_failed_kv_message_makes_its_request_unserved(fabric, basic):
     assert not row["served"] and "connection reset" in row["error"]
 
 
-def test_tp1_decode_steps_end_by_timer(fabric):
-    w = {
-        "kind": "serving",
-        "model": "llama-3-8b",
-        "gpu": "h100",
-        "prefill": {"servers": [0], "tp": 1},
-        "decode": {"servers": [1], "tp": 1},
-        "router": "least_loaded",
-        "transfer": "monolithic",
-        "arrivals": _synthetic(n=10, rate=20.0, out=5),
-    }
+def test_tp1_decode_steps_end_by_timer(fabric, basic):
+    w = _workload(
+        basic, model="llama-3-8b", gpu="h100", prefill={"servers": [0], "tp": 1},
+        decode={"servers": [1], "tp": 1}, router="least_loaded", transfer="monolithic",
+        arrivals=_synthetic(n=10, rate=20.0, out=5),
+    )  # fmt: skip
     driver, result = _run(w, fabric)
     assert "collective" not in set(result.flows["kind"])
     req = driver.requests_table()

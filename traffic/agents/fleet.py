@@ -42,7 +42,8 @@ from .launcher import FleetError, Workers, assign_hosts
 from .merge import agent_rows, flows_table, live_frame, plan, tenant_codes
 from .pauses import no_full_collections
 from .records import Received, Sent, read_records
-from .worker import CONNECTIONS, PRIORITIES, thread_priority
+from .wire import CONNECTIONS
+from .worker import PRIORITIES, thread_priority
 
 log = logging.getLogger("kvfabric.fleet")
 

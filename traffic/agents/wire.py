@@ -13,6 +13,8 @@ import struct
 from typing import Any
 
 AGENT_PORT = 47000
+# One TCP connection per (src, dst) host pair, made before t0, or one per flow.
+CONNECTIONS = ("persistent", "per_flow")
 MAGIC = 0x4B56
 VERSION = 1
 _FORMAT = struct.Struct("!HBBQqhHiQQ")

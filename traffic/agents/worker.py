@@ -43,11 +43,10 @@ from .host import Endpoint, describe_error, now_ns
 from .kernel import PreciseSelector, die_with_parent, set_timer_slack
 from .pauses import no_full_collections
 from .records import Received, Records, Sent, write_records
-from .wire import F_FLOW, F_LEN, F_TSEND, HEADER_LEN, decode, encode
+from .wire import CONNECTIONS, F_FLOW, F_LEN, F_TSEND, HEADER_LEN, decode, encode
 
 log = logging.getLogger("kvfabric.agent")
 
-CONNECTIONS = ("persistent", "per_flow")
 PRIORITIES = ("normal", "nice", "rt")
 RECEIVE_BUFFER = 256 * 1024
 

@@ -1,4 +1,6 @@
-"""A :class:`ServingDriver` from a resolved ``serving`` workload spec (experiments.spec.serving)."""
+"""A :class:`ServingDriver` from a resolved ``serving`` workload: every key present,
+its defaults filled in by the spec's one declaration of them (``experiments.spec.serving``),
+so none is restated here."""
 
 from __future__ import annotations
 
@@ -55,25 +57,24 @@ def build_serving(
         raise ServingError(f"workload kind {workload.get('kind')!r} is not serving")
     try:
         model = presets.model(workload["model"])
-        gpu = presets.gpu(workload.get("gpu", "h100"))
-        presets.dtype_bytes(workload.get("kv_dtype", "fp16"))
+        gpu = presets.gpu(workload["gpu"])
+        presets.dtype_bytes(workload["kv_dtype"])
     except KeyError as exc:
-        raise ServingError(f"serving workload lacks {exc.args[0]!r}") from None
-    mode = workload.get("mode", "disaggregated")
+        raise ServingError(f"serving workload lacks {exc.args[0]!r} (not resolved?)") from None
+    mode = workload["mode"]
     pre = workload["prefill"]
     prefill = make_instances(fabric, "prefill", pre["servers"], pre["tp"], model.kv_heads)
     decode = []
     if mode == "disaggregated":
-        dec = workload.get("decode")
+        dec = workload["decode"]
         if not dec:
             raise ServingError("disaggregated serving needs decode: {servers, tp}")
         decode = make_instances(fabric, "decode", dec["servers"], dec["tp"], model.kv_heads)
         check_disjoint(prefill, decode)
-    cache_spec = workload.get("prefix_cache") or {}
     cache = None
-    if cache_spec.get("enabled"):
+    if workload["prefix_cache"]["enabled"]:
         servers = sorted({i.server for i in prefill})
-        cache = PrefixCachePool(servers, cache_spec.get("capacity_blocks", 4096))
+        cache = PrefixCachePool(servers, workload["prefix_cache"]["capacity_blocks"])
     arrivals = read_arrivals(workload["arrivals"], seed, base_dir)
     return ServingDriver(
         fabric=fabric,
@@ -81,16 +82,14 @@ def build_serving(
         gpu=gpu,
         prefill=prefill,
         decode=decode,
-        router=make_router(
-            workload.get("router", "round_robin"), workload.get("router_weight", 1.0)
-        ),
+        router=make_router(workload["router"], workload["router_weight"]),
         arrivals=arrivals,
         mode=mode,
-        transfer=workload.get("transfer", "monolithic"),
-        kv_dtype=workload.get("kv_dtype", "fp16"),
+        transfer=workload["transfer"],
+        kv_dtype=workload["kv_dtype"],
         cache=cache,
-        tenant=workload.get("tenant", "default"),
-        dscp=workload.get("dscp", 0),
+        tenant=workload["tenant"],
+        dscp=workload["dscp"],
         first_flow_id=first_flow_id,
         **overrides,
     )

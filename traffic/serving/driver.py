@@ -65,12 +65,14 @@ from topologies import Fabric
 from .. import compute, presets
 from ..driver import Message
 from ..traces import BLOCK_TOKENS
+from ..workloads.kv_transfer import MODES as TRANSFERS
 from ..workloads.kv_transfer import shard_overlap
 from .cache import PrefixCachePool
 from .instances import Instance, ServingError, TierMap
 from .requests import Request, requests_frame, tokens_frame
 from .routers import Router, RouterState
 
+SERVING_MODES = ("disaggregated", "colocated")  # KV crosses the fabric, or stays put
 DEFAULT_BUDGET_WINDOW_S = 0.05
 # layer_pipelined: a layer's KV messages follow from the prefill's start alone, so they are
 # made this long before their instant; their senders' agents then hold them, and a late
@@ -127,10 +129,10 @@ class ServingDriver:
         kv_capacity_tokens: int | None = None,
         budget_window_s: float = DEFAULT_BUDGET_WINDOW_S,
     ) -> None:
-        if mode not in ("disaggregated", "colocated"):
-            raise ServingError(f"mode={mode!r}; allowed: disaggregated, colocated")
-        if transfer not in ("monolithic", "layer_pipelined"):
-            raise ServingError(f"transfer={transfer!r}; allowed: monolithic, layer_pipelined")
+        if mode not in SERVING_MODES:
+            raise ServingError(f"mode={mode!r}; allowed: {', '.join(SERVING_MODES)}")
+        if transfer not in TRANSFERS:
+            raise ServingError(f"transfer={transfer!r}; allowed: {', '.join(TRANSFERS)}")
         if not prefill or (mode == "disaggregated" and not decode):
             raise ServingError(f"{mode} serving needs prefill and decode instances")
         self.model, self.gpu = presets.model(model), presets.gpu(gpu)
