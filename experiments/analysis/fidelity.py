@@ -6,7 +6,8 @@ gathers them; everything is JSON-serialisable (no NaN: ``None``).
 
 - ``cpu``: the machine was not saturated (p95 of whole-machine CPU).
 - ``dequeue_rate``: every egress with a standing queue drained at its
-  configured rate. A standing queue means HTB was the bottleneck, so the
+  configured rate (standing: the queue held, at one sample, at least what the
+  port can send until the next). A standing queue means HTB was the bottleneck, so the
   pfifo's dequeued bytes over those stretches must grow at the HTB rate. Both
   count whole Ethernet frames (``skb->len``, 14-byte header included, no FCS
   or preamble), so the ratio is 1.0 when faithful: not TCP's 1448/1514.
@@ -115,12 +116,21 @@ def cpu_check(cpu: pd.DataFrame | None, max_pct: float = 90.0) -> Check:
 
 
 # ----- dequeue rate ------------------------------------------------------------
-def busy_dequeue(queues: pd.DataFrame | None, min_busy_ms: float = MIN_BUSY_MS) -> pd.DataFrame:
-    """Per (node, port): the stretches where the queue stood (backlog > 0 at
-    consecutive samples spanning ≥ ``min_busy_ms``), summed. Columns ``node,
-    port, stretches, busy_s, busy_bytes, bps`` (bits/s dequeued while busy);
-    ports that never had such a stretch are absent. An interval where
-    ``sent_bytes`` went backwards (qdisc re-created) ends a stretch."""
+def busy_dequeue(
+    queues: pd.DataFrame | None,
+    min_busy_ms: float = MIN_BUSY_MS,
+    rates_bps: Mapping[tuple[str, int], float] | None = None,
+) -> pd.DataFrame:
+    """Per (node, port): the stretches where the queue stood, summed, spanning
+    ≥ ``min_busy_ms``. Columns ``node, port, stretches, busy_s, busy_bytes, bps``
+    (bits/s dequeued while busy); ports that never had such a stretch are absent.
+    An interval where ``sent_bytes`` went backwards (qdisc re-created) ends a stretch.
+
+    An interval (one sample to the next) stood if the queue was non-empty at both
+    ends and, where the port's rate is known (``rates_bps``), held at its start at
+    least what the port can send in the interval: a smaller queue may have emptied
+    between the samples, and the port then idled for want of packets, not of rate
+    (a 100 Mbit/s port sends 62.5 KB, 41 frames, between two 200 Hz samples)."""
     rows = []
     cols = ["node", "port", "stretches", "busy_s", "busy_bytes", "bps"]
     if queues is None or queues.empty:
@@ -133,6 +143,10 @@ def busy_dequeue(queues: pd.DataFrame | None, min_busy_ms: float = MIN_BUSY_MS) 
         up = g["backlog_pkts"].to_numpy() > 0
         # interval i (sample i -> i+1) is busy if the queue stood at both ends
         busy = up[:-1] & up[1:] & (np.diff(sent) >= 0) & (np.diff(t) > 0)
+        rate = (rates_bps or {}).get((node, int(port)))
+        if rate:  # ... and could not have emptied in between
+            held = g["backlog_bytes"].to_numpy(dtype=np.float64)[:-1]
+            busy &= held * 8 >= rate * np.diff(t) / 1e9
         n = spans = 0
         nbytes = 0
         for start, end in _runs(busy):  # intervals start..end-1: samples start..end
@@ -172,7 +186,7 @@ def dequeue_rate_check(
     configured rate (``rates_bps[(node, port)]``, bit/s). Value: the worst
     port's achieved/configured ratio (farthest from 1)."""
     unit = "x configured"
-    busy = busy_dequeue(queues, min_busy_ms)
+    busy = busy_dequeue(queues, min_busy_ms, rates_bps)
     judged, short, unknown = [], [], []
     for r in busy.itertuples(index=False):
         where = f"{r.node}:{r.port}"

@@ -1,4 +1,5 @@
-"""``kvfabric doctor`` (what this machine can emulate, what to install) and
+"""``kvfabric doctor`` (what this machine can emulate, what to install, the envelope
+that judges its runs), ``kvfabric calibrate`` (measure that envelope here) and
 ``kvfabric clean`` (remove the leftovers of kvfabric's own runs, nothing else)."""
 
 from __future__ import annotations
@@ -16,6 +17,14 @@ def add_parsers(sub: Any) -> None:
     d = sub.add_parser("doctor", help="what this machine can emulate, and what to install")
     d.add_argument("--json", action="store_true")
     d.set_defaults(handler=cmd_doctor)
+
+    cal = sub.add_parser("calibrate", help="measure what this machine emulates faithfully "
+                         "(root, minutes)")  # fmt: skip
+    cal.add_argument("--quick", action="store_true", help="3 steps of 3 s per figure")
+    cal.add_argument("--out", metavar="FILE",
+                     help="where to store it (default: /var/lib/kvfabric/envelope.json, "
+                          "or $KVFABRIC_ENVELOPE)")  # fmt: skip
+    cal.set_defaults(handler=cmd_calibrate)
 
     c = sub.add_parser("clean", help="remove leftovers of kvfabric runs only")
     c.add_argument("--force", action="store_true", help="also runs whose owner is alive")
@@ -45,6 +54,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         say("qdiscs and Open vSwitch were not probed: that needs root (sudo kvfabric doctor)")
     for fix in caps.optional_fixes:
         say(f"[yellow]optional[/yellow]: {fix}")
+    _say_envelope()
     if caps.ok:
         dp = "kernel" if caps.ovs_kernel_datapath else "userspace"
         say(f"[green]ok[/green]: this machine can emulate a fabric ({dp} datapath)")
@@ -68,4 +78,38 @@ def cmd_clean(args: argparse.Namespace) -> int:
         say(f"[yellow]kept[/yellow] {line}; --force removes it")
     if not removed:
         say("nothing of kvfabric's was left behind")
+    return EXIT_OK
+
+
+def _say_envelope() -> None:
+    from experiments.orchestration.envelope import load, machine_identity
+
+    env, why = load(machine_identity())
+    hop = ", ".join(f"{n} switches {v:,.0f}" for n, v in sorted(env.switch_hop_mbps.items()))
+    msgs = ", ".join(f"{c} {v:,.0f}" for c, v in env.messages_per_s.items())
+    say(f"envelope: switch-hop Mbit/s: {hop}; message-hops/s: {msgs}")
+    say(f"  ({why}{'' if env.calibrated else '; sudo kvfabric calibrate measures this machine'})")
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from experiments.orchestration.calibrate import CalibrationError, calibrate
+    from experiments.orchestration.envelope import envelope_path, save
+    from experiments.orchestration.runtime import RunLock
+    from topologies.system import preflight
+
+    preflight()
+    target = Path(args.out) if args.out else envelope_path()
+    with RunLock("calibrate"):
+        try:
+            env, record = calibrate(quick=args.quick, say=say)
+        except CalibrationError as exc:
+            err.print(f"[red]not calibrated:[/red] {exc}; the envelope at {target} is unchanged")
+            return EXIT_FAILED
+    path = save(env, target, record)
+    hop = ", ".join(f"{n}: {v:,.0f}" for n, v in sorted(env.switch_hop_mbps.items()))
+    say(f"switch-hop Mbit/s by switches per path {hop}; message-hops/s "
+        + ", ".join(f"{c}: {v:,.0f}" for c, v in env.messages_per_s.items()))  # fmt: skip
+    say(f"stored in {path} ({record['wall_s']:.0f} s); kvfabric run now judges plans by it")
     return EXIT_OK

@@ -287,6 +287,18 @@ class QueueSampler(_PortSampler):
     def __init__(self, ports: dict[str, tuple[str, int]], rate_hz: float = 200.0) -> None:
         super().__init__(ports, rate_hz)
 
+    def time_ticks(self, ticks: int) -> float:
+        """Seconds that ``ticks`` samples take back to back, on a thread of its own
+        making (what one tick costs, without the rate loop around it)."""
+        self._open()
+        try:
+            t0 = time.perf_counter()
+            for _ in range(ticks):
+                self._sample()
+            return time.perf_counter() - t0
+        finally:
+            self._close()
+
     def _sample(self) -> None:
         assert self._nl is not None
         t_a = time.monotonic_ns()

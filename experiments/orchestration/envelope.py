@@ -113,10 +113,14 @@ def load(identity: dict[str, Any] | None = None) -> tuple[Envelope, str]:
     return env, f"calibrated: {env.source}"
 
 
-def save(env: Envelope, path: Path | None = None) -> Path:
+def save(env: Envelope, path: Path | None = None, record: dict[str, Any] | None = None) -> Path:
+    """Store ``env`` (and, beside its figures, the ``record`` of how they were measured)."""
     path = path or envelope_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(env.as_json(), indent=2))
+    doc = env.as_json() | ({"measured": record} if record else {})
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=2))
+    tmp.replace(path)  # a calibration cut short leaves the old envelope whole
     return path
 
 

@@ -357,7 +357,7 @@ def compute_provenance(resolved: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _traffic_window(table: pd.DataFrame, events: dict[str, Any]) -> pd.DataFrame:
+def traffic_window(table: pd.DataFrame, events: dict[str, Any]) -> pd.DataFrame:
     """The rows of a sampled table taken while the traffic ran (t0 to the end of
     the fleet's run), when both instants are known."""
     t0, t1 = events.get("t0_ns"), events.get("t_end_ns")
@@ -388,7 +388,7 @@ def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
     rates = {(e.node, e.port): e.rate_bps for e in egress_plan(p.fabric, r["scale"]["bandwidth"])}
     partial = rec.interrupted or bool(stop) or bool(rec.error)
     try:
-        cpu = _traffic_window(t["cpu"], rec.events)  # not agent start-up or teardown
+        cpu = traffic_window(t["cpu"], rec.events)  # not agent start-up or teardown
         tcp = tcpcount.totals(rec.events["tcp"]) if rec.events.get("tcp") else None
         if tcp is not None:
             tcp |= tcpcount.unmodelled_places(rec.events.get("counters") or {})

@@ -79,10 +79,26 @@ def test_a_port_draining_at_080_of_its_rate_fails_and_is_named():
 
 
 def test_a_port_draining_too_fast_also_fails():
-    q = port_rows("spine0", 1, [3] * 201, at_rate(1.07))
+    q = port_rows("spine0", 1, [5] * 201, at_rate(1.07))
     c = fd.dequeue_rate_check(q, RATES, 0.05)
     assert not c["ok"] and c["value"] == pytest.approx(1.07, abs=1e-3)
     assert fd.dequeue_rate_check(q, RATES, 0.10)["ok"]  # within a looser tolerance
+
+
+def test_a_queue_that_may_have_emptied_between_samples_is_not_evidence():
+    # 100 Mbit/s sends 62,500 B (41 frames) per 5 ms tick: 10 frames at each sample can
+    # have drained in between, and the port idled for want of packets, not of rate
+    fast = {("leaf0", 3): 10 * RATE}
+    shallow = port_rows("leaf0", 3, [10] * 201, at_rate(0.9, 10 * RATE))
+    c = fd.dequeue_rate_check(shallow, fast, 0.05)
+    assert c["ok"] and c["value"] is None and "no egress had a standing queue" in c["detail"]
+    # 50 frames (75,700 B) outlast the tick: the port stood, and 0.9 of its rate is a fault
+    deep = port_rows("leaf0", 3, [50] * 201, at_rate(0.9, 10 * RATE))
+    c = fd.dequeue_rate_check(deep, fast, 0.05)
+    assert not c["ok"] and c["value"] == pytest.approx(0.9, abs=1e-3)
+    # without a known rate the old rule (non-empty at both samples) still applies
+    assert fd.busy_dequeue(shallow).iloc[0]["busy_s"] == pytest.approx(1.0)
+    assert fd.busy_dequeue(shallow, rates_bps=fast).empty
 
 
 def test_no_standing_queue_passes_with_no_value():

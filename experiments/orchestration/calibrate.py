@@ -1,0 +1,287 @@
+"""``kvfabric calibrate``: measure this machine's emulation envelope with the machinery
+the runs use, and store it where ``envelope.load`` finds it.
+
+Three figures, each found by stepping a steady load up until the fidelity verdict
+(the same checks a run gets) first fails; the figure is the largest load a faithful
+step carried, measured as a run's demand is planned (peak over 100 ms windows):
+
+- **switch-hop work** for paths of 1, 3 and 5 switches (``spine_leaf`` 1 leaf,
+  ``spine_leaf`` 2 × 2, ``fat_tree`` k=4 across pods): two one-to-one streams and
+  one two-to-one incast, each a chunk every 50 ms at its fair share of the host
+  rate, so 3 host links' worth of payload crosses every switch of the path;
+- **message-hops/s** by size class (``small``: one segment, ``bulk``: 4 KB):
+  Poisson messages between random pairs of 8 hosts, the load far below the links';
+- **sampler cost**: the queue sampler's netlink dump, µs per port per tick.
+
+Each step is measured as a run is: the spec's controller in its own process and the
+fabric (``runner.fabric_up``), the sampler process started before the agents, the
+agent workers, TCP's and the switches' counters, and ``fidelity.verdict`` over the
+traffic window with the spec's default thresholds.
+
+Connections open at once are not measured: the default's figure is kept and the
+stored envelope says so. What a step measures, and why it failed, is kept in the
+stored file beside the figures (``steps``), so a surprising envelope can be read.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from controller.ofctl import StaticRules
+from experiments.analysis.fidelity import offered_switching_mbps, verdict
+from experiments.measurement import tcpcount
+from experiments.measurement.sampler_process import SamplerProcess
+from experiments.measurement.samplers import QueueSampler
+from experiments.measurement.trial import failed_checks, switch_ports
+from experiments.orchestration.demand import SMALL_BYTES, WINDOW_NS, schedule_demand
+from experiments.orchestration.envelope import DEFAULT, Envelope, machine_identity
+from experiments.orchestration.runner import fabric_up, traffic_window
+from experiments.spec.load import expand, load_spec
+from topologies import Fabric
+from topologies.builder import FabricNetwork
+from topologies.shaping import egress_plan
+from topologies.system import ovs_kernel_datapath
+from traffic.agents import AgentFleet
+from traffic.workloads.schedule import build_schedule
+
+HOST_GBPS = 100.0
+CHUNKS_PER_S = 20  # each stream is a run of chunks, so lateness is judged over many sends
+HOST_LINKS_DELIVERED = 3  # 2 one-to-one streams + the receiver of a 2-to-1 incast
+_LEAF = {"kind": "spine_leaf", "host_gbps": HOST_GBPS, "uplink_gbps": 4 * HOST_GBPS}
+INCAST_PAIRS = {  # path length -> its fabric (a spec section) and pairs, the last two an incast
+    1: (_LEAF | {"spines": 1, "leaves": 1, "hosts_per_leaf": 8},
+        [("h0", "h4"), ("h1", "h5"), ("h2", "h6"), ("h3", "h6")]),
+    3: (_LEAF | {"spines": 2, "leaves": 2, "hosts_per_leaf": 4},
+        [("h0", "h4"), ("h1", "h5"), ("h2", "h6"), ("h3", "h6")]),
+    5: ({"kind": "fat_tree", "k": 4, "host_gbps": HOST_GBPS, "fabric_gbps": 4 * HOST_GBPS},
+        [("h0", "h4"), ("h1", "h8"), ("h2", "h12"), ("h3", "h12")]),
+}  # fmt: skip
+
+
+def make_fabric(section: dict[str, Any]) -> Fabric:
+    """The fabric of a spec's ``fabric:`` section."""
+    from topologies.generators import make_fabric as generate
+
+    return generate(section["kind"], **{k: v for k, v in section.items() if k != "kind"})
+
+
+MESSAGE_BYTES = {"small": 1000, "bulk": 4096}  # emulated bytes of one message
+MESSAGE_SCALE = 1e-3  # host links at 100 Mbit/s: messages never wait for bandwidth
+FRACTIONS = {"full": (0.4, 0.6, 0.8, 1.0, 1.25, 1.6, 2.0), "quick": (0.5, 1.0, 1.6)}
+
+
+class CalibrationError(RuntimeError):
+    """No step of a figure was faithful: this machine (or its load now) emulates nothing
+    at the smallest step; the message names the checks that failed."""
+
+
+@dataclass
+class Step:
+    """One load tried: what was planned, what the plan's peak was, what was judged."""
+
+    figure: str  # "switch_hop_mbps:3", "messages_per_s:small"
+    planned: float  # the load asked for, in the figure's unit
+    peak: float  # the plan's peak over 100 ms windows, in the figure's unit
+    carried: float | None  # what the flows carried (switch-hop Mbit/s), where measured
+    faithful: bool
+    failed: list[str] = field(default_factory=list)
+    checks: dict[str, Any] = field(default_factory=dict)
+
+
+def largest_faithful(steps: Sequence[Step]) -> float | None:
+    """The figure: the largest peak among faithful steps below the first unfaithful one
+    (a load above a failure is not trusted even if it passed by luck)."""
+    best = None
+    for s in sorted(steps, key=lambda s: s.planned):
+        if not s.faithful:
+            break
+        best = s.peak if best is None else max(best, s.peak)
+    return best
+
+
+def stepped(guess: float, mode: str, run_step: Callable[[float], Step]) -> list[Step]:
+    """Run steps at ``guess`` × each fraction, in order, up to the first unfaithful one."""
+    out = []
+    for f in FRACTIONS[mode]:
+        out.append(run_step(guess * f))
+        if not out[-1].faithful:
+            break
+    return out
+
+
+# ----- loads (pure) --------------------------------------------------------------------
+def hop_schedule(pairs: Sequence[tuple[str, str]], rate_mbps: float, seconds: float,
+                 scale: float) -> pd.DataFrame:  # fmt: skip
+    """Each pair sends a chunk every 1/CHUNKS_PER_S s, sized so its fair share (the full
+    host rate, or half of it for the two senders into the incast receiver) carries it."""
+    full = rate_mbps * 1e6 / CHUNKS_PER_S / 8 / scale  # real-equivalent bytes per chunk
+    sizes = [full, full, full / 2, full / 2]
+    chunks = int(seconds * CHUNKS_PER_S)
+    t = (np.arange(chunks) * 1e9 / CHUNKS_PER_S).astype(np.int64)
+    n = len(pairs) * chunks
+    return build_schedule({
+        "kind": ["background"] * n, "tenant": ["calibrate"] * n,
+        "src": [p[0] for p in pairs for _ in t], "dst": [p[1] for p in pairs for _ in t],
+        "bytes": np.array([int(sz) for sz in sizes for _ in t]),
+        "t_sched_ns": np.tile(t, len(pairs)), "chunk": np.tile(np.arange(chunks), len(pairs)),
+    })  # fmt: skip
+
+
+def message_schedule(hosts: Sequence[str], per_s: float, size_bytes: int, seconds: float,
+                     scale: float, seed: int = 0) -> pd.DataFrame:  # fmt: skip
+    """Poisson messages at ``per_s`` between random distinct pairs of ``hosts``, each
+    ``size_bytes`` emulated (``size_bytes / scale`` real-equivalent)."""
+    rng = np.random.default_rng(seed)
+    n = max(1, int(per_s * seconds))
+    t = np.cumsum(rng.exponential(1e9 / per_s, size=n)).astype(np.int64)
+    src = rng.integers(0, len(hosts), size=n)
+    dst = (src + rng.integers(1, len(hosts), size=n)) % len(hosts)
+    return build_schedule({
+        "kind": ["background"] * n, "tenant": ["calibrate"] * n,
+        "src": [hosts[i] for i in src], "dst": [hosts[i] for i in dst],
+        "bytes": np.full(n, int(size_bytes / scale)), "t_sched_ns": t,
+    })  # fmt: skip
+
+
+def peak_hop_mbps(schedule: pd.DataFrame, fabric: Fabric, scale: float) -> float:
+    demand = schedule_demand(schedule, fabric, scale)
+    bits = sum(np.pad(b, (0, demand.windows - len(b))) for b in demand.hop_bits.values())
+    return float(np.max(bits)) / (WINDOW_NS / 1e9) / 1e6
+
+
+def peak_message_hops(schedule: pd.DataFrame, fabric: Fabric, scale: float, cls: str) -> float:
+    starts = schedule_demand(schedule, fabric, scale).starts.get(cls)
+    return 0.0 if starts is None else float(np.max(starts)) / (WINDOW_NS / 1e9)
+
+
+# ----- measurement (root) ----------------------------------------------------------------
+def run_trial(fabric_section: dict[str, Any], schedule: pd.DataFrame, scale: float,
+              seconds: float) -> tuple[pd.DataFrame, dict[str, Any]]:  # fmt: skip
+    """``schedule`` on the fabric of ``fabric_section`` (a spec's ``fabric:``), measured
+    and judged as ``kvfabric run`` measures and judges: the flows and the verdict."""
+    text = yaml.safe_dump({"name": "calibrate", "duration_s": seconds, "fabric": fabric_section,
+                           "scale": {"bandwidth": scale}})  # fmt: skip
+    (run,) = expand(load_spec(text))
+    resolved, fabric = run.resolved, run.fabric()
+    with tempfile.TemporaryDirectory(prefix="kvfabric-calibrate-") as tmp:
+        scratch = Path(tmp)
+        with fabric_up(fabric, resolved, scratch) as (_, net):
+            ports = switch_ports(net)
+            intfs = {net.intf(sw.name, lk.port_of(sw.name)) for sw in fabric.switches
+                     for lk in fabric.links_of(sw.name)}  # fmt: skip
+            hosts = [h.name for h in fabric.hosts]
+            samplers = SamplerProcess(scratch / "samplers", ports,
+                                      resolved["sampler"]["rate_hz"], link_ports=ports)  # fmt: skip
+            with samplers:
+                before = {"hosts": tcpcount.host_counters(net, hosts),
+                          "switches": tcpcount.switch_counters(intfs)}  # fmt: skip
+                with AgentFleet(net, scratch / "agents", schedule, scale) as fleet:
+                    flows = fleet.run(timeout_s=seconds * 3 + 10)
+                    events = {"t0_ns": fleet.t0_ns, "t_end_ns": time.monotonic_ns()}
+                after = {"hosts": tcpcount.host_counters(net, hosts),
+                         "switches": tcpcount.switch_counters(intfs)}  # fmt: skip
+            cpu = traffic_window(samplers.table("cpu"), events)
+            tcp = tcpcount.totals(tcpcount.delta(before["hosts"], after["hosts"]))
+            tcp |= tcpcount.unmodelled_places(tcpcount.ledger(before, after))
+            rates = {(e.node, e.port): e.rate_bps for e in egress_plan(fabric, scale)}
+            judged = verdict(flows, samplers.table("queues"), cpu, samplers.rates(), rates,
+                             fabric, resolved["fidelity"], tcp=tcp)  # fmt: skip
+    return flows, judged
+
+
+def hop_step(hops: int, planned_mbps: float, seconds: float) -> Step:
+    """``planned_mbps`` of switch-hop work on paths of ``hops`` switches, judged."""
+    section, pairs = INCAST_PAIRS[hops]
+    rate = planned_mbps / (HOST_LINKS_DELIVERED * hops)  # each host link's emulated Mbit/s
+    scale = rate * 1e6 / (HOST_GBPS * 1e9)
+    fabric = make_fabric(section)
+    schedule = hop_schedule(pairs, rate, seconds, scale)
+    flows, judged = run_trial(section, schedule, scale, seconds)
+    carried, _ = offered_switching_mbps(flows, fabric)
+    return _step(f"switch_hop_mbps:{hops}", planned_mbps, peak_hop_mbps(schedule, fabric, scale),
+                 carried, judged)  # fmt: skip
+
+
+def message_step(cls: str, planned_hops_per_s: float, seconds: float) -> Step:
+    """Messages of class ``cls`` at ``planned_hops_per_s`` message-hops/s, judged."""
+    section = INCAST_PAIRS[3][0]
+    fabric = make_fabric(section)
+    hosts = [h.name for h in fabric.hosts]
+    mean_hops = 1 + 2 * (len(hosts) // 2) / (len(hosts) - 1)  # a random pair: 1 or 3 switches
+    schedule = message_schedule(hosts, planned_hops_per_s / mean_hops, MESSAGE_BYTES[cls],
+                                seconds, MESSAGE_SCALE)  # fmt: skip
+    flows, judged = run_trial(section, schedule, MESSAGE_SCALE, seconds)
+    peak = peak_message_hops(schedule, fabric, MESSAGE_SCALE, cls)
+    return _step(f"messages_per_s:{cls}", planned_hops_per_s, peak, None, judged)
+
+
+def sampler_us_per_port(ticks: int = 200) -> float:
+    """The queue sampler's cost on the 5-switch-path fabric: µs per port per tick."""
+    fabric = make_fabric(INCAST_PAIRS[5][0])
+    with FabricNetwork(fabric, 1e-4, rules=StaticRules()) as net:
+        ports = switch_ports(net)
+        seconds = QueueSampler(ports).time_ticks(ticks)
+    return seconds / ticks / len(ports) * 1e6
+
+
+def _step(figure: str, planned: float, peak: float, carried: float | None,
+          judged: dict[str, Any]) -> Step:  # fmt: skip
+    checks = {k: c["value"] for k, c in judged["checks"].items()}
+    return Step(figure, planned, peak, carried, bool(judged["ok"]), failed_checks(judged), checks)
+
+
+def calibrate(quick: bool = False, say: Callable[[str], None] = print) -> tuple[Envelope, dict]:
+    """Measure every figure; the envelope and the record of its steps. Raises
+    ``CalibrationError`` when a figure has no faithful step."""
+    mode = "quick" if quick else "full"
+    seconds = 3.0 if quick else 8.0
+    identity = machine_identity("kernel" if ovs_kernel_datapath() else "user")
+    steps: list[Step] = []
+    t0 = time.monotonic()
+
+    def measured(figure: str, guess: float, run_step: Callable[[float], Step]) -> float:
+        def logged(load: float) -> Step:
+            s = run_step(load)
+            verdict = "faithful" if s.faithful else "NOT faithful: " + ", ".join(s.failed)
+            say(f"{figure}: planned {load:,.0f}, peak {s.peak:,.0f} -> {verdict} "
+                f"({time.monotonic() - t0:.0f} s)")  # fmt: skip
+            return s
+
+        found = stepped(guess, mode, logged)
+        steps.extend(found)
+        value = largest_faithful(found)
+        if value is None:
+            raise CalibrationError(
+                f"{figure}: not faithful even at {found[0].planned:,.0f} (failed: "
+                f"{', '.join(found[0].failed)}); is the machine busy (steal, other runs)?"
+            )
+        return value
+
+    hop = {n: measured(f"switch_hop_mbps:{n}", DEFAULT.capacity_mbps(n),
+                       lambda load, n=n: hop_step(n, load, seconds))
+           for n in INCAST_PAIRS}  # fmt: skip
+    msgs = {c: measured(f"messages_per_s:{c}", DEFAULT.messages_per_s[c],
+                        lambda load, c=c: message_step(c, load, seconds))
+            for c in MESSAGE_BYTES}  # fmt: skip
+    per_port = sampler_us_per_port()
+    say(f"queue sampler: {per_port:.2f} µs per port per tick")
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    env = Envelope(
+        switch_hop_mbps=hop, messages_per_s=msgs, connections=DEFAULT.connections,
+        source=f"kvfabric calibrate ({mode}) on {when}; connections not measured "
+               f"(the default's {DEFAULT.connections})",
+        calibrated=True, machine=identity,
+    )  # fmt: skip
+    record = {"mode": mode, "seconds_per_step": seconds, "sampler_us_per_port": per_port,
+              "small_bytes": SMALL_BYTES, "wall_s": round(time.monotonic() - t0, 1),
+              "steps": [s.__dict__ for s in steps]}  # fmt: skip
+    return env, record

@@ -1,0 +1,88 @@
+"""kvfabric calibrate's pure parts: the loads it steps through ask exactly the figure
+they are meant to measure (as a run's plan is judged: peak over 100 ms windows), the
+figure is the largest faithful step below the first failure, and what it stores is the
+envelope later runs are judged by."""
+
+from __future__ import annotations
+
+import pytest
+
+from experiments.analysis.fidelity import switch_counter
+from experiments.orchestration import envelope
+from experiments.orchestration.calibrate import (
+    INCAST_PAIRS,
+    MESSAGE_BYTES,
+    MESSAGE_SCALE,
+    Step,
+    hop_schedule,
+    largest_faithful,
+    make_fabric,
+    message_schedule,
+    peak_hop_mbps,
+    peak_message_hops,
+    stepped,
+)
+from experiments.orchestration.demand import SMALL_BYTES
+from topologies import spine_leaf
+
+
+def _step(planned: float, ok: bool) -> Step:
+    return Step("switch_hop_mbps:3", planned, planned * 1.05, None, ok)
+
+
+def test_the_figure_is_the_largest_faithful_step_below_the_first_failure():
+    steps = [_step(100, True), _step(200, True), _step(300, False), _step(400, True)]
+    assert largest_faithful(steps) == pytest.approx(210.0)  # 400 passed by luck: not trusted
+    assert largest_faithful([_step(100, False)]) is None
+    assert largest_faithful([]) is None
+
+
+def test_steps_stop_at_the_first_failure():
+    tried = []
+
+    def run(load):
+        tried.append(load)
+        return _step(load, load < 500)
+
+    steps = stepped(400.0, "full", run)
+    assert [round(t) for t in tried] == [160, 240, 320, 400, 500]
+    assert not steps[-1].faithful and all(s.faithful for s in steps[:-1])
+
+
+@pytest.mark.parametrize("hops", [1, 3, 5])
+def test_each_path_length_load_crosses_that_many_switches_at_the_planned_work(hops):
+    section, pairs = INCAST_PAIRS[hops]
+    fabric = make_fabric(section)
+    count = switch_counter(fabric)
+    assert {count(a, b) for a, b in pairs} == {hops}
+    assert pairs[2][1] == pairs[3][1] and len({d for _, d in pairs}) == 3  # one 2-to-1 incast
+    planned = 450.0
+    rate = planned / (3 * hops)
+    scale = rate * 1e6 / 100e9
+    peak = peak_hop_mbps(hop_schedule(pairs, rate, 2.0, scale), fabric, scale)
+    assert peak == pytest.approx(planned, rel=0.1)
+
+
+@pytest.mark.parametrize("cls", ["small", "bulk"])
+def test_message_loads_are_of_their_size_class_at_the_planned_rate(cls):
+    fabric = spine_leaf(2, 2, 4)
+    hosts = [h.name for h in fabric.hosts]
+    schedule = message_schedule(hosts, 2000.0, MESSAGE_BYTES[cls], 5.0, MESSAGE_SCALE)
+    emulated = schedule["bytes"] * MESSAGE_SCALE
+    assert ((emulated <= SMALL_BYTES) if cls == "small" else (emulated > SMALL_BYTES)).all()
+    assert (schedule["src"] != schedule["dst"]).all()
+    hops = peak_message_hops(schedule, fabric, MESSAGE_SCALE, cls)
+    mean = 15 / 7  # a random pair: same leaf (1 switch) 3 times in 7, else 3 switches
+    assert 2000 * mean <= hops <= 2000 * mean * 1.6  # the peak window, above the mean
+
+
+def test_a_stored_calibration_judges_later_runs_on_this_machine_only(tmp_path, monkeypatch):
+    monkeypatch.setenv("KVFABRIC_ENVELOPE", str(tmp_path / "envelope.json"))
+    me = {"kernel": "6.18", "ovs": "3.1", "cpu_model": "x", "cpu_count": 2}
+    env = envelope.Envelope({1: 900.0, 3: 600.0, 5: 500.0}, {"small": 7000.0, "bulk": 3000.0},
+                            4000, "kvfabric calibrate (quick)", True, me)  # fmt: skip
+    envelope.save(env, record={"steps": [{"figure": "switch_hop_mbps:1"}]})
+    got, why = envelope.load(me)
+    assert got.calibrated and got.capacity_mbps(4) == pytest.approx(550.0) and "calibrated" in why
+    other, why = envelope.load(me | {"kernel": "6.19"})
+    assert other is envelope.DEFAULT and "kernel" in why
