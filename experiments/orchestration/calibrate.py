@@ -1,9 +1,12 @@
 """``kvfabric calibrate``: measure this machine's emulation envelope with the machinery
 the runs use, and store it where ``envelope.load`` finds it.
 
-Three figures, each found by stepping a steady load up until the fidelity verdict
-(the same checks a run gets) first fails; the figure is the largest load a faithful
-step carried, measured as a run's demand is planned (peak over 100 ms windows):
+Three figures, each found by a search over a steady load: from the default
+envelope's figure up by half or down by half until one step is judged faithful by
+the fidelity verdict (the same checks a run gets) and one is not, then halving the
+gap between them (once with ``--quick``, three times in full). The figure is the
+largest faithful step below the smallest unfaithful one, in the unit a run's plan
+is judged by (peak over 100 ms windows):
 
 - **switch-hop work** for paths of 1, 3 and 5 switches (``spine_leaf`` 1 leaf,
   ``spine_leaf`` 2 × 2, ``fat_tree`` k=4 across pods): two one-to-one streams and
@@ -76,7 +79,8 @@ def make_fabric(section: dict[str, Any]) -> Fabric:
 
 MESSAGE_BYTES = {"small": 1000, "bulk": 4096}  # emulated bytes of one message
 MESSAGE_SCALE = 1e-3  # host links at 100 Mbit/s: messages never wait for bandwidth
-FRACTIONS = {"full": (0.4, 0.6, 0.8, 1.0, 1.25, 1.6, 2.0), "quick": (0.5, 1.0, 1.6)}
+REFINE = {"full": 3, "quick": 1}  # halvings of the gap between faithful and not
+MAX_BRACKET_STEPS = 6  # up by 1.5x (or down by 2x) at most this often
 
 
 class CalibrationError(RuntimeError):
@@ -98,8 +102,8 @@ class Step:
 
 
 def largest_faithful(steps: Sequence[Step]) -> float | None:
-    """The figure: the largest peak among faithful steps below the first unfaithful one
-    (a load above a failure is not trusted even if it passed by luck)."""
+    """The figure: the largest peak among faithful steps below the smallest unfaithful
+    one (a load above a failure is not trusted even if it passed by luck)."""
     best = None
     for s in sorted(steps, key=lambda s: s.planned):
         if not s.faithful:
@@ -108,14 +112,29 @@ def largest_faithful(steps: Sequence[Step]) -> float | None:
     return best
 
 
-def stepped(guess: float, mode: str, run_step: Callable[[float], Step]) -> list[Step]:
-    """Run steps at ``guess`` × each fraction, in order, up to the first unfaithful one."""
-    out = []
-    for f in FRACTIONS[mode]:
-        out.append(run_step(guess * f))
-        if not out[-1].faithful:
+def search(guess: float, mode: str, run_step: Callable[[float], Step]) -> list[Step]:
+    """The steps of one figure's search (see the module docstring), in the order run."""
+    steps: list[Step] = []
+
+    def faithful(load: float) -> bool:
+        steps.append(run_step(load))
+        return steps[-1].faithful
+
+    lo = hi = None
+    load = guess
+    for _ in range(MAX_BRACKET_STEPS):
+        if faithful(load):
+            lo, load = load, load * 1.5
+        else:
+            hi, load = load, load / 2
+        if lo is not None and hi is not None:
             break
-    return out
+    if lo is None or hi is None:
+        return steps  # never faithful, or faithful far above the guess
+    for _ in range(REFINE[mode]):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if faithful(mid) else (lo, mid)
+    return steps
 
 
 # ----- loads (pure) --------------------------------------------------------------------
@@ -256,7 +275,7 @@ def calibrate(quick: bool = False, say: Callable[[str], None] = print) -> tuple[
                 f"({time.monotonic() - t0:.0f} s)")  # fmt: skip
             return s
 
-        found = stepped(guess, mode, logged)
+        found = search(guess, mode, logged)
         steps.extend(found)
         value = largest_faithful(found)
         if value is None:

@@ -20,7 +20,7 @@ from experiments.orchestration.calibrate import (
     message_schedule,
     peak_hop_mbps,
     peak_message_hops,
-    stepped,
+    search,
 )
 from experiments.orchestration.demand import SMALL_BYTES
 from topologies import spine_leaf
@@ -37,16 +37,27 @@ def test_the_figure_is_the_largest_faithful_step_below_the_first_failure():
     assert largest_faithful([]) is None
 
 
-def test_steps_stop_at_the_first_failure():
-    tried = []
+@pytest.mark.parametrize(("guess", "tried"), [
+    (450.0, [450, 675, 562, 506, 478]),  # up by half, then halve the gap three times
+    (1200.0, [1200, 600, 300, 450, 525, 487]),  # down by half until faithful, then refine
+])  # fmt: skip
+def test_the_search_brackets_the_limit_then_narrows_it(guess, tried):
+    seen = []
 
     def run(load):
-        tried.append(load)
+        seen.append(load)
         return _step(load, load < 500)
 
-    steps = stepped(400.0, "full", run)
-    assert [round(t) for t in tried] == [160, 240, 320, 400, 500]
-    assert not steps[-1].faithful and all(s.faithful for s in steps[:-1])
+    steps = search(guess, "full", run)
+    assert [int(t) for t in seen] == tried
+    best = largest_faithful(steps)
+    assert 0.9 * 500 < best / 1.05 < 500  # within a tenth of the limit, from below
+    assert len(search(guess, "quick", lambda load: _step(load, load < 500))) == len(tried) - 2
+
+
+def test_a_search_that_never_finds_a_faithful_step_ends():
+    steps = search(450.0, "full", lambda load: _step(load, False))
+    assert len(steps) == 6 and largest_faithful(steps) is None
 
 
 @pytest.mark.parametrize("hops", [1, 3, 5])
