@@ -1,0 +1,40 @@
+"""``kvfabric calibrate`` on this machine: it measures every figure with steps judged
+faithful and not, stores the envelope with the machine it was measured on, and later
+runs are judged by it (what ``kvfabric run --dry-run`` reports as the envelope)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from experiments.cli.main import EXIT_OK, main
+from experiments.orchestration import envelope
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+
+def test_calibrate_stores_the_envelope_later_runs_are_judged_by(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "envelope.json"
+    assert main(["calibrate", "--quick", "--out", str(path)]) == EXIT_OK
+    doc = json.loads(path.read_text())
+    steps = doc["measured"]["steps"]
+    figures = {f"switch_hop_mbps:{n}": v for n, v in doc["switch_hop_mbps"].items()}
+    figures |= {f"messages_per_s:{c}": v for c, v in doc["messages_per_s"].items()}
+    for figure, value in figures.items():
+        mine = [s for s in steps if s["figure"] == figure]
+        ok = [s for s in mine if s["faithful"]]
+        assert value == max(s["peak"] for s in ok), (figure, mine)  # a step judged faithful
+        failed = [s["planned"] for s in mine if not s["faithful"]]
+        if failed:  # nothing is trusted above the first load that failed
+            assert all(s["planned"] < min(failed) for s in ok), (figure, mine)
+    assert set(doc["switch_hop_mbps"]) == {"1", "3", "5"}
+    assert doc["machine"]["cpu_count"] and doc["machine"]["ovs"]
+    assert doc["measured"]["sampler_us_per_port"] > 0
+
+    monkeypatch.setenv("KVFABRIC_ENVELOPE", str(path))
+    env, why = envelope.load(envelope.machine_identity())
+    assert env.calibrated, why
+    capsys.readouterr()
+    assert main(["run", "incast-basic", "--dry-run"]) == EXIT_OK
+    assert "envelope: kvfabric calibrate (quick)" in capsys.readouterr().out
