@@ -133,7 +133,11 @@ class Captures:
                 # a host on all its NICs (a rail-optimized GPU has a rail and an NVLink one)
                 dev = "any" if t.is_host else self.net.intf(t.node, t.port)
                 path = self.out_dir / f"{t.name}.pcap"
-                cmd = ["tcpdump", "-i", dev, "-s", str(self.snaplen), "-U", "-n", "-q", "-w",
+                # --immediate-mode: libpcap's TPACKET_V3 ring otherwise hands packets over
+                # a block at a time, a block on a quiet port only after its 1 s timeout,
+                # and SIGINT discards the block not yet handed over (the run's last second)
+                cmd = ["tcpdump", "-i", dev, "--immediate-mode", "-s", str(self.snaplen),
+                       "-U", "-n", "-q", "-w",
                        str(path), "-C", f"{self.max_mb:g}", "-W", "1", "-Z", "root",
                        "-B", str(CAPTURE_BUFFER_KIB)]  # fmt: skip
                 kw = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
