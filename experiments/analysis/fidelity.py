@@ -331,8 +331,15 @@ def switch_counter(fabric: Fabric) -> Callable[[str, str], int]:
 def offered_switching_mbps(flows: pd.DataFrame | None, fabric: Fabric) -> tuple[float | None, str]:
     """Emulated bytes × switches on each flow's path, × 8, over the run's busy
     span (first start to last end among the flows), in Mbit/s; and a detail."""
+    mbps, _, detail = switch_work(flows, fabric)
+    return mbps, detail
+
+
+def switch_work(flows: pd.DataFrame | None, fabric: Fabric) -> tuple[float | None, float, str]:
+    """``offered_switching_mbps`` and the switches on the path of the mean byte (what
+    the envelope's capacity for the run's path lengths is read at)."""
     if flows is None or flows.empty:
-        return None, "no flows"
+        return None, 0.0, "no flows"
     count = switch_counter(fabric)
     unknown: set[str] = set()
 
@@ -348,11 +355,13 @@ def offered_switching_mbps(flows: pd.DataFrame | None, fabric: Fabric) -> tuple[
         dtype=np.float64,
         count=len(flows),
     )
-    work = float((flows["bytes"].to_numpy(dtype=np.float64) * hops).sum()) * 8
+    nbytes = flows["bytes"].to_numpy(dtype=np.float64)
+    work = float((nbytes * hops).sum()) * 8
+    mean_hops = work / 8 / nbytes.sum() if nbytes.sum() > 0 else 0.0
     starts = _column(flows, "t_start_ns")
     ends = np.concatenate([starts, _column(flows, "t_end_ns")])
     if starts.size == 0 or ends.max() <= starts.min():
-        return None, "no flow has a start and a later end: no busy span"
+        return None, mean_hops, "no flow has a start and a later end: no busy span"
     span_s = (ends.max() - starts.min()) / 1e9
     mbps = work / span_s / 1e6
     detail = (
@@ -361,19 +370,27 @@ def offered_switching_mbps(flows: pd.DataFrame | None, fabric: Fabric) -> tuple[
     )
     if unknown:
         detail += f"; not in the fabric, not counted: {_few(sorted(unknown))}"
-    return mbps, detail
+    return mbps, mean_hops, detail
 
 
 def offered_load_check(
-    flows: pd.DataFrame | None, fabric: Fabric, capacity_mbps: float | None = None
+    flows: pd.DataFrame | None,
+    fabric: Fabric,
+    capacity_mbps: float | Callable[[float], float] | None = None,
 ) -> Check:
-    """Offered switch-hop load ≤ this machine's switching capacity
-    (``topologies.shaping.switch_capacity_mbps()`` unless given)."""
-    cap = switch_capacity_mbps() if capacity_mbps is None else float(capacity_mbps)
-    mbps, detail = offered_switching_mbps(flows, fabric)
+    """Offered switch-hop load ≤ this machine's switching capacity: a figure, or the
+    envelope's capacity by path length (``Envelope.capacity_mbps``) read at the run's
+    mean path (byte-weighted); ``topologies.shaping.switch_capacity_mbps()`` if None."""
+    mbps, hops, detail = switch_work(flows, fabric)
+    if callable(capacity_mbps):
+        cap = float(capacity_mbps(hops))
+        where = f" at {hops:.2f} switches per path, the envelope's"
+    else:
+        cap = switch_capacity_mbps() if capacity_mbps is None else float(capacity_mbps)
+        where = ""
     if mbps is None:
         return make_check(True, None, cap, "Mbit/s", detail)
-    detail += f"; capacity {cap:g} Mbit/s ({mbps / cap:.0%} used)"
+    detail += f"; capacity{where} {cap:g} Mbit/s ({mbps / cap:.0%} used)"
     return make_check(mbps <= cap, mbps, cap, "Mbit/s", detail)
 
 
@@ -420,7 +437,7 @@ def verdict(
     rates_bps: Mapping[tuple[str, int], float],
     fabric: Fabric,
     thresholds: Mapping[str, float] | None = None,
-    capacity_mbps: float | None = None,
+    capacity_mbps: float | Callable[[float], float] | None = None,
     tcp: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """``{"ok", "checks": {name: check}}`` over one run's tables.

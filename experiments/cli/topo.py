@@ -11,9 +11,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from experiments.cli.common import EXIT_OK, console, say, scale_arg, unhonoured
+from experiments.orchestration import envelope
 from topologies import Fabric, FabricError, defaults, make_fabric
 from topologies.generators import GENERATORS, parse_param
-from topologies.shaping import emulated_rate_bps, switch_capacity_mbps, switching_demand_mbps
+from topologies.shaping import emulated_rate_bps, switching_demand_mbps
 
 TOPO_HINT = "see 'kvfabric topo list' for each fabric's parameters and defaults"
 
@@ -65,12 +66,14 @@ def cmd_topo(args: argparse.Namespace) -> int:
         raise FabricError(f"{exc} ({TOPO_HINT})") from None
     info = fabric.summary()
     demand = switching_demand_mbps(fabric, scale)
-    capacity = switch_capacity_mbps()
+    env, why = envelope.load(envelope.machine_identity())
+    capacity = round(env.capacity_mbps(info["mean_switch_hops"]), 1)
     problem = unhonoured(fabric, scale)
     if problem is None and demand > capacity:
         problem = (
             f"{demand:.0f} Mbit/s of switch-hop work at line rate exceeds this machine's "
-            f"{capacity:.0f} (lower --scale; KVFABRIC_SWITCH_CAPACITY_MBPS sets the figure)"
+            f"envelope, {capacity:.0f} at {info['mean_switch_hops']:.2f} switches per path "
+            f"(lower --scale; {why if not env.calibrated else env.source})"
         )
     info.update(
         scale=scale,
@@ -80,6 +83,7 @@ def cmd_topo(args: argparse.Namespace) -> int:
         },
         switching_demand_mbps=round(demand, 1),
         switch_capacity_mbps=capacity,
+        envelope=env.source,
         fits=problem is None,
         problem=problem,
     )
@@ -104,6 +108,7 @@ def cmd_topo(args: argparse.Namespace) -> int:
         "fits this machine", f"{fits} ({demand:.0f} of {capacity:.0f} Mbit/s switch-hop capacity)"
     )
     console.print(table)
+    say(f"envelope: {escape(env.source)}")
     if problem:
         say(f"[red]does not fit[/red]: {escape(problem)}")
     return EXIT_OK

@@ -28,6 +28,7 @@ stored file beside the figures (``steps``), so a surprising envelope can be read
 
 from __future__ import annotations
 
+import math
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -212,8 +213,10 @@ def run_trial(fabric_section: dict[str, Any], schedule: pd.DataFrame, scale: flo
             tcp = tcpcount.totals(tcpcount.delta(before["hosts"], after["hosts"]))
             tcp |= tcpcount.unmodelled_places(tcpcount.ledger(before, after))
             rates = {(e.node, e.port): e.rate_bps for e in egress_plan(fabric, scale)}
+            # capacity is what is being measured: offered_load must not judge it
             judged = verdict(flows, samplers.table("queues"), cpu, samplers.rates(), rates,
-                             fabric, resolved["fidelity"], tcp=tcp)  # fmt: skip
+                             fabric, resolved["fidelity"], capacity_mbps=math.inf,
+                             tcp=tcp)  # fmt: skip
     return flows, judged
 
 

@@ -393,7 +393,8 @@ def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
         if tcp is not None:
             tcp |= tcpcount.unmodelled_places(rec.events.get("counters") or {})
         fidelity = verdict(t["flows"], t["queues"], cpu, rec.samplers, rates, p.fabric,
-                           r["fidelity"], tcp=tcp)  # fmt: skip
+                           r["fidelity"], capacity_mbps=p.envelope.capacity_mbps,
+                           tcp=tcp)  # fmt: skip
     except Exception as exc:
         log.debug("fidelity verdict failed", exc_info=True)
         fidelity = {"ok": False, "checks": {}, "error": f"could not judge: {exc}"}

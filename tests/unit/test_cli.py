@@ -6,6 +6,7 @@ import pytest
 
 import experiments.cli.calc
 from experiments.cli.main import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
+from experiments.orchestration import envelope
 from topologies import GENERATORS, FabricError, defaults
 
 
@@ -72,7 +73,7 @@ def test_topo_list_shows_every_parameter_and_default(capsys):
             assert f"{name}={value:g}" in out, (kind, name)
 
 
-def test_topo_show_names_the_first_link_the_builder_would_refuse(capsys, monkeypatch):
+def test_topo_show_names_the_first_link_the_builder_would_refuse(capsys, monkeypatch, tmp_path):
     argv = ["topo", "show", "spine_leaf", "host_gbps=0.5", "--scale", "1e-5", "--json"]
     assert main(argv) == EXIT_OK
     slow = json.loads(capsys.readouterr().out)
@@ -85,9 +86,13 @@ def test_topo_show_names_the_first_link_the_builder_would_refuse(capsys, monkeyp
     assert json.loads(capsys.readouterr().out)["problem"] is None
     # a faster machine: the per-link ceiling is the environment's
     monkeypatch.setenv("KVFABRIC_MAX_RATE_MBPS", "4000")
-    monkeypatch.setenv("KVFABRIC_SWITCH_CAPACITY_MBPS", "1e9")
+    fast_machine = envelope.Envelope({1: 1e9, 3: 1e9, 5: 1e9}, {"small": 1e9, "bulk": 1e9}, 10**6,
+                                     "a fast machine's calibration", True,
+                                     envelope.machine_identity())  # fmt: skip
+    monkeypatch.setenv("KVFABRIC_ENVELOPE", str(envelope.save(fast_machine, tmp_path / "e.json")))
     main(["topo", "show", "rail_optimized", "--scale", "1e-3", "--json"])
-    assert json.loads(capsys.readouterr().out)["fits"] is True
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["fits"] is True and shown["envelope"] == "a fast machine's calibration"
 
 
 def test_topo_show_text_says_why_it_does_not_fit(capsys):

@@ -254,6 +254,19 @@ def test_offered_load_uses_the_machine_capacity(monkeypatch):
     assert not c["ok"] and c["threshold"] == 10 and c["value"] == pytest.approx(24.0)
 
 
+def test_offered_load_is_judged_against_the_envelope_at_the_runs_path_length():
+    from experiments.orchestration.envelope import Envelope
+
+    env = Envelope({1: 30.0, 3: 20.0, 5: 10.0}, {"small": 1e4}, 100, "test")
+    fabric = spine_leaf(spines=1, leaves=2, hosts_per_leaf=2)
+    across = flows_table([["h0", "h2", 1_000_000, 0, 1_000_000_000]])  # 3 switches: 24 Mbit/s
+    c = fd.offered_load_check(across, fabric, env.capacity_mbps)
+    assert not c["ok"] and c["threshold"] == 20.0 and "3.00 switches per path" in c["detail"]
+    local = flows_table([["h0", "h1", 3_000_000, 0, 1_000_000_000]])  # 1 switch: 24 Mbit/s
+    c = fd.offered_load_check(local, fabric, env.capacity_mbps)
+    assert c["ok"] and c["threshold"] == 30.0
+
+
 def test_offered_load_without_a_busy_span_passes_with_no_value():
     fabric = spine_leaf(spines=1, leaves=2, hosts_per_leaf=2)
     c = fd.offered_load_check(flows_table([["h0", "h2", 1000, None, None]]), fabric, 10)
