@@ -33,6 +33,8 @@ def add_parsers(sub: Any) -> None:
         step.add_argument("--roofline", action="store_true",
                           help="the roofline even where a profile exists")  # fmt: skip
         step.add_argument("--json", action="store_true")
+    csub.add_parser("validate", help="the compute model against the profiles it came from "
+                    "(README table)")  # fmt: skip
     calc.set_defaults(handler=cmd_calc)
 
 
@@ -41,6 +43,10 @@ def cmd_calc(args: argparse.Namespace) -> int:
 
     if args.calc_command in ("prefill", "decode"):
         return _calc_step(args)
+    if args.calc_command == "validate":
+        from traffic.validate_compute import main as validate
+
+        return validate()
     result = kv_calc(model(args.model), args.tokens, args.dtype, args.link_gbps)
     console.print(format_kv_calc(result), highlight=False)
     return EXIT_OK
