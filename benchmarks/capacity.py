@@ -19,23 +19,24 @@ configured KVFABRIC_SWITCH_CAPACITY_MBPS.
 
 from __future__ import annotations
 
-import numpy as np
-
 from controller.ofctl import StaticRules
 from experiments.analysis.fidelity import offered_switching_mbps
 from experiments.measurement.iperf import iperf3
+from experiments.orchestration.calibrate import (
+    HOST_GBPS,
+    HOST_LINKS_DELIVERED,
+    INCAST_PAIRS,
+    hop_schedule,
+)
 from topologies import spine_leaf
 from topologies.builder import FabricNetwork
 from topologies.shaping import switch_capacity_mbps
 from topologies.system import run as run_cmd
-from traffic.workloads.schedule import build_schedule
 
 from .common import failed_checks, result, show, trial
 
 NAME = "capacity"
-HOST_GBPS = 100.0
 SWITCHES_PER_FLOW = 3
-HOST_LINKS_DELIVERED = 3  # 2 one-to-one flows + the receiver of a 2-to-1 incast
 
 
 def raw_capacity(seconds: float) -> dict:
@@ -52,23 +53,9 @@ def raw_capacity(seconds: float) -> dict:
     return {"mbps": max(streams.values()), "by_streams": streams}
 
 
-CHUNKS_PER_S = 20  # each flow is a stream of chunks, so lateness is judged over many sends
-
-
 def load_schedule(rate_mbps: float, seconds: float, scale: float):
-    """Each pair sends a chunk every 1/CHUNKS_PER_S s, sized so the pair's fair share
-    (the full host rate, or half of it into an incast receiver) carries it in time."""
-    full = rate_mbps * 1e6 / CHUNKS_PER_S / 8 / scale  # real-equivalent bytes per chunk
-    pairs = [("h0", "h4", full), ("h1", "h5", full), ("h2", "h6", full / 2), ("h3", "h6", full / 2)]
-    chunks = int(seconds * CHUNKS_PER_S)
-    t = (np.arange(chunks) * 1e9 / CHUNKS_PER_S).astype(np.int64)
-    n = len(pairs) * chunks
-    return build_schedule({
-        "kind": ["background"] * n, "tenant": ["bench"] * n,
-        "src": [p[0] for p in pairs for _ in t], "dst": [p[1] for p in pairs for _ in t],
-        "bytes": np.array([int(p[2]) for p in pairs for _ in t]),
-        "t_sched_ns": np.tile(t, len(pairs)), "chunk": np.tile(np.arange(chunks), len(pairs)),
-    })  # fmt: skip
+    """kvfabric calibrate's 3-switch load: each pair a chunk every 50 ms at its fair share."""
+    return hop_schedule(INCAST_PAIRS[SWITCHES_PER_FLOW][1], rate_mbps, seconds, scale)
 
 
 def step(fraction: float, raw_mbps: float, seconds: float) -> dict:

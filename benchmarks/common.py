@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from experiments.measurement.trial import (  # noqa: F401  (the benchmarks' API)
+from experiments.orchestration.trial import (  # noqa: F401  (the benchmarks' API)
     failed_checks,
     switch_ports,
     trial,

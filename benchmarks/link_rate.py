@@ -67,7 +67,9 @@ def measure(rate_mbps: float, seconds: float) -> dict:
             net, scale, lambda begin: saturate(net, seconds, begin), queue_hz=200
         )
     transfers, queues = judged["payload"], judged["queues"]
-    busy = busy_dequeue(queues[(queues["node"] == egress[0]) & (queues["port"] == egress[1])])
+    rate = {egress: rate_mbps * 1e6}  # the verdict's rule: the queue could not have emptied
+    busy = busy_dequeue(queues[(queues["node"] == egress[0]) & (queues["port"] == egress[1])],
+                        rates_bps=rate)  # fmt: skip
     achieved = float(busy["bps"].iloc[0]) / 1e6 if not busy.empty else None
     goodput = sum(t.goodput_mbps for t in transfers)
     return {

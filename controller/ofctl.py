@@ -1,6 +1,6 @@
 """Rules without a controller: the policy core's rules installed once with
 ``ovs-ofctl``, for fabrics that need routes but no control plane (tests,
-benchmarks, the foundation demo).
+benchmarks, calibration's sampler timing).
 
     with FabricNetwork(fabric, 1e-4, rules=StaticRules("ecmp")) as net: ...
 

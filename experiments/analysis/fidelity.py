@@ -335,11 +335,13 @@ def offered_switching_mbps(flows: pd.DataFrame | None, fabric: Fabric) -> tuple[
     return mbps, detail
 
 
-def switch_work(flows: pd.DataFrame | None, fabric: Fabric) -> tuple[float | None, float, str]:
-    """``offered_switching_mbps`` and the switches on the path of the mean byte (what
-    the envelope's capacity for the run's path lengths is read at)."""
+def switch_work(
+    flows: pd.DataFrame | None, fabric: Fabric
+) -> tuple[float | None, dict[int, float], str]:
+    """``offered_switching_mbps``, and its switch-hop bits by path length (what a
+    capacity that depends on path length is judged by)."""
     if flows is None or flows.empty:
-        return None, 0.0, "no flows"
+        return None, {}, "no flows"
     count = switch_counter(fabric)
     unknown: set[str] = set()
 
@@ -355,13 +357,13 @@ def switch_work(flows: pd.DataFrame | None, fabric: Fabric) -> tuple[float | Non
         dtype=np.float64,
         count=len(flows),
     )
-    nbytes = flows["bytes"].to_numpy(dtype=np.float64)
-    work = float((nbytes * hops).sum()) * 8
-    mean_hops = work / 8 / nbytes.sum() if nbytes.sum() > 0 else 0.0
+    bits = flows["bytes"].to_numpy(dtype=np.float64) * hops * 8
+    work = float(bits.sum())
+    by_hops = {int(h): float(bits[hops == h].sum()) for h in np.unique(hops) if h > 0}
     starts = _column(flows, "t_start_ns")
     ends = np.concatenate([starts, _column(flows, "t_end_ns")])
     if starts.size == 0 or ends.max() <= starts.min():
-        return None, mean_hops, "no flow has a start and a later end: no busy span"
+        return None, by_hops, "no flow has a start and a later end: no busy span"
     span_s = (ends.max() - starts.min()) / 1e9
     mbps = work / span_s / 1e6
     detail = (
@@ -370,7 +372,7 @@ def switch_work(flows: pd.DataFrame | None, fabric: Fabric) -> tuple[float | Non
     )
     if unknown:
         detail += f"; not in the fabric, not counted: {_few(sorted(unknown))}"
-    return mbps, mean_hops, detail
+    return mbps, by_hops, detail
 
 
 def offered_load_check(
@@ -379,12 +381,19 @@ def offered_load_check(
     capacity_mbps: float | Callable[[float], float] | None = None,
 ) -> Check:
     """Offered switch-hop load ≤ this machine's switching capacity: a figure, or the
-    envelope's capacity by path length (``Envelope.capacity_mbps``) read at the run's
-    mean path (byte-weighted); ``topologies.shaping.switch_capacity_mbps()`` if None."""
-    mbps, hops, detail = switch_work(flows, fabric)
+    envelope's capacity by path length (``Envelope.capacity_mbps``), for a mix of path
+    lengths the load at which each length's share of the work uses up its own capacity
+    (Σ work ÷ Σ work/capacity, as the plan's machine load sums shares);
+    ``topologies.shaping.switch_capacity_mbps()`` if None."""
+    mbps, by_hops, detail = switch_work(flows, fabric)
     if callable(capacity_mbps):
-        cap = float(capacity_mbps(hops))
-        where = f" at {hops:.2f} switches per path, the envelope's"
+        total = sum(by_hops.values())
+        if total > 0:
+            cap = total / sum(w / float(capacity_mbps(h)) for h, w in by_hops.items())
+        else:
+            cap = float(capacity_mbps(3))
+        lengths = "/".join(str(h) for h in sorted(by_hops)) or "no"
+        where = f" for {lengths}-switch paths, the envelope's"
     else:
         cap = switch_capacity_mbps() if capacity_mbps is None else float(capacity_mbps)
         where = ""

@@ -288,8 +288,8 @@ class QueueSampler(_PortSampler):
         super().__init__(ports, rate_hz)
 
     def time_ticks(self, ticks: int) -> float:
-        """Seconds that ``ticks`` samples take back to back, on a thread of its own
-        making (what one tick costs, without the rate loop around it)."""
+        """Seconds that ``ticks`` samples take back to back on the calling thread (what
+        one tick costs, without the rate loop around it)."""
         self._open()
         try:
             t0 = time.perf_counter()

@@ -41,18 +41,18 @@ import pandas as pd
 import yaml
 
 from controller.ofctl import StaticRules
-from experiments.analysis.fidelity import offered_switching_mbps, verdict
+from experiments.analysis.fidelity import egress_rates_bps, offered_switching_mbps, verdict
 from experiments.measurement import tcpcount
 from experiments.measurement.sampler_process import SamplerProcess
 from experiments.measurement.samplers import QueueSampler
-from experiments.measurement.trial import failed_checks, switch_ports
 from experiments.orchestration.demand import SMALL_BYTES, WINDOW_NS, schedule_demand
 from experiments.orchestration.envelope import DEFAULT, Envelope, machine_identity
 from experiments.orchestration.runner import fabric_up, traffic_window
+from experiments.orchestration.trial import failed_checks, switch_ports
 from experiments.spec.load import expand, load_spec
+from experiments.spec.sections import build_fabric
 from topologies import Fabric
 from topologies.builder import FabricNetwork
-from topologies.shaping import egress_plan
 from topologies.system import ovs_kernel_datapath
 from traffic.agents import AgentFleet
 from traffic.workloads.schedule import build_schedule
@@ -73,9 +73,7 @@ INCAST_PAIRS = {  # path length -> its fabric (a spec section) and pairs, the la
 
 def make_fabric(section: dict[str, Any]) -> Fabric:
     """The fabric of a spec's ``fabric:`` section."""
-    from topologies.generators import make_fabric as generate
-
-    return generate(section["kind"], **{k: v for k, v in section.items() if k != "kind"})
+    return build_fabric(section)
 
 
 MESSAGE_BYTES = {"small": 1000, "bulk": 4096}  # emulated bytes of one message
@@ -212,7 +210,7 @@ def run_trial(fabric_section: dict[str, Any], schedule: pd.DataFrame, scale: flo
             cpu = traffic_window(samplers.table("cpu"), events)
             tcp = tcpcount.totals(tcpcount.delta(before["hosts"], after["hosts"]))
             tcp |= tcpcount.unmodelled_places(tcpcount.ledger(before, after))
-            rates = {(e.node, e.port): e.rate_bps for e in egress_plan(fabric, scale)}
+            rates = egress_rates_bps(fabric, scale)
             # capacity is what is being measured: offered_load must not judge it
             judged = verdict(flows, samplers.table("queues"), cpu, samplers.rates(), rates,
                              fabric, resolved["fidelity"], capacity_mbps=math.inf,
@@ -273,8 +271,8 @@ def calibrate(quick: bool = False, say: Callable[[str], None] = print) -> tuple[
     def measured(figure: str, guess: float, run_step: Callable[[float], Step]) -> float:
         def logged(load: float) -> Step:
             s = run_step(load)
-            verdict = "faithful" if s.faithful else "NOT faithful: " + ", ".join(s.failed)
-            say(f"{figure}: planned {load:,.0f}, peak {s.peak:,.0f} -> {verdict} "
+            judged = "faithful" if s.faithful else "NOT faithful: " + ", ".join(s.failed)
+            say(f"{figure}: planned {load:,.0f}, peak {s.peak:,.0f} -> {judged} "
                 f"({time.monotonic() - t0:.0f} s)")  # fmt: skip
             return s
 
@@ -282,9 +280,10 @@ def calibrate(quick: bool = False, say: Callable[[str], None] = print) -> tuple[
         steps.extend(found)
         value = largest_faithful(found)
         if value is None:
+            least = min(found, key=lambda s: s.planned)
             raise CalibrationError(
-                f"{figure}: not faithful even at {found[0].planned:,.0f} (failed: "
-                f"{', '.join(found[0].failed)}); is the machine busy (steal, other runs)?"
+                f"{figure}: not faithful even at {least.planned:,.0f} (failed: "
+                f"{', '.join(least.failed)}); is the machine busy (steal, other runs)?"
             )
         return value
 

@@ -352,8 +352,8 @@ def compute_provenance(resolved: dict[str, Any]) -> dict[str, Any] | None:
 
     for w in resolved["workloads"]:
         if w["kind"] == "serving":
-            tps = [w["prefill"]["tp"]] + ([w["decode"]["tp"]] if w.get("decode") else [])
-            return compute.provenance(w["model"], w.get("gpu", "h100"), tps)
+            tps = [w["prefill"]["tp"]] + ([w["decode"]["tp"]] if w["decode"] else [])
+            return compute.provenance(w["model"], w["gpu"], tps)
     return None
 
 

@@ -347,7 +347,7 @@ SPEC = section(
                     "dequeue_rate_tolerance": Field(
                         number(gt=0, le=1),
                         0.05,
-                        "how far a busy egress may dequeue below its configured rate",
+                        "how far a busy egress may dequeue above or below its configured rate",
                     ),
                 }
             ),

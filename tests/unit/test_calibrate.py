@@ -5,6 +5,8 @@ envelope later runs are judged by."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from experiments.analysis.fidelity import switch_counter
@@ -87,13 +89,13 @@ def test_message_loads_are_of_their_size_class_at_the_planned_rate(cls):
     assert 2000 * mean <= hops <= 2000 * mean * 1.6  # the peak window, above the mean
 
 
-def test_a_stored_calibration_judges_later_runs_on_this_machine_only(tmp_path, monkeypatch):
-    monkeypatch.setenv("KVFABRIC_ENVELOPE", str(tmp_path / "envelope.json"))
-    me = {"kernel": "6.18", "ovs": "3.1", "cpu_model": "x", "cpu_count": 2}
-    env = envelope.Envelope({1: 900.0, 3: 600.0, 5: 500.0}, {"small": 7000.0, "bulk": 3000.0},
-                            4000, "kvfabric calibrate (quick)", True, me)  # fmt: skip
-    envelope.save(env, record={"steps": [{"figure": "switch_hop_mbps:1"}]})
-    got, why = envelope.load(me)
-    assert got.calibrated and got.capacity_mbps(4) == pytest.approx(550.0) and "calibrated" in why
-    other, why = envelope.load(me | {"kernel": "6.19"})
-    assert other is envelope.DEFAULT and "kernel" in why
+def test_a_stored_calibration_keeps_how_it_was_measured_and_replaces_the_old_whole(tmp_path):
+    path = tmp_path / "envelope.json"
+    path.write_text("the old calibration")
+    figures = {1: 900.0, 3: 600.0, 5: 500.0}, {"small": 7000.0, "bulk": 3000.0}
+    env = envelope.Envelope(*figures, 4000, "kvfabric calibrate (quick)", True, {"kernel": "6.18"})
+    envelope.save(env, path, record={"steps": [{"figure": "switch_hop_mbps:1"}]})
+    doc = json.loads(path.read_text())
+    assert doc["measured"]["steps"][0]["figure"] == "switch_hop_mbps:1"
+    assert doc["switch_hop_mbps"] == {"1": 900.0, "3": 600.0, "5": 500.0}
+    assert [p.name for p in tmp_path.iterdir()] == ["envelope.json"]  # no temporary left

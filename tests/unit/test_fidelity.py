@@ -261,10 +261,15 @@ def test_offered_load_is_judged_against_the_envelope_at_the_runs_path_length():
     fabric = spine_leaf(spines=1, leaves=2, hosts_per_leaf=2)
     across = flows_table([["h0", "h2", 1_000_000, 0, 1_000_000_000]])  # 3 switches: 24 Mbit/s
     c = fd.offered_load_check(across, fabric, env.capacity_mbps)
-    assert not c["ok"] and c["threshold"] == 20.0 and "3.00 switches per path" in c["detail"]
+    assert not c["ok"] and c["threshold"] == 20.0 and "for 3-switch paths" in c["detail"]
     local = flows_table([["h0", "h1", 3_000_000, 0, 1_000_000_000]])  # 1 switch: 24 Mbit/s
     c = fd.offered_load_check(local, fabric, env.capacity_mbps)
     assert c["ok"] and c["threshold"] == 30.0
+    # half the work on each: each half uses its own capacity, 12/30 + 12/20 = 1 -> 24 fits
+    mixed = flows_table([["h0", "h1", 1_500_000, 0, 1_000_000_000],
+                         ["h0", "h2", 500_000, 0, 1_000_000_000]])  # fmt: skip
+    c = fd.offered_load_check(mixed, fabric, env.capacity_mbps)
+    assert c["threshold"] == pytest.approx(24.0) and c["value"] == pytest.approx(24.0)
 
 
 def test_offered_load_without_a_busy_span_passes_with_no_value():

@@ -56,11 +56,16 @@ def build_serving(
     if workload.get("kind") != "serving":
         raise ServingError(f"workload kind {workload.get('kind')!r} is not serving")
     try:
-        model = presets.model(workload["model"])
-        gpu = presets.gpu(workload["gpu"])
-        presets.dtype_bytes(workload["kv_dtype"])
+        return _build(workload, fabric, seed, first_flow_id, base_dir, overrides)
     except KeyError as exc:
         raise ServingError(f"serving workload lacks {exc.args[0]!r} (not resolved?)") from None
+
+
+def _build(workload: dict[str, Any], fabric: Fabric, seed: int, first_flow_id: int,
+           base_dir: Path | None, overrides: dict[str, Any]) -> ServingDriver:  # fmt: skip
+    model = presets.model(workload["model"])
+    gpu = presets.gpu(workload["gpu"])
+    presets.dtype_bytes(workload["kv_dtype"])
     mode = workload["mode"]
     pre = workload["prefill"]
     prefill = make_instances(fabric, "prefill", pre["servers"], pre["tp"], model.kv_heads)

@@ -67,26 +67,26 @@ def moe_alltoall(
 ) -> pd.DataFrame:
     """``steps`` × 2 × G × (G - 1) rows of kind ``alltoall`` (fewer if a share is 0 bytes).
 
-        - ``group``: the G >= 2 hosts of the expert-parallel group.
-        - ``tenant``: the tenant the group belongs to.
-        - ``steps``: number of dispatch + combine steps.
-        - ``tokens_per_step``: tokens each member routes per step.
-        - ``model``: an MoE preset for ``hidden_size`` and ``top_k`` (default
-          ``mixtral-8x7b``); ``hidden_size``/``top_k`` override it, and with both
-          given ``model`` may be ``None``.
+    - ``group``: the G >= 2 hosts of the expert-parallel group.
+    - ``tenant``: the tenant the group belongs to.
+    - ``steps``: number of dispatch + combine steps.
+    - ``tokens_per_step``: tokens each member routes per step.
+    - ``model``: an MoE preset for ``hidden_size`` and ``top_k`` (default
+      ``mixtral-8x7b``); ``hidden_size``/``top_k`` override it, and with both
+      given ``model`` may be ``None``.
     - ``hidden_size`` / ``top_k``: the token's hidden size and experts per token,
       overriding the preset's.
-        - ``dtype``: activation element type (default ``bf16``; ``fp8`` halves).
-        - ``step_interval_ms``: time between step starts (default 10 ms). A step
-          that takes longer overlaps the next, as a real training/inference loop
-          with a fixed cadence would queue.
-        - ``expert_compute_us``: expert compute between dispatch arrival and
-          combine (default 0).
-        - ``routing``: ``uniform`` (default; the formula above, deterministic) or
-          ``random`` (each token-expert assignment picks a member at random,
-          seeded: load imbalance between members).
-        - ``hosts``: the fabric's hosts, to reject unknown names (optional).
-        - ``seed``, ``start_ms``, ``dscp``, ``first_flow_id``: as elsewhere.
+    - ``dtype``: activation element type (default ``bf16``; ``fp8`` halves).
+    - ``step_interval_ms``: time between step starts (default 10 ms). A step
+      that takes longer overlaps the next, as a real training/inference loop
+      with a fixed cadence would queue.
+    - ``expert_compute_us``: expert compute between dispatch arrival and
+      combine (default 0).
+    - ``routing``: ``uniform`` (default; the formula above, deterministic) or
+      ``random`` (each token-expert assignment picks a member at random,
+      seeded: load imbalance between members).
+    - ``hosts``: the fabric's hosts, to reject unknown names (optional).
+    - ``seed``, ``start_ms``, ``dscp``, ``first_flow_id``: as elsewhere.
     """
     rng = rng_from(seed)
     members = list(group)

@@ -41,15 +41,15 @@ def background(
 ) -> pd.DataFrame:
     """Background flows of kind ``background`` over ``duration_s``, sorted by start.
 
-      - ``hosts``: hosts that send and receive (at least 2); src != dst.
-      - ``load``: offered load as a fraction of each host's link rate, in (0, 1].
-      - ``host_gbps``: the REAL host link rate in Gbit/s (before scaling).
-      - ``duration_s``: arrivals fall in [start, start + duration_s).
-      - ``distribution``: ``web_search`` (default) or ``data_mining``.
-      - ``seed``: seed or ``numpy.random.Generator`` (arrivals, pairs, sizes).
-      - ``flow_size_scale``: k ≥ 1: flow sizes × k and arrivals ÷ k, which keeps the
-    offered load and the size distribution's shape with k times fewer flows.
-      - ``start_ms``, ``tenant`` (default "background"), ``dscp``, ``first_flow_id``.
+    - ``hosts``: hosts that send and receive (at least 2); src != dst.
+    - ``load``: offered load as a fraction of each host's link rate, in (0, 1].
+    - ``host_gbps``: the REAL host link rate in Gbit/s (before scaling).
+    - ``duration_s``: arrivals fall in [start, start + duration_s).
+    - ``distribution``: ``web_search`` (default) or ``data_mining``.
+    - ``seed``: seed or ``numpy.random.Generator`` (arrivals, pairs, sizes).
+    - ``flow_size_scale``: k ≥ 1: flow sizes × k and arrivals ÷ k, which keeps the
+      offered load and the size distribution's shape with k times fewer flows.
+    - ``start_ms``, ``tenant`` (default "background"), ``dscp``, ``first_flow_id``.
     """
     rng = rng_from(seed)
     hosts = list(hosts)
