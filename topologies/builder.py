@@ -24,9 +24,18 @@ from .cleanup import RunRecord, remove_prefix, taken_prefixes
 from .fabric import Fabric, port_mac
 from .hostconfig import ip_commands
 from .naming import RunNames, new_prefix
-from .ovs_tx import TxBuffer, needed_bytes
+from .ovs_tx import TxBuffer, needed_bytes, packet_truesize
 from .qos import ClassPlan
-from .shaping import Egress, batch_text, check_scale, egress_plan, htb_commands
+from .shaping import (
+    DEFAULT_MTU,
+    Egress,
+    batch_text,
+    check_mtu,
+    check_scale,
+    egress_plan,
+    frame_bytes,
+    htb_commands,
+)
 from .system import ovs_kernel_datapath, preflight, run
 
 log = logging.getLogger("kvfabric.builder")
@@ -68,7 +77,8 @@ class FabricNetwork:
     else userspace), ``kernel`` or ``user``. The switches get their rules from
     exactly one of ``controller`` (they connect to it) or ``rules`` (installed
     when the network is up). ``qos`` adds the class queues under every switch
-    egress.
+    egress. ``mtu`` above 1500 turns jumbo frames on for every interface (hosts and
+    switch ports); link buffers keep their bytes (``topologies.shaping.queue_frames``).
     """
 
     def __init__(
@@ -80,9 +90,11 @@ class FabricNetwork:
         controller: Controller | None = None,
         rules: RuleInstaller | None = None,
         qos: ClassPlan | None = None,
+        mtu: int = DEFAULT_MTU,
     ) -> None:
         self.fabric = fabric
         self.scale = check_scale(scale)
+        self.mtu = check_mtu(mtu)
         if datapath not in ("auto", "kernel", "user"):
             raise ValueError(f"datapath={datapath!r}: allowed auto, kernel, user")
         self.datapath = datapath
@@ -92,7 +104,7 @@ class FabricNetwork:
         self.controller = controller
         self.rules = rules
         self.qos = qos
-        self.plan: list[Egress] = egress_plan(fabric, self.scale)  # errors before building
+        self.plan: list[Egress] = egress_plan(fabric, self.scale, self.mtu)  # errors first
         self.names: RunNames | None = None
         self.net: Any = None
         self.record: RunRecord | None = None
@@ -227,12 +239,32 @@ class FabricNetwork:
                             f"ethtool on {host.name}")  # fmt: skip
             self._check(mn.pexec("sysctl", "-q", "-w", *HOST_SYSCTLS), f"sysctl on {host.name}")
             cmds = ip_commands(self.fabric, host.name, self.intf)
+            if self.mtu != DEFAULT_MTU:
+                cmds = [["link", "set", "dev", self.intf(host.name, port), "mtu", str(self.mtu)]
+                        for port in sorted(self._ports(host.name))] + cmds  # fmt: skip
             batch = self.workfile(f"ip-{host.name}.batch", batch_text(cmds))
             self._check(mn.pexec("ip", "-batch", str(batch)), f"static ARP/routes on {host.name}")
         for sw in self.fabric.switches:
             for port in self._ports(sw.name):
                 # Best effort: some offloads are fixed on veth; the qdisc sees MTU packets anyway.
                 run(["ethtool", "-K", self.intf(sw.name, port), *SWITCH_OFFLOADS])
+        if self.mtu != DEFAULT_MTU:
+            self._switch_mtu()
+
+    def _switch_mtu(self) -> None:
+        """Jumbo frames on every switch port: the kernel's MTU, and Open vSwitch's
+        ``mtu_request`` so that the datapath receives whole frames."""
+        ports = [self.intf(sw.name, p) for sw in self.fabric.switches for p in self._ports(sw.name)]
+        batch = self.workfile("ip-switches-mtu.batch",
+                              batch_text([["link", "set", "dev", d, "mtu", str(self.mtu)]
+                                          for d in ports]))  # fmt: skip
+        proc = run(["ip", "-batch", str(batch)])
+        self._check((proc.stdout, proc.stderr, proc.returncode), "MTU on switch ports")
+        args = ["ovs-vsctl"]
+        for dev in ports:
+            args += ["--", "set", "interface", dev, f"mtu_request={self.mtu}"]
+        proc = run(args, timeout=120)
+        self._check((proc.stdout, proc.stderr, proc.returncode), "mtu_request on switch ports")
 
     def _shape(self) -> None:
         by_ns: dict[str, list[list[str]]] = defaultdict(list)
@@ -243,9 +275,9 @@ class FabricNetwork:
             if self.qos is not None and not is_host:
                 # Switch egresses get one HTB class per traffic class; the leaf
                 # (trust boundary) marks DSCP, hosts keep a single queue.
-                by_ns[ns] += self.qos.commands(dev, eg.rate_bps, eg.buffer_pkts)
+                by_ns[ns] += self.qos.commands(dev, eg.rate_bps, eg.buffer_pkts, self.mtu)
             else:
-                by_ns[ns] += htb_commands(dev, eg.rate_bps, eg.buffer_pkts)
+                by_ns[ns] += htb_commands(dev, eg.rate_bps, eg.buffer_pkts, self.mtu)
         for ns, cmds in by_ns.items():
             batch = self.workfile(f"tc-{ns or 'switches'}.batch", batch_text(cmds))
             if ns:
@@ -260,9 +292,9 @@ class FabricNetwork:
         once OVS has sent a packet: if it has not yet, one frame of the local
         experimental ethertype goes out of a switch port first (its host ignores it)."""
         classes = len(self.qos.classes) if self.qos is not None else 1
-        limits = [eg.buffer_pkts * classes for eg in self.plan
+        limits = [eg.queue_pkts * classes for eg in self.plan
                   if not self.fabric.node(eg.node).is_host]  # fmt: skip
-        size = needed_bytes(limits)
+        size = needed_bytes(limits, packet_truesize(frame_bytes(self.mtu)))
         self.tx_buffer = self._tx.raise_to(size)
         if self.tx_buffer is None and self.fabric.switches:
             sw = self.fabric.switches[0]

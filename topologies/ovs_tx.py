@@ -44,6 +44,14 @@ log = logging.getLogger("kvfabric.ovs")
 # Send buffer one queued full-size frame holds: its skb's truesize (2,304 bytes for a
 # 1,514-byte frame: a 2 KiB data buffer plus the sk_buff), rounded up with room to spare.
 PACKET_TRUESIZE = 4096
+
+
+def packet_truesize(frame_bytes: int) -> int:
+    """Send buffer one queued frame of ``frame_bytes`` holds: its data buffer (a power
+    of two with the skb's shared info) twice over, as ``PACKET_TRUESIZE`` is for 1,514."""
+    return 2 * (1 << (frame_bytes + 320 - 1).bit_length())
+
+
 SO_SNDBUFFORCE = 32
 SYS_PIDFD_GETFD = 438  # x86_64 and the generic syscall table alike
 PIDFILE = Path(os.environ.get("OVS_RUNDIR", "/var/run/openvswitch")) / "ovs-vswitchd.pid"

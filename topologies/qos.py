@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .fabric import FabricError
-from .shaping import MAX_BUFFER_PKTS, MTU_BYTES, burst_bytes
+from .shaping import DEFAULT_MTU, MAX_BUFFER_PKTS, burst_bytes, frame_bytes, queue_frames
 
 MAX_CLASSES = 8
 LOWEST_PRIO = 7
@@ -87,14 +87,18 @@ class ClassPlan:
         ranks = {c.name: rank for rank, c in enumerate(strict)}
         return {c.name: ranks.get(c.name, len(strict)) for c in self.classes}
 
-    def commands(self, dev: str, rate_bps: int, buffer_pkts: int) -> list[list[str]]:
-        """``tc`` argument lists (without the leading ``tc``) for one egress."""
-        link_burst = str(burst_bytes(rate_bps))
+    def commands(
+        self, dev: str, rate_bps: int, buffer_pkts: int, mtu: int = DEFAULT_MTU
+    ) -> list[list[str]]:
+        """``tc`` argument lists (without the leading ``tc``) for one egress; buffers
+        are in default-MTU frames and become their bytes' worth of ``mtu`` frames."""
+        frame = frame_bytes(mtu)
+        link_burst = str(burst_bytes(rate_bps, mtu))
         cmds = [
             ["qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"],
             ["class", "replace", "dev", dev, "parent", "1:", "classid", PARENT, "htb",
              "rate", f"{rate_bps}bit", "ceil", f"{rate_bps}bit",
-             "burst", link_burst, "cburst", link_burst, "quantum", str(MTU_BYTES)],
+             "burst", link_burst, "cburst", link_burst, "quantum", str(frame)],
         ]  # fmt: skip
         ids, prio, strict = self.ids(), self.htb_prio(), bool(self.strict())
         shares = [c.rate_share for c in self.classes if c.rate_share is not None]
@@ -103,16 +107,16 @@ class ClassPlan:
             classid, handle = ids[c.name]
             share = FLOOR_SHARE if strict else c.rate_share or FLOOR_SHARE
             rate = max(1, round(share * rate_bps))
-            quantum = MTU_BYTES
+            quantum = frame
             if strict and c.rate_share is not None:
-                quantum = min(MAX_QUANTUM, round(MTU_BYTES * c.rate_share / least))
+                quantum = min(MAX_QUANTUM, round(frame * c.rate_share / least))
             cmds += [
                 ["class", "replace", "dev", dev, "parent", PARENT, "classid", classid, "htb",
                  "rate", f"{rate}bit", "ceil", f"{rate_bps}bit",
-                 "burst", str(burst_bytes(rate)), "cburst", link_burst,
+                 "burst", str(burst_bytes(rate, mtu)), "cburst", link_burst,
                  "quantum", str(quantum), "prio", str(prio[c.name])],
                 ["qdisc", "replace", "dev", dev, "parent", classid, "handle", handle,
-                 "pfifo", "limit", str(c.buffer_pkts or buffer_pkts)],
+                 "pfifo", "limit", str(queue_frames(c.buffer_pkts or buffer_pkts, mtu))],
             ]  # fmt: skip
         for c in self.classes:
             classid, _ = ids[c.name]

@@ -14,7 +14,11 @@ from dataclasses import dataclass
 
 from .fabric import Fabric, FabricError, Link
 
-MTU_BYTES = 1514
+MTU_BYTES = 1514  # a full frame at the default MTU, Ethernet header included
+DEFAULT_MTU = 1500
+# Jumbo frames: the largest MTU offered (veth and the userspace datapath carry 9000).
+MAX_MTU = 9000
+ETHERNET_HEADER_BYTES = 14
 # A link slower than this serialises one full packet in more than 120 ms: TCP's
 # timers, not the link, would then decide what is measured.
 MIN_RATE_BPS = 100_000
@@ -32,8 +36,32 @@ class Egress:
     node: str
     port: int
     rate_bps: int
-    buffer_pkts: int
+    buffer_pkts: int  # the link's buffer, in frames of the default MTU (``MTU_BYTES``)
     link: Link
+    mtu: int = DEFAULT_MTU
+
+    @property
+    def queue_pkts(self) -> int:
+        """The pfifo limit: the link's buffer in frames of this MTU."""
+        return queue_frames(self.buffer_pkts, self.mtu)
+
+
+def frame_bytes(mtu: int = DEFAULT_MTU) -> int:
+    """A full frame at ``mtu`` as HTB and pfifo count it (Ethernet header included)."""
+    return mtu + ETHERNET_HEADER_BYTES
+
+
+def queue_frames(buffer_pkts: int, mtu: int = DEFAULT_MTU) -> int:
+    """A buffer of ``buffer_pkts`` default-MTU frames in frames of ``mtu``: the bytes a
+    buffer holds stay the same when jumbo frames are on (at least one frame)."""
+    return max(1, round(buffer_pkts * MTU_BYTES / frame_bytes(mtu)))
+
+
+def check_mtu(mtu: object, key: str = "scale.mtu") -> int:
+    if isinstance(mtu, bool) or not isinstance(mtu, int) or not DEFAULT_MTU <= mtu <= MAX_MTU:
+        raise FabricError(f"{key}={mtu!r} is not allowed: must be an integer from "
+                          f"{DEFAULT_MTU} to {MAX_MTU} bytes")  # fmt: skip
+    return mtu
 
 
 def emulated_rate_bps(real_gbps: float, scale: float) -> int:
@@ -64,13 +92,14 @@ def check_scale(scale: float) -> float:
     return float(scale)
 
 
-def egress_plan(fabric: Fabric, scale: float) -> list[Egress]:
-    """Every egress of the fabric (both ends of every link) at ``scale``.
+def egress_plan(fabric: Fabric, scale: float, mtu: int = DEFAULT_MTU) -> list[Egress]:
+    """Every egress of the fabric (both ends of every link) at ``scale`` and ``mtu``.
 
     Raises FabricError naming the first link whose emulated rate or buffer
     cannot be honoured, and what to change, before anything is built.
     """
     check_scale(scale)
+    check_mtu(mtu)
     max_rate = max_rate_bps()
     plan: list[Egress] = []
     for link in fabric.links:
@@ -94,30 +123,33 @@ def egress_plan(fabric: Fabric, scale: float) -> list[Egress]:
                 f"must be from 1 to {MAX_BUFFER_PKTS}"
             )
         for node, port in ((link.a, link.a_port), (link.b, link.b_port)):
-            plan.append(Egress(node, port, rate, link.buffer_pkts, link))
+            plan.append(Egress(node, port, rate, link.buffer_pkts, link, mtu))
     return plan
 
 
-def burst_bytes(rate_bps: int) -> int:
-    """HTB burst: one millisecond at the rate, never below two full packets.
+def burst_bytes(rate_bps: int, mtu: int = DEFAULT_MTU) -> int:
+    """HTB burst: one millisecond at the rate, never below two full frames.
 
     Smaller bursts undershoot the rate (timer granularity); larger ones let
     line-rate bursts past the queue we mean to measure.
     """
-    return max(2 * MTU_BYTES, rate_bps // 8 // 1000)
+    return max(2 * frame_bytes(mtu), rate_bps // 8 // 1000)
 
 
-def htb_commands(dev: str, rate_bps: int, buffer_pkts: int) -> list[list[str]]:
+def htb_commands(
+    dev: str, rate_bps: int, buffer_pkts: int, mtu: int = DEFAULT_MTU
+) -> list[list[str]]:
     """``tc`` argument lists (without the leading ``tc``) for one shaped egress:
-    root HTB, class 1:1 at ``rate_bps``, pfifo child bounded at ``buffer_pkts``."""
-    burst = str(burst_bytes(rate_bps))
+    root HTB, class 1:1 at ``rate_bps``, pfifo child bounded at ``buffer_pkts``
+    default-MTU frames' worth of ``mtu`` frames."""
+    burst = str(burst_bytes(rate_bps, mtu))
     return [
         ["qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"],
         ["class", "replace", "dev", dev, "parent", "1:", "classid", "1:1", "htb",
          "rate", f"{rate_bps}bit", "ceil", f"{rate_bps}bit",
-         "burst", burst, "cburst", burst, "quantum", str(MTU_BYTES)],
+         "burst", burst, "cburst", burst, "quantum", str(frame_bytes(mtu))],
         ["qdisc", "replace", "dev", dev, "parent", "1:1", "handle", "10:",
-         "pfifo", "limit", str(buffer_pkts)],
+         "pfifo", "limit", str(queue_frames(buffer_pkts, mtu))],
     ]  # fmt: skip
 
 

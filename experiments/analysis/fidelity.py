@@ -34,7 +34,13 @@ import pandas as pd
 
 from experiments.measurement.tcpcount import UNMODELLED_PLACES
 from topologies.fabric import Fabric, FabricError
-from topologies.shaping import MTU_BYTES, egress_plan, switch_capacity_mbps
+from topologies.shaping import (
+    DEFAULT_MTU,
+    MTU_BYTES,
+    egress_plan,
+    frame_bytes,
+    switch_capacity_mbps,
+)
 
 DEFAULT_THRESHOLDS = {"lateness_p99_ms": 2.0, "cpu_max_pct": 90.0, "dequeue_rate_tolerance": 0.05}
 CPU_QUANTILE = 0.95
@@ -168,23 +174,24 @@ def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1), strict=True))
 
 
-def evidence_bytes(stretches: int, tolerance: float) -> float:
+def evidence_bytes(stretches: int, tolerance: float, frame: int = MTU_BYTES) -> float:
     """Bytes a port must dequeue while busy before its rate is judged: each
     stretch's ends can be off by about a packet (counters move a frame at a
     time), so the relative error is ~2 frames × sqrt(stretches) / bytes; ask
     for it to be a quarter of the tolerance."""
-    return 4 * 2 * MTU_BYTES * math.sqrt(stretches) / tolerance
+    return 4 * 2 * frame * math.sqrt(stretches) / tolerance
 
 
 def dequeue_rate_check(
     queues: pd.DataFrame | None,
     rates_bps: Mapping[tuple[str, int], float],
     tolerance: float = 0.05,
+    frame: int = MTU_BYTES,
     min_busy_ms: float = MIN_BUSY_MS,
 ) -> Check:
     """Each egress with a standing queue drained within ``tolerance`` of its
-    configured rate (``rates_bps[(node, port)]``, bit/s). Value: the worst
-    port's achieved/configured ratio (farthest from 1)."""
+    configured rate (``rates_bps[(node, port)]``, bit/s; ``frame``: the bytes the
+    counters move by). Value: the worst port's achieved/configured ratio (farthest from 1)."""
     unit = "x configured"
     busy = busy_dequeue(queues, min_busy_ms, rates_bps)
     judged, short, unknown = [], [], []
@@ -193,7 +200,7 @@ def dequeue_rate_check(
         rate = rates_bps.get((r.node, r.port))
         if not rate:
             unknown.append(where)
-        elif r.busy_bytes < evidence_bytes(r.stretches, tolerance):
+        elif r.busy_bytes < evidence_bytes(r.stretches, tolerance, frame):
             short.append(where)
         else:
             judged.append((r.bps / rate, where, r))
@@ -448,6 +455,7 @@ def verdict(
     thresholds: Mapping[str, float] | None = None,
     capacity_mbps: float | Callable[[float], float] | None = None,
     tcp: Mapping[str, int] | None = None,
+    mtu: int = DEFAULT_MTU,
 ) -> dict[str, Any]:
     """``{"ok", "checks": {name: check}}`` over one run's tables.
 
@@ -456,12 +464,15 @@ def verdict(
     ``sampler_rates``: name -> (achieved_hz, requested_hz); ``rates_bps``:
     (node, port) -> configured bit/s (``egress_rates_bps``); ``thresholds``:
     the spec's ``fidelity:`` section (missing keys take the defaults); ``tcp``:
-    the hosts' TCP counter totals over the traffic (``experiments.measurement.tcpcount``).
+    the hosts' TCP counter totals over the traffic (``experiments.measurement.tcpcount``);
+    ``mtu``: the run's, for the size of the frames the queue counters move by.
     """
     th = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
     checks = {
         "cpu": cpu_check(cpu, th["cpu_max_pct"]),
-        "dequeue_rate": dequeue_rate_check(queues, rates_bps, th["dequeue_rate_tolerance"]),
+        "dequeue_rate": dequeue_rate_check(
+            queues, rates_bps, th["dequeue_rate_tolerance"], frame_bytes(mtu)
+        ),  # fmt: skip
         "lateness": lateness_check(flows, th["lateness_p99_ms"]),
         "sampler_rate": sampler_rate_check(sampler_rates),
         "offered_load": offered_load_check(flows, fabric, capacity_mbps),

@@ -40,6 +40,7 @@ from experiments.analysis.metrics.faults import fault_timings
 from experiments.analysis.metrics.flows import fct_slowdown, ok_mask
 from experiments.analysis.metrics.tenants import noisy_neighbour
 from experiments.output.results import to_jsonable
+from topologies.shaping import DEFAULT_MTU, queue_frames
 
 __all__ = ["HOTTEST_PORTS", "QUEUE_THRESHOLD_FRACTION", "real_gbps", "summarize"]
 
@@ -80,7 +81,7 @@ def summarize(
         out |= _flow_metrics(flows, scale)
         fabric = _fabric(resolved_spec)
         if fabric is not None:
-            out["fct_slowdown"] = fct_slowdown(flows, fabric, scale)
+            out["fct_slowdown"] = fct_slowdown(flows, fabric, scale, _mtu(resolved_spec))
     if _has_rows(queues):
         out |= _queue_metrics(queues, _threshold_pkts(resolved_spec))
     if _has_rows(links):
@@ -372,6 +373,11 @@ def _scale(spec: dict[str, Any]) -> float:
     return float(scale)
 
 
+def _mtu(spec: dict[str, Any]) -> int:
+    return int((spec.get("scale") or {}).get("mtu") or DEFAULT_MTU)
+
+
 def _threshold_pkts(spec: dict[str, Any]) -> float:
+    """The threshold in the frames the queues hold (the buffer keeps its bytes at any MTU)."""
     buffer = (spec.get("fabric") or {}).get("buffer_pkts") or DEFAULT_BUFFER_PKTS
-    return float(buffer) * QUEUE_THRESHOLD_FRACTION
+    return float(queue_frames(int(buffer), _mtu(spec))) * QUEUE_THRESHOLD_FRACTION

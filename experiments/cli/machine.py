@@ -22,9 +22,16 @@ def add_parsers(sub: Any) -> None:
                          "(root, minutes)")  # fmt: skip
     cal.add_argument("--quick", action="store_true",
                      help="steps of 3 s, the gap narrowed once (about 2 minutes)")  # fmt: skip
+    cal.add_argument(
+        "--mtu",
+        type=int,
+        default=1500,
+        help="measure with jumbo frames (runs with this scale.mtu use it)",
+    )
     cal.add_argument("--out", metavar="FILE",
                      help="where to store it (default: /var/lib/kvfabric/envelope.json, "
-                          "or $KVFABRIC_ENVELOPE)")  # fmt: skip
+                          "or $KVFABRIC_ENVELOPE; envelope-mtuN.json beside it "
+                          "for --mtu N)")  # fmt: skip
     cal.set_defaults(handler=cmd_calibrate)
 
     c = sub.add_parser("clean", help="remove leftovers of kvfabric runs only")
@@ -98,13 +105,15 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from experiments.orchestration.calibrate import CalibrationError, calibrate
     from experiments.orchestration.envelope import envelope_path, save
     from experiments.orchestration.runtime import RunLock
+    from topologies.shaping import check_mtu
     from topologies.system import preflight
 
+    check_mtu(args.mtu, "--mtu")
     preflight()
-    target = Path(args.out) if args.out else envelope_path()
+    target = Path(args.out) if args.out else envelope_path(args.mtu)
     with RunLock("calibrate"):
         try:
-            env, record = calibrate(quick=args.quick, say=say)
+            env, record = calibrate(quick=args.quick, say=say, mtu=args.mtu)
         except CalibrationError as exc:
             err.print(f"[red]not calibrated:[/red] {exc}; the envelope at {target} is unchanged")
             return EXIT_FAILED
@@ -112,7 +121,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     hop = ", ".join(f"{n}: {v:,.0f}" for n, v in sorted(env.switch_hop_mbps.items()))
     say(f"switch-hop Mbit/s by switches per path {hop}; message-hops/s "
         + ", ".join(f"{c}: {v:,.0f}" for c, v in env.messages_per_s.items()))  # fmt: skip
-    judged = ("kvfabric run now judges plans by it" if path == envelope_path()
+    judged = ("kvfabric run now judges plans by it" if path == envelope_path(args.mtu)
               else f"runs judge by it with KVFABRIC_ENVELOPE={path}")  # fmt: skip
     say(f"stored in {path} ({record['wall_s']:.0f} s); {judged}")
     return EXIT_OK

@@ -53,6 +53,7 @@ from experiments.spec.load import expand, load_spec
 from experiments.spec.sections import build_fabric
 from topologies import Fabric
 from topologies.builder import FabricNetwork
+from topologies.shaping import DEFAULT_MTU, check_mtu
 from topologies.system import ovs_kernel_datapath
 from traffic.agents import AgentFleet
 from traffic.workloads.schedule import build_schedule
@@ -183,11 +184,12 @@ def peak_message_hops(schedule: pd.DataFrame, fabric: Fabric, scale: float, cls:
 
 # ----- measurement (root) ----------------------------------------------------------------
 def run_trial(fabric_section: dict[str, Any], schedule: pd.DataFrame, scale: float,
-              seconds: float) -> tuple[pd.DataFrame, dict[str, Any]]:  # fmt: skip
-    """``schedule`` on the fabric of ``fabric_section`` (a spec's ``fabric:``), measured
-    and judged as ``kvfabric run`` measures and judges: the flows and the verdict."""
+              seconds: float, mtu: int = DEFAULT_MTU,
+              ) -> tuple[pd.DataFrame, dict[str, Any]]:  # fmt: skip
+    """``schedule`` on the fabric of ``fabric_section`` (a spec's ``fabric:``) at ``mtu``,
+    measured and judged as ``kvfabric run`` measures and judges: the flows and the verdict."""
     text = yaml.safe_dump({"name": "calibrate", "duration_s": seconds, "fabric": fabric_section,
-                           "scale": {"bandwidth": scale}})  # fmt: skip
+                           "scale": {"bandwidth": scale, "mtu": mtu}})  # fmt: skip
     (run,) = expand(load_spec(text))
     resolved, fabric = run.resolved, run.fabric()
     with tempfile.TemporaryDirectory(prefix="kvfabric-calibrate-") as tmp:
@@ -214,24 +216,25 @@ def run_trial(fabric_section: dict[str, Any], schedule: pd.DataFrame, scale: flo
             # capacity is what is being measured: offered_load must not judge it
             judged = verdict(flows, samplers.table("queues"), cpu, samplers.rates(), rates,
                              fabric, resolved["fidelity"], capacity_mbps=math.inf,
-                             tcp=tcp)  # fmt: skip
+                             tcp=tcp, mtu=mtu)  # fmt: skip
     return flows, judged
 
 
-def hop_step(hops: int, planned_mbps: float, seconds: float) -> Step:
+def hop_step(hops: int, planned_mbps: float, seconds: float, mtu: int = DEFAULT_MTU) -> Step:
     """``planned_mbps`` of switch-hop work on paths of ``hops`` switches, judged."""
     section, pairs = INCAST_PAIRS[hops]
     rate = planned_mbps / (HOST_LINKS_DELIVERED * hops)  # each host link's emulated Mbit/s
     scale = rate * 1e6 / (HOST_GBPS * 1e9)
     fabric = make_fabric(section)
     schedule = hop_schedule(pairs, rate, seconds, scale)
-    flows, judged = run_trial(section, schedule, scale, seconds)
+    flows, judged = run_trial(section, schedule, scale, seconds, mtu)
     carried, _ = offered_switching_mbps(flows, fabric)
     return _step(f"switch_hop_mbps:{hops}", planned_mbps, peak_hop_mbps(schedule, fabric, scale),
                  carried, judged)  # fmt: skip
 
 
-def message_step(cls: str, planned_hops_per_s: float, seconds: float) -> Step:
+def message_step(cls: str, planned_hops_per_s: float, seconds: float,
+                 mtu: int = DEFAULT_MTU) -> Step:  # fmt: skip
     """Messages of class ``cls`` at ``planned_hops_per_s`` message-hops/s, judged."""
     section = INCAST_PAIRS[3][0]
     fabric = make_fabric(section)
@@ -239,7 +242,7 @@ def message_step(cls: str, planned_hops_per_s: float, seconds: float) -> Step:
     mean_hops = 1 + 2 * (len(hosts) // 2) / (len(hosts) - 1)  # a random pair: 1 or 3 switches
     schedule = message_schedule(hosts, planned_hops_per_s / mean_hops, MESSAGE_BYTES[cls],
                                 seconds, MESSAGE_SCALE)  # fmt: skip
-    flows, judged = run_trial(section, schedule, MESSAGE_SCALE, seconds)
+    flows, judged = run_trial(section, schedule, MESSAGE_SCALE, seconds, mtu)
     peak = peak_message_hops(schedule, fabric, MESSAGE_SCALE, cls)
     return _step(f"messages_per_s:{cls}", planned_hops_per_s, peak, None, judged)
 
@@ -259,12 +262,13 @@ def _step(figure: str, planned: float, peak: float, carried: float | None,
     return Step(figure, planned, peak, carried, bool(judged["ok"]), failed_checks(judged), checks)
 
 
-def calibrate(quick: bool = False, say: Callable[[str], None] = print) -> tuple[Envelope, dict]:
-    """Measure every figure; the envelope and the record of its steps. Raises
+def calibrate(quick: bool = False, say: Callable[[str], None] = print,
+              mtu: int = DEFAULT_MTU) -> tuple[Envelope, dict]:  # fmt: skip
+    """Measure every figure at ``mtu``; the envelope and the record of its steps. Raises
     ``CalibrationError`` when a figure has no faithful step."""
     mode = "quick" if quick else "full"
     seconds = 3.0 if quick else 8.0
-    identity = machine_identity("kernel" if ovs_kernel_datapath() else "user")
+    identity = machine_identity("kernel" if ovs_kernel_datapath() else "user", check_mtu(mtu))
     steps: list[Step] = []
     t0 = time.monotonic()
 
@@ -288,10 +292,10 @@ def calibrate(quick: bool = False, say: Callable[[str], None] = print) -> tuple[
         return value
 
     hop = {n: measured(f"switch_hop_mbps:{n}", DEFAULT.capacity_mbps(n),
-                       lambda load, n=n: hop_step(n, load, seconds))
+                       lambda load, n=n: hop_step(n, load, seconds, mtu))
            for n in INCAST_PAIRS}  # fmt: skip
     msgs = {c: measured(f"messages_per_s:{c}", DEFAULT.messages_per_s[c],
-                        lambda load, c=c: message_step(c, load, seconds))
+                        lambda load, c=c: message_step(c, load, seconds, mtu))
             for c in MESSAGE_BYTES}  # fmt: skip
     per_port = sampler_us_per_port()
     say(f"queue sampler: {per_port:.2f} µs per port per tick")

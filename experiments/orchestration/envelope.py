@@ -82,13 +82,17 @@ def machine_identity(datapath: str | None = None, mtu: int = 1500) -> dict[str, 
             "cpu_count": os.cpu_count()}  # fmt: skip
 
 
-def envelope_path() -> Path:
-    return Path(os.environ.get("KVFABRIC_ENVELOPE", ENVELOPE_PATH))
+def envelope_path(mtu: int = 1500) -> Path:
+    """Where the envelope for ``mtu`` is stored (``KVFABRIC_ENVELOPE`` or ``ENVELOPE_PATH``;
+    jumbo-frame envelopes beside it, ``envelope-mtu9000.json``)."""
+    path = Path(os.environ.get("KVFABRIC_ENVELOPE", ENVELOPE_PATH))
+    return path if mtu == 1500 else path.with_name(f"{path.stem}-mtu{mtu}{path.suffix}")
 
 
 def load(identity: dict[str, Any] | None = None) -> tuple[Envelope, str]:
-    """This machine's stored envelope if it was measured here, else ``DEFAULT``; and why."""
-    path = envelope_path()
+    """This machine's stored envelope for the identity's MTU if it was measured here,
+    else ``DEFAULT``; and why."""
+    path = envelope_path(int((identity or {}).get("mtu") or 1500))
     try:
         doc = json.loads(path.read_text())
     except FileNotFoundError:
@@ -105,10 +109,11 @@ def load(identity: dict[str, Any] | None = None) -> tuple[Envelope, str]:
     except (KeyError, TypeError, ValueError) as exc:
         return DEFAULT, f"malformed calibration at {path}: {exc}"
     if identity is not None:
-        for key in ("kernel", "ovs", "cpu_model", "cpu_count"):
+        # the datapath is left out: a run learns it only when its fabric is built
+        for key in ("kernel", "ovs", "cpu_model", "cpu_count", "mtu"):
             if env.machine.get(key) != identity.get(key):
                 return DEFAULT, (f"the calibration at {path} was measured with {key} "
-                                 f"{env.machine.get(key)!r}, this machine has "
+                                 f"{env.machine.get(key)!r}, not "
                                  f"{identity.get(key)!r}")  # fmt: skip
     return env, f"calibrated: {env.source}"
 

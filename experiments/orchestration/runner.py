@@ -117,11 +117,12 @@ def prepare(spec: Spec, runs: list[RunSpec], force: bool = False,
     cannot emulate faithfully, fails before any build (``EnvelopeExceeded``, unless
     ``force``: then each such run is marked). ``envelope``: (envelope, why) to judge by,
     default this machine's own or ``envelope.DEFAULT``."""
-    env, why = envelope or load_envelope(machine_identity())
     out, over = [], []
     for run in runs:
         fabric = run.fabric()
-        egress_plan(fabric, run.resolved["scale"]["bandwidth"])  # rates and buffers in range
+        sc = run.resolved["scale"]
+        egress_plan(fabric, sc["bandwidth"], sc["mtu"])  # rates and buffers in range
+        env, why = envelope or load_envelope(machine_identity(mtu=sc["mtu"]))
         policy = run.resolved["controller"]["policy"]
         compute(fabric, policy, params=controller_params(run.resolved))  # policy parameters
         try:
@@ -220,8 +221,8 @@ def fabric_up(fabric: Fabric, resolved: dict[str, Any], scratch: Path,
     )
     with ControllerProcess(fabric, ctl["policy"], scratch / "controller", params) as proc:
         say("building the fabric")
-        with FabricNetwork(fabric, scale, controller=Controller(port=proc.port),
-                           qos=qos) as net:  # fmt: skip
+        with FabricNetwork(fabric, scale, controller=Controller(port=proc.port), qos=qos,
+                           mtu=resolved["scale"]["mtu"]) as net:  # fmt: skip
             say("waiting for the controller")
             proc.wait_ready(timeout_s=60)
             yield proc, net
@@ -385,7 +386,8 @@ def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
     results.write_json(run_dir, "events", rec.events)
     empty = pd.DataFrame()
     t = {name: rec.tables.get(name, empty) for name in TABLES}
-    rates = {(e.node, e.port): e.rate_bps for e in egress_plan(p.fabric, r["scale"]["bandwidth"])}
+    plan = egress_plan(p.fabric, r["scale"]["bandwidth"], r["scale"]["mtu"])
+    rates = {(e.node, e.port): e.rate_bps for e in plan}
     partial = rec.interrupted or bool(stop) or bool(rec.error)
     try:
         cpu = traffic_window(t["cpu"], rec.events)  # not agent start-up or teardown
@@ -394,7 +396,7 @@ def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
             tcp |= tcpcount.unmodelled_places(rec.events.get("counters") or {})
         fidelity = verdict(t["flows"], t["queues"], cpu, rec.samplers, rates, p.fabric,
                            r["fidelity"], capacity_mbps=p.envelope.capacity_mbps,
-                           tcp=tcp)  # fmt: skip
+                           tcp=tcp, mtu=r["scale"]["mtu"])  # fmt: skip
     except Exception as exc:
         log.debug("fidelity verdict failed", exc_info=True)
         fidelity = {"ok": False, "checks": {}, "error": f"could not judge: {exc}"}

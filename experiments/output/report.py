@@ -31,6 +31,7 @@ from experiments.analysis.summary import summarize
 from experiments.output import plots
 from experiments.output.results import NotARunError, ResultsError, Run, load_run
 from experiments.output.timeline import TIMELINE, write_timeline
+from topologies.shaping import DEFAULT_MTU, frame_bytes
 
 __all__ = ["NotARunError", "ResultsError", "key_metrics", "write_report"]
 
@@ -376,6 +377,14 @@ def _spec_lines(run: Run) -> list[str]:
         lines.append(
             f"- scale: {scale:g} (a 400 Gbit/s link runs at {400e3 * scale:g} Mbit/s; "
             "real-equivalent = emulated / scale)"
+        )
+        mtu = int((spec.get("scale") or {}).get("mtu") or DEFAULT_MTU)
+        frame = frame_bytes(mtu)
+        lines.append(
+            f"- packets: MTU {mtu}{' (jumbo frames)' if mtu > DEFAULT_MTU else ''}; one "
+            f"emulated packet stands for {frame / scale / 1e6:.3g} MB of real bytes and holds "
+            f"a 400 Gbit/s link for {frame * 8 / (400e9 * scale) * 1e3:.2g} ms, the grain of "
+            "every queue and transfer time"
         )
     ctl = spec.get("controller") or {}
     if ctl:

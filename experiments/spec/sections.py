@@ -46,7 +46,7 @@ from experiments.spec.workloads import workload
 from topologies import Fabric
 from topologies.fabric import FabricError
 from topologies.generators import GENERATORS, PARAM_DOCS, defaults, make_fabric
-from topologies.shaping import MAX_BUFFER_PKTS
+from topologies.shaping import DEFAULT_MTU, MAX_BUFFER_PKTS, MAX_MTU
 from traffic.agents.wire import CONNECTIONS
 
 POLICIES = tuple(known_policies())  # the controller's registry: a new policy is a spec value
@@ -295,7 +295,15 @@ SPEC = section(
                         number(gt=0, le=1),
                         DEFAULT_BANDWIDTH_SCALE,
                         "emulated ÷ real rate and bytes (1e-4: 400 Gbit/s runs at 40 Mbit/s)",
-                    )  # fmt: skip
+                    ),  # fmt: skip
+                    "mtu": Field(
+                        integer(DEFAULT_MTU, MAX_MTU),
+                        DEFAULT_MTU,
+                        "every interface's MTU, bytes; above 1500 (jumbo frames) each packet "
+                        "carries more and the switches forward fewer, at a coarser grain: "
+                        "one packet stands for (mtu + 14) ÷ scale.bandwidth real bytes; "
+                        "buffers keep their bytes",
+                    ),
                 }
             ),
             {},

@@ -133,3 +133,33 @@ def test_a_stored_envelope_judges_only_the_machine_it_was_measured_on(tmp_path, 
     assert other is DEFAULT and "kernel" in why
     path.write_text(json.dumps({"switch_hop_mbps": {}}))
     assert load(here)[0] is DEFAULT
+
+
+def test_a_jumbo_frame_run_is_judged_only_by_a_calibration_at_its_mtu(tmp_path, monkeypatch):
+    from experiments.orchestration.envelope import envelope_path
+
+    monkeypatch.setenv("KVFABRIC_ENVELOPE", str(tmp_path / "envelope.json"))
+    assert envelope_path(9000) == tmp_path / "envelope-mtu9000.json"
+    here = {"kernel": "6.1", "ovs": "3.1", "cpu_model": "x", "cpu_count": 2}
+    save(Envelope({3: 450.0}, {"small": 5000.0}, 4000, "at 1500", True, here | {"mtu": 1500}),
+         envelope_path(1500))  # fmt: skip
+    env, why = load(here | {"mtu": 9000})
+    assert env is DEFAULT and "no calibration" in why and "mtu9000" in why
+    save(Envelope({3: 450.0}, {"small": 5000.0}, 4000, "at 1500", True, here | {"mtu": 1500}),
+         envelope_path(9000))  # a 1500 calibration copied to the jumbo file  # fmt: skip
+    env, why = load(here | {"mtu": 9000})
+    assert env is DEFAULT and "mtu 1500" in why
+    save(Envelope({3: 1500.0}, {"small": 5000.0}, 4000, "at 9000", True, here | {"mtu": 9000}),
+         envelope_path(9000))  # fmt: skip
+    assert load(here | {"mtu": 9000})[0].capacity_mbps(3) == 1500.0
+    assert load(here | {"mtu": 1500})[0].capacity_mbps(3) == 450.0
+
+
+def test_the_ideal_fct_of_jumbo_frames_carries_fewer_header_bytes():
+    from experiments.analysis.metrics.flows import ideal_fct_ms
+
+    flows = pd.DataFrame({"src": ["h0"], "dst": ["h4"], "bytes": [894_800]})
+    at_1500, at_9000 = ideal_fct_ms(flows, FABRIC, 1e-4), ideal_fct_ms(flows, FABRIC, 1e-4, 9000)
+    assert at_1500[0] == pytest.approx(618 * 1514 * 8 / 10e6 * 1e3, rel=0.02)
+    assert at_9000[0] == pytest.approx(100 * 9014 * 8 / 10e6 * 1e3, rel=0.05)
+    assert at_9000[0] < at_1500[0]

@@ -103,6 +103,15 @@ def test_class_plan_layout_rates_and_filters():
     assert len(set(handles)) == len(handles)  # "replace" stays idempotent
 
 
+def test_class_queues_at_jumbo_mtu_keep_their_bytes_and_quanta_scale_with_the_frame():
+    cmds = class_plan(CLASSES).commands("s1-eth3", 10_000_000, 64, mtu=9000)
+    quanta = {c[c.index("classid") + 1]: c[c.index("quantum") + 1] for c in cmds
+              if c[0] == "class"}  # fmt: skip
+    assert quanta == {"1:100": "9014", "1:1": "9014", "1:11": "9014", "1:12": "18028"}
+    fifos = {c[c.index("parent") + 1]: c[-1] for c in cmds if c[0] == "qdisc" and "pfifo" in c}
+    assert fifos == {"1:1": "11", "1:11": "11", "1:12": "5"}  # 64 and 32 frames of 1,514 B
+
+
 def test_weighted_classes_alone_are_assured_their_share():
     plan = class_plan([{"name": "kv", "dscp": 26, "rate_share": 0.6},
                        {"name": "bulk", "dscp": 0, "rate_share": 0.3}])  # fmt: skip

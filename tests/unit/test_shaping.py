@@ -4,7 +4,14 @@ import pytest
 
 from topologies import FabricError, rail_optimized, spine_leaf
 from topologies.naming import RunNames, owned
-from topologies.shaping import batch_text, burst_bytes, egress_plan, htb_commands
+from topologies.ovs_tx import PACKET_TRUESIZE, packet_truesize
+from topologies.shaping import (
+    batch_text,
+    burst_bytes,
+    egress_plan,
+    htb_commands,
+    queue_frames,
+)
 
 
 def test_every_egress_both_ends_is_shaped_at_scale():
@@ -52,3 +59,27 @@ def test_names_carry_the_run_prefix_and_fit_linux_limits():
             assert len(intf) <= 15
             assert owned(intf) == "kf7q"
     assert owned("eth0") is None and owned("kf7q") is None and owned("s1-eth1") is None
+
+
+def test_jumbo_frames_keep_each_buffers_bytes_and_shape_by_the_larger_frame():
+    assert queue_frames(64) == 64
+    assert queue_frames(64, 9000) == 11  # 64 x 1,514 B = 96,896 B = 10.7 x 9,014 B
+    assert queue_frames(1, 9000) == 1  # never a queue that holds nothing
+    cmds = htb_commands("kf00s1-eth2", 40_000_000, 64, mtu=9000)
+    cls = cmds[1]
+    assert cls[cls.index("quantum") + 1] == "9014"
+    assert cls[cls.index("burst") + 1] == str(burst_bytes(40_000_000, 9000)) == str(2 * 9014)
+    assert cmds[2][-3:] == ["pfifo", "limit", "11"]
+    plan = egress_plan(spine_leaf(), 1e-4, 9000)
+    assert {e.queue_pkts for e in plan} == {11} and {e.buffer_pkts for e in plan} == {64}
+
+
+@pytest.mark.parametrize("mtu", [1400, 9001, True, 9000.0, "9000"])
+def test_an_mtu_outside_1500_to_9000_is_refused_with_its_key(mtu):
+    with pytest.raises(FabricError, match=r"scale\.mtu=.*from 1500 to 9000"):
+        egress_plan(spine_leaf(), 1e-4, mtu)
+
+
+def test_ovs_send_buffer_per_frame_grows_with_the_frame():
+    assert packet_truesize(1514) == PACKET_TRUESIZE
+    assert packet_truesize(9014) >= 2 * 9014

@@ -169,7 +169,7 @@ def test_good_specs_load_and_fill_every_default(spec):
         "cpu_max_pct": 90.0,
         "dequeue_rate_tolerance": 0.05,
     }
-    assert r["scale"]["bandwidth"] == 1.0e-4
+    assert r["scale"] == {"bandwidth": 1.0e-4, "mtu": 1500}
     assert loaded.fabric().kind == spec["fabric"]["kind"]
 
 
@@ -211,6 +211,8 @@ BAD = [
     ("duration text", "incast", "duration_s", "long", ["duration_s:", "'long'", "> 0"]),
     ("seed negative", "incast", "seed", -1, ["seed:", "-1", "an integer >= 0"]),
     ("scale above 1", "incast", "scale.bandwidth", 2, ["scale.bandwidth:", "2", "<= 1"]),
+    ("mtu below 1500", "incast", "scale.mtu", 1400, ["scale.mtu:", "1400", "from 1500 to 9000"]),
+    ("mtu text", "incast", "scale.mtu", "jumbo", ["scale.mtu:", "'jumbo'", "from 1500 to 9000"]),
     ("unknown top key", "incast", "colour", "red", ["colour:", "allowed keys", "duration_s"]),
     (
         "noisy neighbour tenant",

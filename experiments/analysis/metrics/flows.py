@@ -19,6 +19,7 @@ from topologies import Fabric
 
 MSS = 1448  # TCP payload per frame at MTU 1500 (with timestamps)
 FRAME_BYTES = 1514  # a full frame as HTB counts it: MSS + 52 (TCP/IP) + 14 (Ethernet)
+TCP_IP_HEADER_BYTES = 52  # IPv4 20 + TCP 20 + timestamps 12
 
 
 def ok_mask(flows: pd.DataFrame) -> pd.Series:
@@ -172,11 +173,15 @@ def _spans(flows: pd.DataFrame, column: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["tenant", column, "flows", "failed", "bytes", "span_ms"])
 
 
-def ideal_fct_ms(flows: pd.DataFrame, fabric: Fabric, scale: float) -> np.ndarray:
+def ideal_fct_ms(flows: pd.DataFrame, fabric: Fabric, scale: float,
+                 mtu: int = 1500) -> np.ndarray:  # fmt: skip
     """Each flow's FCT on an empty fabric (ms): its bytes on the wire (frames of ``MSS``
-    payload, ``FRAME_BYTES`` each) at the path's slowest emulated link, plus one frame's
-    store-and-forward at each other link (the pFabric/HPCC ideal: no slow start, no queue)."""
-    from topologies.shaping import emulated_rate_bps
+    payload, ``FRAME_BYTES`` each at MTU 1500) at the path's slowest emulated link, plus one
+    frame's store-and-forward at each other link (the pFabric/HPCC ideal: no slow start,
+    no queue)."""
+    from topologies.shaping import emulated_rate_bps, frame_bytes
+
+    frame, mss = frame_bytes(mtu), mtu - TCP_IP_HEADER_BYTES
 
     cache: dict[tuple[str, str], tuple[float, float]] = {}
 
@@ -186,12 +191,12 @@ def ideal_fct_ms(flows: pd.DataFrame, fabric: Fabric, scale: float) -> np.ndarra
             rates = [emulated_rate_bps(fabric.link_between(a, b).real_gbps, scale)
                      for a, b in zip(hops, hops[1:], strict=False)]  # fmt: skip
             slowest = min(rates)
-            forward = sum(FRAME_BYTES * 8 / r for r in rates) - FRAME_BYTES * 8 / slowest
+            forward = sum(frame * 8 / r for r in rates) - frame * 8 / slowest
             cache[(src, dst)] = (slowest, forward)
         return cache[(src, dst)]
 
     nbytes = flows["bytes"].to_numpy(dtype=np.float64)
-    wire = nbytes + np.ceil(nbytes / MSS) * (FRAME_BYTES - MSS)
+    wire = nbytes + np.ceil(nbytes / mss) * (frame - mss)
     out = np.empty(len(flows))
     for i, (src, dst) in enumerate(zip(flows["src"], flows["dst"], strict=True)):
         slowest, forward = path(src, dst)
@@ -199,11 +204,11 @@ def ideal_fct_ms(flows: pd.DataFrame, fabric: Fabric, scale: float) -> np.ndarra
     return out
 
 
-def fct_slowdown(flows: pd.DataFrame, fabric: Fabric, scale: float) -> Stats:
+def fct_slowdown(flows: pd.DataFrame, fabric: Fabric, scale: float, mtu: int = 1500) -> Stats:
     """FCT ÷ ideal FCT of every completed TCP flow (``ideal_fct_ms``): comparable across
     flow sizes, scales and flow-size aggregation, as FCT itself is not."""
     done = flows[ok_mask(flows) & (flows["proto"] == "tcp")] if "proto" in flows else flows
     if done.empty:
         return latency_stats([])
     return latency_stats(done["fct_ms"].to_numpy(dtype=np.float64) /
-                         ideal_fct_ms(done, fabric, scale))  # fmt: skip
+                         ideal_fct_ms(done, fabric, scale, mtu))  # fmt: skip
