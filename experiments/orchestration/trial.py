@@ -74,7 +74,7 @@ def trial_verdict(net: Any, scale: float, work: Callable[[Callable[[], None]], t
     judged = verdict(flows, queues.table() if started else None,
                      cpu.table() if len(started) > 1 else None, rates,
                      egress_rates_bps(net.fabric, scale), net.fabric,
-                     capacity_mbps=capacity_mbps, tcp=tcp)  # fmt: skip
+                     capacity_mbps=capacity_mbps, tcp=tcp, mtu=net.mtu)  # fmt: skip
     return {"payload": payload, "flows": flows,
             "queues": queues.table() if started else None, "verdict": judged}  # fmt: skip
 
