@@ -7,12 +7,16 @@ from __future__ import annotations
 import copy
 import json
 import math
+from datetime import datetime
 
 import pandas as pd
 import pytest
+import yaml
 
 from experiments.analysis.metrics import pipelining_metrics, prefix_cache_metrics
 from experiments.analysis.summary import summarize
+from experiments.output.report import write_report
+from experiments.output.results import new_run_dir, write_json, write_table
 from experiments.spec.load import SPECS_DIR, expand, load_spec
 from topologies import rail_optimized
 from traffic.serving import build_serving, fabric_rate, simulate
@@ -180,3 +184,23 @@ def test_pipelining_hides_all_but_the_last_layer_on_a_fast_link(fabric, basic):
     assert hidden == pytest.approx(1 - 1 / layers, abs=0.005)
     _, mono, _ = _served(basic, fabric, transfer="monolithic")
     assert (mono.requests_table()["kv_hidden_fraction"] == 0).all()  # nothing overlaps
+
+
+def test_the_report_quotes_the_hit_rates_and_the_hidden_fraction(fabric, basic, tmp_path):
+    cache = {"enabled": True, "capacity_blocks": 4}
+    spec, driver, _ = _served(
+        basic, fabric, arrivals=SHARED, prefix_cache=cache, transfer="layer_pipelined"
+    )
+    run_dir = new_run_dir(tmp_path, "serving-basic", seed=1, now=datetime(2026, 1, 2, 3, 4, 5))
+    tables = {"requests": driver.requests_table(), "tokens": driver.tokens_table()}
+    for name, table in tables.items():
+        write_table(run_dir, name, table)
+    (run_dir / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    metrics = summarize(None, tables["requests"], tables["tokens"], None, spec)
+    write_json(run_dir, "summary", {"experiment": "serving-basic", "run_id": run_dir.name,
+                                    "seed": 1, "partial": False, "metrics": metrics})  # fmt: skip
+    text = write_report([run_dir]).read_text()
+    assert "| prefix-cache hit rate (cached ÷ prompt tokens) | 0 |" in text
+    assert "| prefix-cache hit rate, infinite cache | 0.6562 |" in text  # 7 × 6 ÷ (8 × 8)
+    assert "| KV transfer hidden behind prefill | 0.9875 |" in text  # 1 − 1/80 layers
+    assert "| KV transfer exposed after prefill (ms) | 8 |" in text  # one per request
