@@ -13,6 +13,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from experiments.analysis.estimates import serving_estimate
+from experiments.analysis.headline import headline
 from experiments.analysis.metrics import pipelining_metrics, prefix_cache_metrics
 from experiments.analysis.summary import summarize
 from experiments.output.report import write_report
@@ -204,3 +206,23 @@ def test_the_report_quotes_the_hit_rates_and_the_hidden_fraction(fabric, basic, 
     assert "| prefix-cache hit rate, infinite cache | 0.6562 |" in text  # 7 × 6 ÷ (8 × 8)
     assert "| KV transfer hidden behind prefill | 0.9875 |" in text  # 1 − 1/80 layers
     assert "| KV transfer exposed after prefill (ms) | 8 |" in text  # one per request
+
+
+def test_the_headline_puts_hit_rates_and_hidden_fraction_beside_the_estimate(fabric, basic):
+    cache = {"enabled": True, "capacity_blocks": 4}
+    spec, driver, _ = _served(
+        basic, fabric, arrivals=SHARED, prefix_cache=cache, transfer="layer_pipelined"
+    )
+    metrics = summarize(None, driver.requests_table(), driver.tokens_table(), None, spec)
+    estimate = {"serving": serving_estimate(spec, 0, fabric)}
+    lines = {h.label: h for h in headline(metrics, estimate)}
+    ideal = lines["prefix-cache hit rate, infinite cache"]
+    assert ideal.measured["value"] == pytest.approx(7 * 6 / 64)
+    assert ideal.estimate["value"] == pytest.approx(7 * 6 / 64)
+    assert lines["prefix-cache hit rate"].measured == {"value": 0.0}
+    assert lines["KV transfer hidden behind prefill"].estimate["value"] == pytest.approx(
+        1 - 1 / 80, abs=0.005
+    )
+    off = copy.deepcopy(metrics)
+    off["serving"]["prefix_cache"]["enabled"] = False  # no cache: no hit-rate headline
+    assert not {h.label for h in headline(off, estimate)} & {"prefix-cache hit rate"}
