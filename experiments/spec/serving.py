@@ -332,7 +332,7 @@ SERVING = section(
         ),
         "tenant": Field(name_text(), "default", "the tenant its flows belong to"),
         "dscp": Field(
-            either(integer(0, 63), DSCP_BY_KIND),
+            either(integer(0, 63), _qos_class(), DSCP_BY_KIND),
             0,
             "its packets' DSCP: one, or per message kind (a mark its tenant's QoS classes keep)",
         ),

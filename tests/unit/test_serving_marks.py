@@ -99,6 +99,7 @@ def test_class_names_resolve_to_their_marks_and_the_resolved_spec_loads_again():
 
 def test_one_mark_stays_one_mark():
     assert _load(_with_dscp(26)).resolved["workloads"][0]["dscp"] == 26
+    assert _load(_with_dscp("token")).resolved["workloads"][0]["dscp"] == 46
 
 
 @pytest.mark.parametrize(
