@@ -61,14 +61,14 @@ def test_each_message_kind_reaches_the_decode_host_with_its_own_mark(run_dir):
     assert tshark, "tshark is installed by make setup"
     pcap = run_dir / "captures" / f"{DECODE_HOST}.pcap"
     out = subprocess.run([tshark, "-X", f"lua_script:{PLUGIN}", "-r", str(pcap),
-                          "-Y", "kvfabric", "-T", "fields", "-e", "ip.dsfield.dscp",
+                          "-Y", "kvfabric", "-T", "fields", "-e", "ip.dsfield",
                           "-e", "kvfabric.flow_id"],
                          capture_output=True, text=True, check=True).stdout  # fmt: skip
     seen: dict[int, set[int]] = {}
     for line in out.splitlines():
-        dscp, ids = line.split("\t")
+        tos, ids = line.split("\t")
         for fid in ids.split(","):
-            seen.setdefault(int(fid), set()).add(int(dscp))
+            seen.setdefault(int(fid), set()).add(int(tos, 16) >> 2)  # DSCP: TOS bits 7-2
     flows = pd.read_parquet(run_dir / "flows.parquet")
     into = flows[(flows["dst"] == DECODE_HOST) & flows["ok"]]
     kinds = into.groupby("kind")["dscp"].unique().map(list).to_dict()
