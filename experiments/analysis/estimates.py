@@ -275,6 +275,7 @@ def _stats(values: Any) -> dict[str, float] | None:
 
 
 def serving_estimate(resolved: dict[str, Any], index: int, fabric: Fabric) -> dict[str, Any]:
+    from experiments.analysis.metrics.kv import pipelining_metrics, prefix_cache_metrics
     from experiments.orchestration.plan import workload_seed
     from traffic import presets
     from traffic.serving import build_serving, fabric_rate, simulate
@@ -297,7 +298,12 @@ def serving_estimate(resolved: dict[str, Any], index: int, fabric: Fabric) -> di
         "kv_transfer_ms": _stats(req["kv_transfer_ms"]),
         "e2e_ms": _stats(req["e2e_ms"]),
         "network_bytes_real": int(res.flows["bytes"].sum()) if len(res.flows) else 0,
+        "prefix_cache": {
+            k: v for k, v in prefix_cache_metrics(req).items() if k.endswith("hit_rate")
+        },
     }
+    if w["transfer"] == "layer_pipelined":
+        out["pipelining"] = {"hidden_fraction": pipelining_metrics(req)["hidden_fraction"]}
     if w["mode"] == "disaggregated" and len(req):
         m = presets.model(w["model"])
         p, d = driver.prefill[0].inst, driver.decode[0].inst

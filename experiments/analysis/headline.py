@@ -91,6 +91,17 @@ HEADLINES: list[tuple[str, str, Extract, Extract]] = [
     ("incast goodput per round, mean", "Gbit/s real-equivalent",
      lambda m: _value(_get(m, "incast", "goodput_real_gbps", "mean")),
      lambda e: _only(e.get("incast"), "predicted_goodput_real_gbps")),
+    ("prefix-cache hit rate", "fraction of prompt tokens",
+     lambda m: _value(_get(m, "serving", "prefix_cache", "hit_rate"))
+     if _get(m, "serving", "prefix_cache", "enabled") else {},
+     lambda e: _value(_get(e, "serving", "prefix_cache", "hit_rate"))),
+    ("prefix-cache hit rate, infinite cache", "fraction of prompt tokens",
+     lambda m: _value(_get(m, "serving", "prefix_cache", "ideal_hit_rate"))
+     if _get(m, "serving", "prefix_cache", "enabled") else {},
+     lambda e: _value(_get(e, "serving", "prefix_cache", "ideal_hit_rate"))),
+    ("KV transfer hidden behind prefill", "fraction of its time",
+     lambda m: _value(_get(m, "serving", "pipelining", "hidden_fraction")),
+     lambda e: _value(_get(e, "serving", "pipelining", "hidden_fraction"))),
     ("SLO attainment (TTFT and TPOT)", "fraction of requests",
      lambda m: _value(_get(m, "serving", "slo", "attainment")), lambda e: {}),
     ("failed flows", "flows", lambda m: _value(_get(m, "flows", "failed")), lambda e: {}),

@@ -30,6 +30,8 @@ from experiments.analysis.metrics import (
     jain_fairness,
     json_records,
     latency_stats,
+    pipelining_metrics,
+    prefix_cache_metrics,
     probe_owd_ms,
     queue_occupancy,
     schedule_lateness_ms,
@@ -69,7 +71,9 @@ def summarize(
     ``goodput_real_gbps``; ``tenants`` and ``jain_fairness``; ``incast``; ``alltoall``;
     ``probe``; ``fct_slowdown`` (FCT ÷ ideal FCT); ``queue_pkts``, ``drops``,
     ``queue_above``; ``links``; ``ttft_ms``,
-    ``tpot_ms``, ``itl_ms``, ``e2e_ms``, ``kv_transfer_ms`` and ``serving``; ``faults``
+    ``tpot_ms``, ``itl_ms``, ``e2e_ms``, ``kv_transfer_ms`` and ``serving`` (with
+    ``serving.prefix_cache`` and, for layer-pipelined transfers, ``serving.pipelining``:
+    ``metrics.kv``); ``faults``
     (``metrics.faults.fault_timings``, from ``events``: the run's events.json).
     """
     scale = _scale(resolved_spec)
@@ -331,6 +335,11 @@ def _serving(
             "e2e_ms": latency_stats(requests["e2e_ms"]),
             "kv_transfer_ms": latency_stats(requests["kv_transfer_ms"]),
         }
+    m["prefix_cache"] = prefix_cache_metrics(requests) | {
+        "enabled": any((w.get("prefix_cache") or {}).get("enabled") for w in serving)
+    }
+    if any(w.get("transfer") == "layer_pipelined" for w in serving):
+        m["pipelining"] = pipelining_metrics(requests)
     out = {key: m.pop(key) for key in SERVING_LATENCIES}
     out["serving"] = m
     return out

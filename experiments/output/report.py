@@ -47,6 +47,7 @@ LATENCY_ROWS: list[tuple[str, tuple[str, ...]]] = [
     ("ITL (ms)", ("itl_ms",)),
     ("end-to-end (ms)", ("e2e_ms",)),
     ("KV transfer (ms)", ("kv_transfer_ms",)),
+    ("KV transfer exposed after prefill (ms)", ("serving", "pipelining", "kv_exposed_ms")),
     ("agent lateness (ms)", ("lateness_ms",)),
     ("queue backlog (pkts)", ("queue_pkts", "all")),
 ]
@@ -68,6 +69,11 @@ VALUE_ROWS: list[tuple[str, tuple[str, ...], str]] = [
     ("SLO attainment (TTFT and TPOT)", ("serving", "slo", "attainment"), ""),
     ("goodput (requests meeting SLO)", ("serving", "goodput_rps"), "req/s"),
     ("KV transfer share of TTFT", ("serving", "kv_transfer_share_of_ttft", "aggregate"), ""),
+    ("prefix-cache hit rate (cached ÷ prompt tokens)", ("serving", "prefix_cache", "hit_rate"), ""),
+    ("prefix-cache hit rate, local", ("serving", "prefix_cache", "local_hit_rate"), ""),
+    ("prefix-cache hit rate, remote", ("serving", "prefix_cache", "remote_hit_rate"), ""),
+    ("prefix-cache hit rate, infinite cache", ("serving", "prefix_cache", "ideal_hit_rate"), ""),
+    ("KV transfer hidden behind prefill", ("serving", "pipelining", "hidden_fraction"), ""),
 ]
 # Columns of the comparison table besides p50/p99 of LATENCY_ROWS.
 COMPARE_VALUES: list[tuple[str, tuple[str, ...]]] = [
@@ -76,6 +82,9 @@ COMPARE_VALUES: list[tuple[str, tuple[str, ...]]] = [
     ("drops", ("drops", "total")),
     ("failed flows", ("flows", "failed")),
     ("SLO attainment", ("serving", "slo", "attainment")),
+    ("cache hit rate", ("serving", "prefix_cache", "hit_rate")),
+    ("ideal hit rate", ("serving", "prefix_cache", "ideal_hit_rate")),
+    ("KV hidden", ("serving", "pipelining", "hidden_fraction")),
     ("Jain", ("jain_fairness",)),
 ]
 

@@ -310,7 +310,9 @@ SPEC = section(
             "the emulation's scale",
         ),
         "fabric": Field(_fabric(), doc="the topology: kind and its generator's parameters"),
-        "controller": Field(CONTROLLER, {}, "routing policy, tenants and QoS classes"),
+        "controller": Field(
+            remember("controller", CONTROLLER), {}, "routing policy, tenants and QoS classes"
+        ),
         "agents": Field(
             section(
                 {

@@ -36,6 +36,7 @@ from experiments.spec.schema import (
 )
 from traffic.presets import GPUS, MODELS
 from traffic.serving.driver import SERVING_MODES
+from traffic.serving.marks import MESSAGE_KINDS
 from traffic.serving.routers import ROUTERS
 from traffic.traces import FORMATS, TokenDist, read_azure, synthetic_arrivals
 from traffic.workloads.kv_transfer import MODES as TRANSFERS
@@ -204,6 +205,68 @@ INSTANCES = section(
 )
 
 
+def _qos_class() -> Check:
+    """A class name of ``controller.qos.classes``, resolved to the class's DSCP."""
+    allowed = "a class of controller.qos.classes"
+
+    def fn(value: Any, path: str, ctx: Ctx) -> int:
+        marks = {c["name"]: c["dscp"] for c in _qos(ctx)["classes"]}
+        if value not in marks:
+            names = ", ".join(marks) or "none declared"
+            raise bad(path, value, f"a DSCP from 0 to 63 or {allowed}: {names}")
+        return marks[value]
+
+    json = {"type": "string", "title": allowed}
+    return Check(fn, allowed, lambda v: isinstance(v, str), json)
+
+
+def _qos(ctx: Ctx) -> dict[str, Any]:
+    return (ctx.extra.get("controller") or {}).get("qos") or {"classes": [], "tenant_class": {}}
+
+
+_KIND_DOCS = {
+    "kv_transfer": "the prompt's KV, monolithic or per layer (kv_transfer, kv_layer flows)",
+    "collective": "a decode step's tensor-parallel all-reduce, every token",
+    "cache_fetch": "prefix-cache blocks fetched from another prefill server",
+    "tier_fetch": "KV fetched from a lower storage tier (reserved)",
+}
+DSCP_BY_KIND = section(
+    {
+        kind: Field(
+            either(integer(0, 63), _qos_class()),
+            0,
+            f"{_KIND_DOCS[kind]}: a DSCP, or a class name (its DSCP)",
+        )
+        for kind in MESSAGE_KINDS
+    }
+)
+
+
+def _marks_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
+    """Per-kind marks must survive the controller's trust boundary, which re-marks
+    whatever is not one of the sending host's tenant's classes (``controller.qos``)."""
+    qos, tenants = _qos(ctx), (ctx.extra.get("controller") or {}).get("tenants", {})
+    if not isinstance(out["dscp"], dict) or not qos["classes"]:
+        return
+    marks = {c["name"]: c["dscp"] for c in qos["classes"]}
+    default = qos.get("default_class") or qos["classes"][-1]["name"]
+    owner = {h: t for t, hosts in tenants.items() for h in hosts}
+    roles = ("prefill", "decode") if out["mode"] == "disaggregated" else ("prefill",)
+    for host in (h for r in roles for s in out[r]["servers"] for h in ctx.servers[s]):
+        tenant = owner.get(host)
+        if tenant in qos["tenant_class"]:
+            given, whose = qos["tenant_class"][tenant], f"controller.qos.tenant_class.{tenant}"
+        else:
+            given, whose = default, "the default class of hosts without a tenant_class"
+        names = given if isinstance(given, list) else [given]
+        kept = sorted({marks[n] for n in names})
+        for kind, mark in out["dscp"].items():
+            if mark not in kept:
+                why = f"{host}'s switch port re-marks it {marks[names[0]]}"
+                allowed = f"a mark of {whose} ({', '.join(names)}): {', '.join(map(str, kept))}"
+                raise bad(join(path, f"dscp.{kind}"), mark, allowed, why)
+
+
 def _serving_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
     if out["mode"] == "disaggregated" and out["decode"] is None:
         raise missing(join(path, "decode"), "{servers, tp} in disaggregated mode")
@@ -219,6 +282,7 @@ def _serving_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
         divides(where, tp, MODELS[out["model"]].kv_heads, f"{out['model']}'s KV heads")
         gpus = sum(len(ctx.servers[s]) for s in servers)
         divides(where, tp, gpus, f"the GPUs of {role} servers {servers}")
+    _marks_post(out, path, ctx)
 
 
 SERVING = section(
@@ -267,7 +331,11 @@ SERVING = section(
             "the targets SLO attainment and goodput are judged by",
         ),
         "tenant": Field(name_text(), "default", "the tenant its flows belong to"),
-        "dscp": Field(integer(0, 63), 0, "the DSCP mark of its packets"),
+        "dscp": Field(
+            either(integer(0, 63), _qos_class(), DSCP_BY_KIND),
+            0,
+            "its packets' DSCP: one, or per message kind (a mark its tenant's QoS classes keep)",
+        ),
     },
     _serving_post,
 )

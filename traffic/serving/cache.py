@@ -12,6 +12,9 @@ from its holder (the lowest-numbered server holding it), and the walk stops at t
 first block held nowhere; that block and every later one are *misses* and are
 computed. Hits refresh the block's LRU position on the server that supplies it.
 After prefill the whole prompt is inserted on the prefill server.
+
+:class:`IdealPrefixCache` is the yardstick: the hits an infinite pool would give on the
+same arrivals (``ideal_hit_rate`` in the summary).
 """
 
 from __future__ import annotations
@@ -127,3 +130,31 @@ class PrefixCachePool:
             "bytes_fetched": self.bytes_fetched,
             "held_blocks": {s: len(b) for s, b in sorted(self.store.items())},
         }
+
+
+class IdealPrefixCache:
+    """The cache an ideal hit rate is measured against: unbounded, one pool for every
+    server, holding each block from the arrival of the first request whose prompt has
+    it (before that request's prefill ends). So it is an upper bound on what any pool
+    could hit on the same arrivals, counted by the same prefix walk as
+    :class:`PrefixCachePool`."""
+
+    def __init__(self) -> None:
+        self.seen: set[int] = set()
+
+    def arrive(self, hash_ids: Sequence[int]) -> int:
+        """The prefix blocks of ``hash_ids`` an earlier arrival held; then hold them all."""
+        hits = 0
+        for h in hash_ids:
+            if h not in self.seen:
+                break
+            hits += 1
+        self.seen.update(hash_ids)
+        return hits
+
+
+def ideal_hit_blocks(prompts: Iterable[Sequence[int]]) -> list[int]:
+    """The prefix blocks of each prompt (block hash ids, in arrival order) that an
+    infinite cache would hold when it arrives (:class:`IdealPrefixCache`)."""
+    cache = IdealPrefixCache()
+    return [cache.arrive(p) for p in prompts]

@@ -48,6 +48,10 @@ Semantics (instants are absolute ns; ``t0`` is the run start):
   with the stage it was in.
 - **Network bytes per request**: its KV-transfer and cache-fetch bytes plus an equal
   share of every step's collective bytes.
+- **Marks**: every message carries the DSCP of its kind (``marks.message_dscp``: one
+  mark, or one per kind).
+- **Ideal cache**: every routed arrival also walks a ``cache.IdealPrefixCache``
+  (unbounded, never evicts), for the ideal hit rate the summary compares against.
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -67,8 +71,9 @@ from ..driver import Message
 from ..traces import BLOCK_TOKENS
 from ..workloads.kv_transfer import MODES as TRANSFERS
 from ..workloads.kv_transfer import shard_overlap
-from .cache import PrefixCachePool
+from .cache import IdealPrefixCache, PrefixCachePool
 from .instances import Instance, ServingError, TierMap
+from .marks import message_dscp
 from .requests import Request, requests_frame, tokens_frame
 from .routers import Router, RouterState
 
@@ -123,7 +128,7 @@ class ServingDriver:
         kv_dtype: str = "fp16",
         cache: PrefixCachePool | None = None,
         tenant: str = "default",
-        dscp: int = 0,
+        dscp: int | Mapping[str, int] = 0,
         first_flow_id: int = 0,
         efficiency: float = compute.DEFAULT_EFFICIENCY,
         kv_capacity_tokens: int | None = None,
@@ -138,7 +143,9 @@ class ServingDriver:
         self.model, self.gpu = presets.model(model), presets.gpu(gpu)
         self.mode, self.transfer, self.kv_dtype = mode, transfer, kv_dtype
         self.colocated = mode == "colocated"
-        self.router, self.cache, self.tenant, self.dscp = router, cache, tenant, dscp
+        self.router, self.cache, self.tenant = router, cache, tenant
+        self.dscp = message_dscp(dscp)  # flow kind → its mark
+        self.ideal_cache = IdealPrefixCache()
         self.efficiency = efficiency
         self.prefill = [_Engine(i) for i in prefill]
         self.decode = self.prefill if self.colocated else [_Engine(i) for i in decode]
@@ -221,7 +228,7 @@ class ServingDriver:
                 bytes=int(nbytes),
                 t_ns=int(t_ns),
                 tenant=self.tenant,
-                dscp=self.dscp,
+                dscp=self.dscp[kind],
                 **kw,
             )
         )
@@ -303,6 +310,7 @@ class ServingDriver:
                 self._kick(self.prefill[obj.prefill.index], t_end_ns)
         elif kind in ("kv_transfer", "kv_layer"):
             obj.kv_flows.discard(flow_id)
+            obj.kv_received(flow_id, t_end_ns)
             if not obj.kv_flows and not obj.kv_layers_left:
                 obj.kv_arrived, obj.kv_last_recv_ns = True, t_end_ns
                 obj.stage = "waiting for decode room"
@@ -362,6 +370,7 @@ class ServingDriver:
         r.prefill, r.decode = p.inst, d.inst
         r.kv_bytes = self.model.kv_bytes_per_token(self.kv_dtype) * r.input_tokens
         d.assigned.append(r)
+        r.ideal_hit_blocks = self.ideal_cache.arrive(r.hash_ids)
         if self.cache is not None and r.hash_ids:
             self._lookup(r, p, now)
         r.stage = "queued for prefill"
@@ -494,6 +503,7 @@ class ServingDriver:
                     request_id=r.rid, layer=lay, chunk=lay,
                 )  # fmt: skip
                 r.kv_flows.add(fid)
+                r.kv_sent_ns[fid] = t
                 r.network_bytes += size
         if r.kv_first_send_ns is None or t < r.kv_first_send_ns:
             r.kv_first_send_ns = t
@@ -503,6 +513,7 @@ class ServingDriver:
         e.prefilling = None
         if r is None:
             return
+        r.prefill_end_ns = now
         if self.cache is not None and r.hash_ids:
             self.cache.insert(r.hash_ids, e.inst.server)
         if not r.settled:

@@ -1,4 +1,16 @@
-"""One served request's record and the requests/tokens tables built from the records."""
+"""One served request's record and the requests/tokens tables built from the records.
+
+Columns beyond the results contract's that the summary's numbers come from:
+
+- ``ideal_cached_tokens``: the prompt tokens an infinite prefix cache would have held at
+  the request's arrival (``cache.IdealPrefixCache``, capped like ``cached_tokens`` at
+  prompt − 1); ``ideal_hit_rate`` is their sum ÷ prompt tokens.
+- ``kv_busy_ms``: how long some of the request's KV was on the way: the union of its KV
+  messages' [send, receive] intervals (gaps while a pipelined prefill computes the next
+  layer are not counted). ``kv_exposed_ms``: the part of that after prefill ended, which
+  TTFT waits for. ``kv_hidden_fraction`` = 1 − exposed ÷ busy (monolithic: 0).
+  NaN without a transfer that arrived.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..traces import BLOCK_TOKENS
 from .instances import Instance
 
 REQUEST_COLUMNS = [
@@ -34,7 +47,13 @@ REQUEST_COLUMNS = [
     "network_bytes",
     "first_token_ns",
     "tokens_emitted",
+    "ideal_cached_tokens",
+    "prefill_end_ns",
+    "kv_busy_ms",
+    "kv_exposed_ms",
+    "kv_hidden_fraction",
 ]
+KV_TIME_COLUMNS = ("kv_busy_ms", "kv_exposed_ms", "kv_hidden_fraction")
 TOKEN_COLUMNS = ["request_id", "token_index", "t_ns", "itl_ms"]
 
 
@@ -52,6 +71,7 @@ class Request:
     cached_tokens: int = 0
     local_hit_blocks: int = 0
     remote_hit_blocks: int = 0
+    ideal_hit_blocks: int = 0
     kv_bytes: int = 0
     network_bytes: float = 0.0
     fetch_flows: set[int] = field(default_factory=set)
@@ -60,6 +80,9 @@ class Request:
     kv_first_send_ns: int | None = None
     kv_last_recv_ns: int | None = None
     kv_arrived: bool = False
+    kv_sent_ns: dict[int, int] = field(default_factory=dict)  # KV flow id → send instant
+    kv_spans: list[tuple[int, int]] = field(default_factory=list)  # received: (sent, received)
+    prefill_end_ns: int | None = None
     reserved: bool = False
     tokens: list[int] = field(default_factory=list)
     done: bool = False
@@ -82,6 +105,12 @@ class Request:
     def uncached_tokens(self) -> int:
         return self.input_tokens - self.cached_tokens
 
+    def kv_received(self, flow_id: int, t_end_ns: int) -> None:
+        """One of the request's KV messages arrived in full at ``t_end_ns``."""
+        sent = self.kv_sent_ns.pop(flow_id, None)
+        if sent is not None:
+            self.kv_spans.append((sent, t_end_ns))
+
     def row(self) -> dict:
         ms = 1e-6
         served = self.done and self.error is None
@@ -95,6 +124,11 @@ class Request:
             if self.kv_arrived and self.kv_first_send_ns is not None
             else math.nan
         )
+        busy = exposed = math.nan
+        if self.kv_arrived and self.kv_spans and self.prefill_end_ns is not None:
+            busy_ns, exposed_ns = busy_after(self.kv_spans, self.prefill_end_ns)
+            busy, exposed = busy_ns * ms, exposed_ns * ms
+        ideal = min(self.ideal_hit_blocks * BLOCK_TOKENS, max(self.input_tokens - 1, 0))
         return {
             "request_id": self.rid,
             "tenant": self.tenant,
@@ -118,12 +152,31 @@ class Request:
             "network_bytes": int(round(self.network_bytes)),
             "first_token_ns": first if first is not None else -1,
             "tokens_emitted": len(self.tokens),
+            "ideal_cached_tokens": ideal,
+            "prefill_end_ns": self.prefill_end_ns if self.prefill_end_ns is not None else -1,
+            "kv_busy_ms": busy,
+            "kv_exposed_ms": exposed,
+            "kv_hidden_fraction": 1 - exposed / busy if busy > 0 else math.nan,
         }
+
+
+def busy_after(spans: list[tuple[int, int]], after_ns: int) -> tuple[int, int]:
+    """The length of the union of ``spans`` ([start, end] instants), and the part of that
+    union after ``after_ns``."""
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    busy = sum(end - start for start, end in merged)
+    late = sum(max(0, end - max(start, after_ns)) for start, end in merged)
+    return busy, late
 
 
 def requests_frame(requests: list[Request]) -> pd.DataFrame:
     frame = pd.DataFrame([r.row() for r in requests], columns=REQUEST_COLUMNS)
-    for col in ("ttft_ms", "tpot_ms", "e2e_ms", "kv_transfer_ms"):
+    for col in ("ttft_ms", "tpot_ms", "e2e_ms", "kv_transfer_ms", *KV_TIME_COLUMNS):
         frame[col] = frame[col].astype(float)
     for col in ("request_id", "arrival_ns", "input_tokens", "output_tokens", "cached_tokens"):
         frame[col] = frame[col].astype("int64")

@@ -14,6 +14,7 @@ from experiments.analysis.metrics.flows import (
     probe_owd_ms,
     schedule_lateness_ms,
 )
+from experiments.analysis.metrics.kv import pipelining_metrics, prefix_cache_metrics
 from experiments.analysis.metrics.queues import counter_increase, hottest_ports, queue_occupancy
 from experiments.analysis.metrics.serving import kv_transfer_share, serving_metrics
 from experiments.analysis.metrics.stats import (
@@ -37,6 +38,8 @@ __all__ = [
     "json_records",
     "kv_transfer_share",
     "latency_stats",
+    "pipelining_metrics",
+    "prefix_cache_metrics",
     "probe_owd_ms",
     "queue_occupancy",
     "schedule_lateness_ms",
