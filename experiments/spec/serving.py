@@ -1,5 +1,5 @@
 """The ``serving`` workload of a spec: model and GPU presets, prefill and
-decode instances on the fabric's servers, router, KV transfer, prefix cache,
+decode instances on the fabric's servers and GPUs, router, KV transfer, prefix cache,
 arrivals (a trace file or a synthetic generator) and SLO targets.
 
 Shapes, enum values and names are checked here; what the router, the cache pool
@@ -35,7 +35,7 @@ from experiments.spec.schema import (
     server,
 )
 from traffic.presets import GPUS, MODELS
-from traffic.serving.driver import SERVING_MODES
+from traffic.serving.driver import DEFAULT_TOPOLOGY_BUDGET_MS, SERVING_MODES
 from traffic.serving.routers import ROUTERS
 from traffic.traces import FORMATS, TokenDist, read_azure, synthetic_arrivals
 from traffic.workloads.kv_transfer import MODES as TRANSFERS
@@ -192,33 +192,83 @@ def _arrivals() -> Check:
     return Check(fn, allowed, lambda v: isinstance(v, dict), json)
 
 
+def _pool_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
+    """Every listed GPU index exists on every server of the pool."""
+    for s in out["servers"]:
+        count = len(ctx.servers[s])
+        for i, g in enumerate(out["gpus"]):
+            if g >= count:
+                where = join(path, f"gpus.{i}")
+                raise bad(where, g, f"a GPU index of server {s}: 0..{count - 1}", "no such GPU")
+
+
 INSTANCES = section(
     {
         "servers": Field(list_of(server(), 1, distinct=True), doc="the servers of this pool"),
+        "gpus": Field(
+            list_of(integer(0), 1, distinct=True),
+            Derived(lambda out, ctx: list(range(len(ctx.servers[out["servers"][0]])))),
+            "GPU indices within each of its servers (default: all of a server's)",
+        ),
         "tp": Field(
             integer(1),
-            Derived(lambda out, ctx: len(ctx.servers[out["servers"][0]])),
-            "GPUs per instance (tensor-parallel degree; default: all of a server's)",
+            Derived(lambda out, ctx: len(out["gpus"])),
+            "GPUs per instance (tensor-parallel degree; default: the pool's GPUs of a server)",
         ),
-    }
+    },
+    _pool_post,
 )
+
+
+def _check_pools(out: dict[str, Any], path: str, ctx: Ctx) -> None:
+    """Pools may share a server, not a GPU of it. Pools that both take every GPU of a
+    shared server are refused at ``decode.servers``, a GPU in both at ``decode.gpus``."""
+    pre, dec = out["prefill"], out["decode"]
+    shared = [s for s in dec["servers"] if s in pre["servers"]]
+    both = sorted(set(pre["gpus"]) & set(dec["gpus"]))
+    if not (shared and both):
+        return
+    whole = all(len(both) == len(ctx.servers[s]) for s in shared)
+    if whole:
+        raise bad(
+            join(path, "decode.servers"), shared,
+            "servers that are not prefill servers, or disjoint gpus of them (instances overlap)",
+        )  # fmt: skip
+    raise bad(
+        join(path, "decode.gpus"), both,
+        f"GPUs not in prefill.gpus {pre['gpus']} of the shared servers {shared}",
+        "a GPU in both pools (instances overlap)",
+    )  # fmt: skip
+
+
+def _check_tp(out: dict[str, Any], path: str, role: str) -> None:
+    """tp divides the KV heads, and an instance lies within one server's share of the
+    pool or spans whole shares (never part of one server and part of the next)."""
+    servers, gpus, tp = out[role]["servers"], out[role]["gpus"], out[role]["tp"]
+    where = join(path, f"{role}.tp")
+    divides(where, tp, MODELS[out["model"]].kv_heads, f"{out['model']}'s KV heads")
+    share, total = len(gpus), len(gpus) * len(servers)
+    if share % tp == 0:
+        return
+    spans = [share * k for k in range(1, len(servers) + 1) if len(servers) % k == 0]
+    fits = [d for d in range(1, share + 1) if share % d == 0] + spans[1:]
+    if tp not in fits:
+        raise bad(
+            where, tp,
+            f"a divisor of the {share} GPUs {role}.gpus takes of each server, or a multiple"
+            f" spanning whole servers: {', '.join(map(str, fits))}",
+            f"an instance would straddle two servers (or not divide the {total} GPUs)",
+        )  # fmt: skip
 
 
 def _serving_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
     if out["mode"] == "disaggregated" and out["decode"] is None:
-        raise missing(join(path, "decode"), "{servers, tp} in disaggregated mode")
+        raise missing(join(path, "decode"), "{servers, gpus, tp} in disaggregated mode")
     roles = ("prefill", "decode") if out["mode"] == "disaggregated" else ("prefill",)
     if len(roles) == 2:
-        shared = [s for s in out["decode"]["servers"] if s in out["prefill"]["servers"]]
-        if shared:
-            where = join(path, "decode.servers")
-            raise bad(where, shared, "servers that are not prefill servers (instances overlap)")
+        _check_pools(out, path, ctx)
     for role in roles:
-        servers, tp = out[role]["servers"], out[role]["tp"]
-        where = join(path, f"{role}.tp")
-        divides(where, tp, MODELS[out["model"]].kv_heads, f"{out['model']}'s KV heads")
-        gpus = sum(len(ctx.servers[s]) for s in servers)
-        divides(where, tp, gpus, f"the GPUs of {role} servers {servers}")
+        _check_tp(out, path, role)
 
 
 SERVING = section(
@@ -236,6 +286,12 @@ SERVING = section(
         "router": Field(choice(ROUTERS), "round_robin", "how a request picks its instances"),
         "router_weight": Field(
             number(ge=0), 1.0, "kv_affinity: the weight of a cache hit against load"
+        ),
+        "topology_budget_ms": Field(
+            number(gt=0),
+            DEFAULT_TOPOLOGY_BUDGET_MS,
+            "topology_aware: a tier (NVLink, rail, spine) is preferred while a prefill"
+            " instance's KV in flight over it takes at most this long at the tier's rate, ms",
         ),
         "transfer": Field(
             choice(TRANSFERS),

@@ -1,9 +1,13 @@
 """Serving instances on a fabric and the network tiers between them.
 
-An *instance* is ``tp`` consecutive GPUs (fabric hosts, in server then GPU
-order) that run one model replica in tensor parallel; rank r is its r-th GPU.
-Its *home server* is the server of rank 0 (an instance spread over servers is
-homed where its first GPU is); the prefix-cache pool is kept per home server.
+A *pool* is the GPUs ``gpus`` (indices within a server, in GPU order; default
+all) of each of its ``servers``. An *instance* is ``tp`` consecutive GPUs of its
+pool (in server then GPU order) that run one model replica in tensor parallel;
+rank r is its r-th GPU. An instance lies within one server (tp divides the
+pool's GPUs per server) or spans whole servers' shares (tp a multiple of them),
+never part of one server and part of the next. Its *home server* is the server
+of rank 0; the prefix-cache pool is kept per home server. Two pools may share a
+server if they share no GPU: KV between them then crosses that server's NVLink.
 
 A *tier* says how fast two GPUs reach each other: 0 = the same NVLink domain
 (same server), 1 = one switch between them (same rail / leaf), 2 = across the
@@ -59,9 +63,15 @@ def servers_of(fabric: Fabric) -> dict[int, list[Node]]:
 
 
 def make_instances(
-    fabric: Fabric, role: str, servers: Sequence[int], tp: int, kv_heads: int
+    fabric: Fabric,
+    role: str,
+    servers: Sequence[int],
+    tp: int,
+    kv_heads: int,
+    gpus: Sequence[int] | None = None,
 ) -> list[Instance]:
-    """The ``role`` instances on ``servers``: their GPUs split into groups of ``tp``."""
+    """The ``role`` instances on GPUs ``gpus`` (default all) of each of ``servers``: the
+    pool's GPUs split into groups of ``tp``."""
     known = servers_of(fabric)
     unknown = [s for s in servers if s not in known]
     if unknown:
@@ -74,27 +84,52 @@ def make_instances(
         raise ServingError(f"{role}.tp must be a positive integer, got {tp!r}")
     if kv_heads % tp:
         raise ServingError(f"{role}.tp={tp} does not divide the model's {kv_heads} KV heads")
-    gpus = [n for s in servers for n in known[s]]
-    if len(gpus) % tp:
+    chosen = pool_gpus(known, role, servers, gpus)
+    share = len(chosen) // len(servers)
+    if share % tp and (tp % share or len(servers) % (tp // share)):
         raise ServingError(
-            f"{role}.tp={tp} does not divide the {len(gpus)} GPUs of servers {list(servers)}"
+            f"{role}.tp={tp} does not divide the {share} GPUs {role}.gpus takes of each server"
+            f" (nor spans whole servers' shares of {len(servers)} servers): an instance would"
+            " straddle two servers"
         )
     return [
         Instance(
             name=f"{role}{k}",
             role=role,
             index=k,
-            hosts=tuple(n.name for n in gpus[i : i + tp]),
-            server=server_of(gpus[i]),
+            hosts=tuple(n.name for n in chosen[i : i + tp]),
+            server=server_of(chosen[i]),
         )
-        for k, i in enumerate(range(0, len(gpus), tp))
+        for k, i in enumerate(range(0, len(chosen), tp))
     ]
 
 
+def pool_gpus(
+    known: dict[int, list[Node]], role: str, servers: Sequence[int], gpus: Sequence[int] | None
+) -> list[Node]:
+    """The GPUs of a pool in server then GPU order: ``gpus`` of each server (None: all)."""
+    if gpus is None:
+        return [n for s in servers for n in known[s]]
+    if not gpus or len(set(gpus)) != len(gpus):
+        raise ServingError(f"{role}.gpus must list distinct GPU indices, got {list(gpus)}")
+    for s in servers:
+        lacking = [g for g in gpus if not 0 <= g < len(known[s])]
+        if lacking:
+            raise ServingError(
+                f"{role}.gpus names GPUs {lacking} that server {s} lacks;"
+                f" its GPUs: 0..{len(known[s]) - 1}"
+            )
+    return [known[s][g] for s in servers for g in sorted(gpus)]
+
+
 def check_disjoint(prefill: Sequence[Instance], decode: Sequence[Instance]) -> None:
+    """Refuse a GPU in both pools (pools may share a server, never a GPU)."""
     shared = sorted({h for i in prefill for h in i.hosts} & {h for i in decode for h in i.hosts})
     if shared:
-        raise ServingError(f"GPUs {shared} are in a prefill and a decode instance (overlap)")
+        raise ServingError(
+            f"decode.gpus: GPUs {shared} are in a prefill and a decode instance (overlap):"
+            " pools on a shared server need disjoint gpus"
+        )
 
 
 class TierMap:
