@@ -27,6 +27,7 @@ from experiments.spec.schema import (
     integer,
     join,
     list_of,
+    mapping,
     missing,
     name_text,
     number,
@@ -36,6 +37,7 @@ from experiments.spec.schema import (
 )
 from traffic.presets import GPUS, MODELS
 from traffic.serving.driver import DEFAULT_TOPOLOGY_BUDGET_MS, SERVING_MODES
+from traffic.serving.instances import gpu_indices, tp_fits
 from traffic.serving.routers import ROUTERS
 from traffic.traces import FORMATS, TokenDist, read_azure, synthetic_arrivals
 from traffic.workloads.kv_transfer import MODES as TRANSFERS
@@ -192,13 +194,28 @@ def _arrivals() -> Check:
     return Check(fn, allowed, lambda v: isinstance(v, dict), json)
 
 
+def _gpu_choice() -> Check:
+    """GPU indices of every server of the pool, or a mapping server → its GPU indices."""
+    indices = list_of(integer(0), 1, distinct=True)
+    per_server = mapping(server(), indices)
+    by_server = {"type": "object", "additionalProperties": indices.json,
+                 "title": "a mapping of server number → GPU indices"}  # fmt: skip
+    json = {"anyOf": [indices.json, by_server]}
+    return Check(either(indices, per_server).fn, f"{indices.allowed}, or {per_server.allowed}",
+                 lambda v: isinstance(v, list | dict), json)  # fmt: skip
+
+
 def _pool_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
-    """Every listed GPU index exists on every server of the pool."""
+    """A mapping names exactly the pool's servers; every GPU index exists on its server."""
+    gpus = out["gpus"]
+    if isinstance(gpus, dict) and sorted(gpus) != sorted(out["servers"]):
+        allowed = f"a mapping with exactly the pool's servers {out['servers']} as keys"
+        raise bad(join(path, "gpus"), gpus, allowed)
     for s in out["servers"]:
         count = len(ctx.servers[s])
-        for i, g in enumerate(out["gpus"]):
+        for i, g in enumerate(gpu_indices(gpus, s)):
             if g >= count:
-                where = join(path, f"gpus.{i}")
+                where = join(path, f"gpus.{s}.{i}" if isinstance(gpus, dict) else f"gpus.{i}")
                 raise bad(where, g, f"a GPU index of server {s}: 0..{count - 1}", "no such GPU")
 
 
@@ -206,13 +223,14 @@ INSTANCES = section(
     {
         "servers": Field(list_of(server(), 1, distinct=True), doc="the servers of this pool"),
         "gpus": Field(
-            list_of(integer(0), 1, distinct=True),
+            _gpu_choice(),
             Derived(lambda out, ctx: list(range(len(ctx.servers[out["servers"][0]])))),
-            "GPU indices within each of its servers (default: all of a server's)",
+            "GPU indices within each of its servers, or {server: indices}"
+            " (default: all of a server's)",
         ),
         "tp": Field(
             integer(1),
-            Derived(lambda out, ctx: len(out["gpus"])),
+            Derived(lambda out, ctx: len(gpu_indices(out["gpus"], out["servers"][0]))),
             "GPUs per instance (tensor-parallel degree; default: the pool's GPUs of a server)",
         ),
     },
@@ -224,20 +242,25 @@ def _check_pools(out: dict[str, Any], path: str, ctx: Ctx) -> None:
     """Pools may share a server, not a GPU of it. Pools that both take every GPU of a
     shared server are refused at ``decode.servers``, a GPU in both at ``decode.gpus``."""
     pre, dec = out["prefill"], out["decode"]
-    shared = [s for s in dec["servers"] if s in pre["servers"]]
-    both = sorted(set(pre["gpus"]) & set(dec["gpus"]))
-    if not (shared and both):
+    both = {
+        s: sorted(set(gpu_indices(pre["gpus"], s)) & set(gpu_indices(dec["gpus"], s)))
+        for s in dec["servers"]
+        if s in pre["servers"]
+    }
+    both = {s: g for s, g in both.items() if g}
+    if not both:
         return
-    whole = all(len(both) == len(ctx.servers[s]) for s in shared)
-    if whole:
+    if all(len(g) == len(ctx.servers[s]) for s, g in both.items()):
         raise bad(
-            join(path, "decode.servers"), shared,
+            join(path, "decode.servers"), sorted(both),
             "servers that are not prefill servers, or disjoint gpus of them (instances overlap)",
         )  # fmt: skip
+    (server_, gpus), *_ = both.items()
+    mine = gpu_indices(pre["gpus"], server_)
     raise bad(
-        join(path, "decode.gpus"), both,
-        f"GPUs not in prefill.gpus {pre['gpus']} of the shared servers {shared}",
-        "a GPU in both pools (instances overlap)",
+        join(path, "decode.gpus"), gpus,
+        f"GPUs not in the prefill pool's {list(mine)} of server {server_}",
+        f"a GPU in both pools (instances overlap) on server {server_}",
     )  # fmt: skip
 
 
@@ -246,18 +269,16 @@ def _check_tp(out: dict[str, Any], path: str, role: str) -> None:
     pool or spans whole shares (never part of one server and part of the next)."""
     servers, gpus, tp = out[role]["servers"], out[role]["gpus"], out[role]["tp"]
     where = join(path, f"{role}.tp")
-    divides(where, tp, MODELS[out["model"]].kv_heads, f"{out['model']}'s KV heads")
-    share, total = len(gpus), len(gpus) * len(servers)
-    if share % tp == 0:
-        return
-    spans = [share * k for k in range(1, len(servers) + 1) if len(servers) % k == 0]
-    fits = [d for d in range(1, share + 1) if share % d == 0] + spans[1:]
-    if tp not in fits:
+    heads = MODELS[out["model"]].kv_heads
+    divides(where, tp, heads, f"{out['model']}'s KV heads")
+    shares = [len(gpu_indices(gpus, s)) for s in servers]
+    if not tp_fits(shares, tp):
+        fits = [d for d in range(1, heads + 1) if heads % d == 0 and tp_fits(shares, d)]
         raise bad(
             where, tp,
-            f"a divisor of the {share} GPUs {role}.gpus takes of each server, or a multiple"
-            f" spanning whole servers: {', '.join(map(str, fits))}",
-            f"an instance would straddle two servers (or not divide the {total} GPUs)",
+            f"a tp that divides the GPUs {role}.gpus takes of each server {shares} or spans"
+            f" whole servers: {', '.join(map(str, fits))}",
+            "an instance would straddle two servers",
         )  # fmt: skip
 
 

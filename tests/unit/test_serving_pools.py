@@ -23,7 +23,7 @@ from traffic.serving import (
     make_instances,
     simulate,
 )
-from traffic.serving.instances import check_disjoint
+from traffic.serving.instances import check_disjoint, tp_fits
 from traffic.workloads import shard_overlap
 
 # Prefill on GPUs 0-1 of server 0, decode on GPUs 2-3 of servers 0 and 1: each prefill GPU
@@ -149,7 +149,7 @@ def test_spec_fills_gpus_and_tp_and_the_budget():
         ),
         (
             {"decode": {"servers": [0, 1], "gpus": [1, 2], "tp": 1}},
-            ["workloads.0.decode.gpus:", "[1]", "both pools", "prefill.gpus [0, 1]"],
+            ["workloads.0.decode.gpus:", "[1]", "both pools", "[0, 1] of server 0"],
         ),
         (
             {"decode": {"servers": [0, 1], "tp": 1}},  # every GPU of server 0: both pools
@@ -157,11 +157,11 @@ def test_spec_fills_gpus_and_tp_and_the_budget():
         ),
         (
             {"prefill": {"servers": [2, 3], "gpus": [0, 1, 2], "tp": 2}},
-            ["workloads.0.prefill.tp:", "2", "straddle", "1, 3, 6"],
+            ["workloads.0.prefill.tp:", "2", "straddle", "[3, 3]", "servers: 1"],
         ),
         (
             {"decode": {"servers": [1], "gpus": [2, 3], "tp": 4}},
-            ["workloads.0.decode.tp:", "4", "straddle", "1, 2"],
+            ["workloads.0.decode.tp:", "4", "straddle", "servers: 1, 2"],
         ),
         ({"topology_budget_ms": 0}, ["workloads.0.topology_budget_ms:", "> 0"]),
     ],
@@ -225,3 +225,72 @@ def test_least_loaded_ignores_the_nvlink_tier():
     req = driver.requests_table()
     local = _same_server(req)
     assert req["served"].all() and any(local) and not all(local)
+
+
+# ---- a pool with its own GPUs per server: all three tiers in reach -------------------------
+
+
+@pytest.mark.parametrize(
+    ("shares", "tp", "fits"),
+    [([4, 4], 2, True), ([2, 4], 2, True), ([2, 2], 4, True), ([2, 4], 4, False),
+     ([3, 3], 2, False), ([4], 8, False), ([1, 3], 2, False)],
+)  # fmt: skip
+def test_tp_fits_within_a_server_or_whole_shares(shares, tp, fits):
+    assert tp_fits(shares, tp) is fits
+
+
+def test_a_mapping_gives_each_server_its_own_gpus(fabric):
+    gpus = {0: [2, 3], 1: [3, 2], 2: [0, 1, 2, 3]}
+    decode = make_instances(fabric, "decode", [0, 1, 2], 2, 8, gpus=gpus)
+    assert [i.hosts for i in decode] == [
+        ("gpu0_2", "gpu0_3"), ("gpu1_2", "gpu1_3"), ("gpu2_0", "gpu2_1"), ("gpu2_2", "gpu2_3"),
+    ]  # fmt: skip
+    with pytest.raises(ServingError, match=r"decode.gpus maps servers \[0, 1\]; .*\[0, 1, 2\]"):
+        make_instances(fabric, "decode", [0, 1, 2], 1, 8, gpus={0: [2], 1: [2]})
+    with pytest.raises(ServingError, match=r"decode.gpus.2 names GPUs \[4\] that server 2"):
+        make_instances(fabric, "decode", [2], 1, 8, gpus={2: [4]})
+
+
+THREE_TIERS = _spec(
+    prefill={"servers": [0, 1], "gpus": [0, 1], "tp": 1},
+    decode={"servers": [0, 1, 2], "gpus": {0: [2, 3], 1: [2, 3], 2: [0, 1, 2, 3]}, "tp": 1},
+)
+THREE_TIERS["fabric"] |= {"rail_gbps": 400, "spine_gbps": 200, "nvlink_gbps": 3600}
+
+
+def test_a_mapping_in_the_spec_and_its_refusals():
+    w, _ = _resolved(THREE_TIERS)
+    assert w["decode"]["gpus"] == {0: [2, 3], 1: [2, 3], 2: [0, 1, 2, 3]}
+    wrong_keys = _spec(decode={"servers": [0, 1], "gpus": {0: [2, 3]}, "tp": 1})
+    with pytest.raises(SpecError, match=r"decode.gpus: .*exactly the pool's servers \[0, 1\]"):
+        _resolved(wrong_keys)
+    lacking = _spec(decode={"servers": [2], "gpus": {2: [0, 7]}, "tp": 1})
+    with pytest.raises(SpecError, match=r"decode.gpus.2.1: 7 .*server 2: 0..3"):
+        _resolved(lacking)
+    both = _spec(
+        prefill={"servers": [0, 1], "gpus": [0, 1]},
+        decode={"servers": [1, 2], "gpus": {1: [1, 2], 2: [0]}, "tp": 1},
+    )
+    with pytest.raises(SpecError, match=r"decode.gpus: \[1\] .*both pools.* on server 1"):
+        _resolved(both)
+
+
+def test_with_three_tiers_in_reach_kv_time_follows_the_tier():
+    driver, fabric = _simulate(_spec_with(THREE_TIERS, topology_budget_ms=0.001))
+    assert set(driver.tiers[0]) == {0, 1, 2}  # gpu0_0: NVLink, rail0 (gpu2_0), spine
+    req = driver.requests_table()
+    assert req["served"].all()
+    tiers = TierMap(fabric)
+    tier = [tiers.host_tier(p, d) for p, d in zip(req["prefill_host"], req["decode_host"],
+                                                  strict=True)]  # fmt: skip
+    kv = req.assign(tier=tier).groupby("tier")["kv_transfer_ms"].median()
+    assert list(kv.index) == [0, 1, 2]  # every tier was used once the faster ones filled
+    # 3600 : 400 : 200 Gbit/s in the fluid model: the rail 9×, the spine 18× NVLink's time
+    assert kv[1] / kv[0] == pytest.approx(9.0, rel=0.05)
+    assert kv[2] / kv[0] == pytest.approx(18.0, rel=0.05)
+
+
+def _spec_with(spec: dict, **changes) -> dict:
+    out = copy.deepcopy(spec)
+    out["workloads"][0].update(changes)
+    return out

@@ -1,7 +1,8 @@
 """Serving instances on a fabric and the network tiers between them.
 
 A *pool* is the GPUs ``gpus`` (indices within a server, in GPU order; default
-all) of each of its ``servers``. An *instance* is ``tp`` consecutive GPUs of its
+all) of each of its ``servers``, or of each server its own (``gpus`` a mapping
+server → indices). An *instance* is ``tp`` consecutive GPUs of its
 pool (in server then GPU order) that run one model replica in tensor parallel;
 rank r is its r-th GPU. An instance lies within one server (tp divides the
 pool's GPUs per server) or spans whole servers' shares (tp a multiple of them),
@@ -17,7 +18,7 @@ the slowest tier any of its KV-transferring rank pairs uses.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -62,16 +63,20 @@ def servers_of(fabric: Fabric) -> dict[int, list[Node]]:
     return out
 
 
+GpuChoice = Sequence[int] | Mapping[int, Sequence[int]] | None
+
+
 def make_instances(
     fabric: Fabric,
     role: str,
     servers: Sequence[int],
     tp: int,
     kv_heads: int,
-    gpus: Sequence[int] | None = None,
+    gpus: GpuChoice = None,
 ) -> list[Instance]:
-    """The ``role`` instances on GPUs ``gpus`` (default all) of each of ``servers``: the
-    pool's GPUs split into groups of ``tp``."""
+    """The ``role`` instances on GPUs ``gpus`` of ``servers`` (a list: the same GPU indices
+    of each server; a mapping: server → its GPU indices; None: all): the pool's GPUs in
+    server then GPU order, split into groups of ``tp``."""
     known = servers_of(fabric)
     unknown = [s for s in servers if s not in known]
     if unknown:
@@ -84,14 +89,21 @@ def make_instances(
         raise ServingError(f"{role}.tp must be a positive integer, got {tp!r}")
     if kv_heads % tp:
         raise ServingError(f"{role}.tp={tp} does not divide the model's {kv_heads} KV heads")
-    chosen = pool_gpus(known, role, servers, gpus)
-    share = len(chosen) // len(servers)
-    if share % tp and (tp % share or len(servers) % (tp // share)):
+    if isinstance(gpus, Mapping) and set(gpus) != set(servers):
         raise ServingError(
-            f"{role}.tp={tp} does not divide the {share} GPUs {role}.gpus takes of each server"
-            f" (nor spans whole servers' shares of {len(servers)} servers): an instance would"
-            " straddle two servers"
+            f"{role}.gpus maps servers {sorted(gpus)}; a mapping needs exactly"
+            f" {role}.servers {sorted(servers)} as its keys"
         )
+    shares = [pool_share(known, role, s, gpus) for s in servers]
+    if not tp_fits([len(share) for share in shares], tp):
+        sizes = {s: len(share) for s, share in zip(servers, shares, strict=True)}
+        counts = set(sizes.values())
+        each = str(counts.pop()) if len(counts) == 1 else str(sizes)
+        raise ServingError(
+            f"{role}.tp={tp} does not divide the {each} GPUs {role}.gpus takes of each server"
+            " nor spans whole servers' shares: an instance would straddle two servers"
+        )
+    chosen = [n for share in shares for n in share]
     return [
         Instance(
             name=f"{role}{k}",
@@ -104,22 +116,41 @@ def make_instances(
     ]
 
 
-def pool_gpus(
-    known: dict[int, list[Node]], role: str, servers: Sequence[int], gpus: Sequence[int] | None
-) -> list[Node]:
-    """The GPUs of a pool in server then GPU order: ``gpus`` of each server (None: all)."""
-    if gpus is None:
-        return [n for s in servers for n in known[s]]
-    if not gpus or len(set(gpus)) != len(gpus):
-        raise ServingError(f"{role}.gpus must list distinct GPU indices, got {list(gpus)}")
-    for s in servers:
-        lacking = [g for g in gpus if not 0 <= g < len(known[s])]
-        if lacking:
-            raise ServingError(
-                f"{role}.gpus names GPUs {lacking} that server {s} lacks;"
-                f" its GPUs: 0..{len(known[s]) - 1}"
-            )
-    return [known[s][g] for s in servers for g in sorted(gpus)]
+def gpu_indices(gpus: GpuChoice, server: int) -> Sequence[int] | None:
+    """The GPU indices ``gpus`` takes of ``server`` (None: all of them)."""
+    return gpus[server] if isinstance(gpus, Mapping) else gpus
+
+
+def pool_share(known: dict[int, list[Node]], role: str, server: int, gpus: GpuChoice) -> list[Node]:
+    """The GPUs a pool takes of one server, in GPU order."""
+    indices = gpu_indices(gpus, server)
+    if indices is None:
+        return list(known[server])
+    where = f"{role}.gpus" + (f".{server}" if isinstance(gpus, Mapping) else "")
+    if not indices or len(set(indices)) != len(indices):
+        raise ServingError(f"{where} must list distinct GPU indices, got {list(indices)}")
+    lacking = [g for g in indices if not 0 <= g < len(known[server])]
+    if lacking:
+        raise ServingError(
+            f"{where} names GPUs {lacking} that server {server} lacks;"
+            f" its GPUs: 0..{len(known[server]) - 1}"
+        )
+    return [known[server][g] for g in sorted(indices)]
+
+
+def tp_fits(shares: Sequence[int], tp: int) -> bool:
+    """Can consecutive groups of ``tp`` GPUs, over servers that contribute ``shares`` GPUs
+    each (in order), each lie within one server or span whole shares, never part of one?"""
+    spanned = 0
+    for share in shares:
+        if spanned == 0 and share % tp == 0:
+            continue
+        spanned += share
+        if spanned == tp:
+            spanned = 0
+        elif spanned > tp:
+            return False
+    return spanned == 0
 
 
 def check_disjoint(prefill: Sequence[Instance], decode: Sequence[Instance]) -> None:
