@@ -11,7 +11,8 @@ import yaml
 
 from controller.policy import compute
 from controller.walk import trace
-from experiments.spec.load import SpecError, load_spec
+from experiments.analysis.estimates import estimate
+from experiments.spec.load import SpecError, expand, find_bundled, load_spec
 from topologies import rail_optimized
 from traffic.serving import (
     RouterState,
@@ -294,3 +295,19 @@ def _spec_with(spec: dict, **changes) -> dict:
     out = copy.deepcopy(spec)
     out["workloads"][0].update(changes)
     return out
+
+
+# ---- the bundled nvlink-placement experiment ----------------------------------------------
+
+
+def test_nvlink_placement_estimate_has_three_tiers_and_the_claimed_ratios():
+    runs = {r.label: r for r in expand(load_spec(find_bundled("nvlink-placement")))}
+    est = {label: estimate(r.resolved, r.fabric())["serving"] for label, r in runs.items()}
+    blind, aware = est["router=least_loaded,seed=1"], est["router=topology_aware,seed=1"]
+    assert blind["tiers"]["pairs_by_tier"] == {"0": 8, "1": 8, "2": 32}
+    assert blind["tiers"]["rail_over_nvlink_transfer_ratio"] == pytest.approx(9.0)
+    assert blind["tiers"]["spine_over_nvlink_transfer_ratio"] == pytest.approx(18.0)
+    assert blind["served"] == aware["served"] == 60
+    # NVLink-first: every transfer at NVLink speed; blind: most of the tail on the spine
+    assert aware["kv_transfer_ms"]["p99"] < 2.0 < blind["kv_transfer_ms"]["p50"]
+    assert blind["kv_transfer_ms"]["p99"] > 10 * aware["kv_transfer_ms"]["p99"]
