@@ -279,6 +279,7 @@ def serving_estimate(resolved: dict[str, Any], index: int, fabric: Fabric) -> di
     from experiments.orchestration.plan import workload_seed
     from traffic import presets
     from traffic.serving import build_serving, fabric_rate, simulate
+    from traffic.serving.instances import TIERS
 
     w = resolved["workloads"][index]
     driver = build_serving(w, fabric, workload_seed(resolved["seed"], index))
@@ -322,8 +323,10 @@ def serving_estimate(resolved: dict[str, Any], index: int, fabric: Fabric) -> di
             "pairs_by_tier": {str(t): tiers.count(t) for t in sorted(set(tiers))},
             "gbps_by_tier": {str(t): g for t, g in sorted(rate_by_tier.items())},
         }
-        if 1 in rate_by_tier and 2 in rate_by_tier:
-            out["tiers"]["spine_over_rail_transfer_ratio"] = rate_by_tier[1] / rate_by_tier[2]
+        for slow, fast in ((2, 1), (1, 0), (2, 0)):
+            if slow in rate_by_tier and fast in rate_by_tier:
+                key = f"{TIERS[slow]}_over_{TIERS[fast]}_transfer_ratio"
+                out["tiers"][key] = rate_by_tier[fast] / rate_by_tier[slow]
     return out
 
 
@@ -378,11 +381,16 @@ def _brief(est: dict[str, Any]) -> list[str]:
                 f" hides {mp['hidden_fraction_layer_pipelined']:.0%}"
                 f" (exposed {mp['exposed_ms_layer_pipelined']:.1f} ms)"
             )
-        tiers = sv.get("tiers")
-        if tiers and "spine_over_rail_transfer_ratio" in tiers:
+        tiers = sv.get("tiers") or {}
+        ratios = [
+            f"{key.removesuffix('_transfer_ratio').replace('_over_', '/')} {tiers[key]:.1f}×"
+            for key in tiers
+            if key.endswith("_transfer_ratio")
+        ]
+        if ratios:
             lines.append(
-                f"  instance pairs by tier {tiers['pairs_by_tier']}; a spine-tier transfer"
-                f" takes {tiers['spine_over_rail_transfer_ratio']:.1f}× a rail-tier one"
+                f"  instance pairs by tier {tiers['pairs_by_tier']}; KV transfer time by tier"
+                f" (NVLink 0, rail 1, spine 2): {', '.join(ratios)}"
             )
     for kind, b in (est.get("buffer") or {}).items():
         lines.append(

@@ -1,5 +1,5 @@
 """The ``serving`` workload of a spec: model and GPU presets, prefill and
-decode instances on the fabric's servers, router, KV transfer, prefix cache,
+decode instances on the fabric's servers and GPUs, router, KV transfer, prefix cache,
 arrivals (a trace file or a synthetic generator) and SLO targets.
 
 Shapes, enum values and names are checked here; what the router, the cache pool
@@ -27,6 +27,7 @@ from experiments.spec.schema import (
     integer,
     join,
     list_of,
+    mapping,
     missing,
     name_text,
     number,
@@ -35,7 +36,8 @@ from experiments.spec.schema import (
     server,
 )
 from traffic.presets import GPUS, MODELS
-from traffic.serving.driver import SERVING_MODES
+from traffic.serving.driver import DEFAULT_TOPOLOGY_BUDGET_MS, SERVING_MODES
+from traffic.serving.instances import gpu_indices, tp_fits
 from traffic.serving.marks import MESSAGE_KINDS
 from traffic.serving.routers import ROUTERS
 from traffic.traces import FORMATS, TokenDist, read_azure, synthetic_arrivals
@@ -193,15 +195,47 @@ def _arrivals() -> Check:
     return Check(fn, allowed, lambda v: isinstance(v, dict), json)
 
 
+def _gpu_choice() -> Check:
+    """GPU indices of every server of the pool, or a mapping server → its GPU indices."""
+    indices = list_of(integer(0), 1, distinct=True)
+    per_server = mapping(server(), indices)
+    by_server = {"type": "object", "additionalProperties": indices.json,
+                 "title": "a mapping of server number → GPU indices"}  # fmt: skip
+    json = {"anyOf": [indices.json, by_server]}
+    return Check(either(indices, per_server).fn, f"{indices.allowed}, or {per_server.allowed}",
+                 lambda v: isinstance(v, list | dict), json)  # fmt: skip
+
+
+def _pool_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
+    """A mapping names exactly the pool's servers; every GPU index exists on its server."""
+    gpus = out["gpus"]
+    if isinstance(gpus, dict) and sorted(gpus) != sorted(out["servers"]):
+        allowed = f"a mapping with exactly the pool's servers {out['servers']} as keys"
+        raise bad(join(path, "gpus"), gpus, allowed)
+    for s in out["servers"]:
+        count = len(ctx.servers[s])
+        for i, g in enumerate(gpu_indices(gpus, s)):
+            if g >= count:
+                where = join(path, f"gpus.{s}.{i}" if isinstance(gpus, dict) else f"gpus.{i}")
+                raise bad(where, g, f"a GPU index of server {s}: 0..{count - 1}", "no such GPU")
+
+
 INSTANCES = section(
     {
         "servers": Field(list_of(server(), 1, distinct=True), doc="the servers of this pool"),
+        "gpus": Field(
+            _gpu_choice(),
+            Derived(lambda out, ctx: list(range(len(ctx.servers[out["servers"][0]])))),
+            "GPU indices within each of its servers, or {server: indices}"
+            " (default: all of a server's)",
+        ),
         "tp": Field(
             integer(1),
-            Derived(lambda out, ctx: len(ctx.servers[out["servers"][0]])),
-            "GPUs per instance (tensor-parallel degree; default: all of a server's)",
+            Derived(lambda out, ctx: len(gpu_indices(out["gpus"], out["servers"][0]))),
+            "GPUs per instance (tensor-parallel degree; default: the pool's GPUs of a server)",
         ),
-    }
+    },
+    _pool_post,
 )
 
 
@@ -252,7 +286,8 @@ def _marks_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
     default = qos.get("default_class") or qos["classes"][-1]["name"]
     owner = {h: t for t, hosts in tenants.items() for h in hosts}
     roles = ("prefill", "decode") if out["mode"] == "disaggregated" else ("prefill",)
-    for host in (h for r in roles for s in out[r]["servers"] for h in ctx.servers[s]):
+    pools = [(s, out[r]["gpus"]) for r in roles for s in out[r]["servers"]]
+    for host in (ctx.servers[s][g] for s, gpus in pools for g in gpu_indices(gpus, s)):
         tenant = owner.get(host)
         if tenant in qos["tenant_class"]:
             given, whose = qos["tenant_class"][tenant], f"controller.qos.tenant_class.{tenant}"
@@ -267,21 +302,58 @@ def _marks_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
                 raise bad(join(path, f"dscp.{kind}"), mark, allowed, why)
 
 
+def _check_pools(out: dict[str, Any], path: str, ctx: Ctx) -> None:
+    """Pools may share a server, not a GPU of it. Pools that both take every GPU of a
+    shared server are refused at ``decode.servers``, a GPU in both at ``decode.gpus``."""
+    pre, dec = out["prefill"], out["decode"]
+    both = {
+        s: sorted(set(gpu_indices(pre["gpus"], s)) & set(gpu_indices(dec["gpus"], s)))
+        for s in dec["servers"]
+        if s in pre["servers"]
+    }
+    both = {s: g for s, g in both.items() if g}
+    if not both:
+        return
+    if all(len(g) == len(ctx.servers[s]) for s, g in both.items()):
+        raise bad(
+            join(path, "decode.servers"), sorted(both),
+            "servers that are not prefill servers, or disjoint gpus of them (instances overlap)",
+        )  # fmt: skip
+    (server_, gpus), *_ = both.items()
+    mine = gpu_indices(pre["gpus"], server_)
+    raise bad(
+        join(path, "decode.gpus"), gpus,
+        f"GPUs not in the prefill pool's {list(mine)} of server {server_}",
+        f"a GPU in both pools (instances overlap) on server {server_}",
+    )  # fmt: skip
+
+
+def _check_tp(out: dict[str, Any], path: str, role: str) -> None:
+    """tp divides the KV heads, and an instance lies within one server's share of the
+    pool or spans whole shares (never part of one server and part of the next)."""
+    servers, gpus, tp = out[role]["servers"], out[role]["gpus"], out[role]["tp"]
+    where = join(path, f"{role}.tp")
+    heads = MODELS[out["model"]].kv_heads
+    divides(where, tp, heads, f"{out['model']}'s KV heads")
+    shares = [len(gpu_indices(gpus, s)) for s in servers]
+    if not tp_fits(shares, tp):
+        fits = [d for d in range(1, heads + 1) if heads % d == 0 and tp_fits(shares, d)]
+        raise bad(
+            where, tp,
+            f"a tp that divides the GPUs {role}.gpus takes of each server {shares} or spans"
+            f" whole servers: {', '.join(map(str, fits))}",
+            "an instance would straddle two servers",
+        )  # fmt: skip
+
+
 def _serving_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
     if out["mode"] == "disaggregated" and out["decode"] is None:
-        raise missing(join(path, "decode"), "{servers, tp} in disaggregated mode")
+        raise missing(join(path, "decode"), "{servers, gpus, tp} in disaggregated mode")
     roles = ("prefill", "decode") if out["mode"] == "disaggregated" else ("prefill",)
     if len(roles) == 2:
-        shared = [s for s in out["decode"]["servers"] if s in out["prefill"]["servers"]]
-        if shared:
-            where = join(path, "decode.servers")
-            raise bad(where, shared, "servers that are not prefill servers (instances overlap)")
+        _check_pools(out, path, ctx)
     for role in roles:
-        servers, tp = out[role]["servers"], out[role]["tp"]
-        where = join(path, f"{role}.tp")
-        divides(where, tp, MODELS[out["model"]].kv_heads, f"{out['model']}'s KV heads")
-        gpus = sum(len(ctx.servers[s]) for s in servers)
-        divides(where, tp, gpus, f"the GPUs of {role} servers {servers}")
+        _check_tp(out, path, role)
     _marks_post(out, path, ctx)
 
 
@@ -300,6 +372,12 @@ SERVING = section(
         "router": Field(choice(ROUTERS), "round_robin", "how a request picks its instances"),
         "router_weight": Field(
             number(ge=0), 1.0, "kv_affinity: the weight of a cache hit against load"
+        ),
+        "topology_budget_ms": Field(
+            number(gt=0),
+            DEFAULT_TOPOLOGY_BUDGET_MS,
+            "topology_aware: a tier (NVLink, rail, spine) is preferred while a prefill"
+            " instance's KV in flight over it takes at most this long at the tier's rate, ms",
         ),
         "transfer": Field(
             choice(TRANSFERS),

@@ -820,7 +820,8 @@ def test_incast_basic_is_the_issue_shape():
 def test_serving_basic_uses_the_bundled_trace():
     w = load_spec(find_bundled("serving-basic")).resolved["workloads"][0]
     assert Path(w["arrivals"]["trace"]) == bundled_azure_trace().resolve()
-    assert w["prefill"] == {"servers": [0, 1], "tp": 4} and w["router"] == "kv_affinity"
+    assert w["prefill"] == {"servers": [0, 1], "gpus": [0, 1, 2, 3], "tp": 4}
+    assert w["router"] == "kv_affinity"
 
 
 def test_find_bundled_lists_names():

@@ -49,9 +49,10 @@ def build_serving(
     """The driver of one resolved ``serving`` workload on ``fabric``.
 
     ``overrides`` go to :class:`ServingDriver` (``efficiency``, ``kv_capacity_tokens``,
-    ``budget_window_s``). Bad input (unknown model, servers the fabric lacks, overlapping
-    instances, a tp that does not divide the KV heads, a missing or malformed trace)
-    raises a ``ValueError`` subclass that says what is wrong.
+    ``topology_budget_ms``). A pool's ``gpus`` may be absent (every GPU of its servers).
+    Bad input (unknown model, servers or GPUs the fabric lacks, a GPU in both pools, a
+    tp that does not divide the KV heads or would split an instance across servers, a
+    missing or malformed trace) raises a ``ValueError`` subclass that says what is wrong.
     """
     if workload.get("kind") != "serving":
         raise ServingError(f"workload kind {workload.get('kind')!r} is not serving")
@@ -68,13 +69,17 @@ def _build(workload: dict[str, Any], fabric: Fabric, seed: int, first_flow_id: i
     presets.dtype_bytes(workload["kv_dtype"])
     mode = workload["mode"]
     pre = workload["prefill"]
-    prefill = make_instances(fabric, "prefill", pre["servers"], pre["tp"], model.kv_heads)
+    prefill = make_instances(
+        fabric, "prefill", pre["servers"], pre["tp"], model.kv_heads, pre.get("gpus")
+    )
     decode = []
     if mode == "disaggregated":
         dec = workload["decode"]
         if not dec:
             raise ServingError("disaggregated serving needs decode: {servers, tp}")
-        decode = make_instances(fabric, "decode", dec["servers"], dec["tp"], model.kv_heads)
+        decode = make_instances(
+            fabric, "decode", dec["servers"], dec["tp"], model.kv_heads, dec.get("gpus")
+        )
         check_disjoint(prefill, decode)
     cache = None
     if workload["prefix_cache"]["enabled"]:
@@ -96,5 +101,5 @@ def _build(workload: dict[str, Any], fabric: Fabric, seed: int, first_flow_id: i
         tenant=workload["tenant"],
         dscp=workload["dscp"],
         first_flow_id=first_flow_id,
-        **overrides,
+        **({"topology_budget_ms": workload["topology_budget_ms"]} | overrides),
     )

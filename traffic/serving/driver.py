@@ -78,7 +78,9 @@ from .requests import Request, requests_frame, tokens_frame
 from .routers import Router, RouterState
 
 SERVING_MODES = ("disaggregated", "colocated")  # KV crosses the fabric, or stays put
-DEFAULT_BUDGET_WINDOW_S = 0.05
+# topology_aware: a tier stays preferred while a prefill instance's KV in flight over it
+# is at most this long at the tier's rate (spec key ``topology_budget_ms``).
+DEFAULT_TOPOLOGY_BUDGET_MS = 50.0
 # layer_pipelined: a layer's KV messages follow from the prefill's start alone, so they are
 # made this long before their instant; their senders' agents then hold them, and a late
 # coordinator wake-up (a 2-core VM's non-preemptible kernel work delays it by 3-20 ms)
@@ -132,7 +134,7 @@ class ServingDriver:
         first_flow_id: int = 0,
         efficiency: float = compute.DEFAULT_EFFICIENCY,
         kv_capacity_tokens: int | None = None,
-        budget_window_s: float = DEFAULT_BUDGET_WINDOW_S,
+        topology_budget_ms: float = DEFAULT_TOPOLOGY_BUDGET_MS,
     ) -> None:
         if mode not in SERVING_MODES:
             raise ServingError(f"mode={mode!r}; allowed: {', '.join(SERVING_MODES)}")
@@ -179,7 +181,7 @@ class ServingDriver:
             for k, row in enumerate(arrivals.itertuples(index=False))
         ]
         self._offsets = [int(round(float(ms) * 1e6)) for ms in arrivals["arrival_ms"]]
-        self._topology(fabric, budget_window_s)
+        self._topology(fabric, topology_budget_ms / 1e3)
         self.t0_ns: int | None = None
 
     def _topology(self, fabric: Fabric, window_s: float) -> None:
