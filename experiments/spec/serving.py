@@ -9,6 +9,7 @@ and the compute model do with them is ``traffic``'s business.
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,10 +35,11 @@ from experiments.spec.schema import (
     section,
     server,
 )
+from traffic.peaky import check_peaky
 from traffic.presets import GPUS, MODELS
 from traffic.serving.driver import SERVING_MODES
 from traffic.serving.routers import ROUTERS
-from traffic.traces import FORMATS, TokenDist, read_azure, synthetic_arrivals
+from traffic.traces import FORMATS, PATTERNS, TokenDist, read_azure, synthetic_arrivals
 from traffic.workloads.kv_transfer import MODES as TRANSFERS
 
 KV_DTYPES = ("fp16", "int8")
@@ -129,26 +131,51 @@ _SYNTH_CHECKS: dict[str, Check] = {
     "n": optional(integer(1)),
     "duration_s": optional(number(gt=0)),
     "rate_per_s": number(gt=0),
-    "pattern": choice(("poisson", "bursty")),
+    "pattern": choice(PATTERNS),
     "on_s": number(gt=0),
     "off_s": number(ge=0),
     "input_tokens": TOKEN_DIST,
     "output_tokens": TOKEN_DIST,
     "shared_prefix_blocks": integer(0),
     "n_prefixes": integer(1),
+    "peak_second_share": number(gt=0, le=1),
+    "window_s": optional(number(ge=2)),
 }
 _SYNTH_DOCS = {
     "n": "how many requests (default: as many as arrive in duration_s)",
     "duration_s": "arrivals stop after this long (default: the run's duration_s, without n)",
     "rate_per_s": "mean request arrivals per second",
-    "pattern": "poisson, or bursty: Poisson at rate_per_s in on_s windows, off_s apart",
+    "pattern": "poisson; bursty: Poisson at rate_per_s in on_s windows, off_s apart;"
+    " peaky: a heavy-tailed modulated Poisson whose busiest second of every window_s"
+    " holds peak_second_share of its requests",
     "on_s": "bursty: how long each burst lasts, s",
     "off_s": "bursty: the silence between bursts, s",
     "input_tokens": "prompt tokens: a count or {dist, ...}",
     "output_tokens": "generated tokens: a count or {dist, ...}",
     "shared_prefix_blocks": "KV blocks of a prefix shared by the requests of one prefix group",
     "n_prefixes": "how many distinct shared prefixes the requests draw from",
+    "peak_second_share": "peaky: the share of a window's requests its busiest second absorbs",
+    "window_s": "peaky: the window the share is of, s (default: the arrivals' span)",
 }
+
+
+def _synthetic_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
+    """A peaky share its window can hold: more than every-second-alike, less than all."""
+    if out["pattern"] != "peaky":
+        return
+    spans = [s for s in (out["duration_s"], out["n"] and out["n"] / out["rate_per_s"]) if s]
+    window = out["window_s"] if out["window_s"] is not None else min(spans, default=None)
+    if window is None:
+        return
+    try:
+        check_peaky(out["peak_second_share"], window)
+    except ValueError as exc:
+        if window < 2:
+            raise bad(join(path, "window_s"), window, "a window of 2 s or more", str(exc)) from None
+        allowed = f"a share above 1/{math.ceil(window)} and below 1"
+        raise bad(join(path, "peak_second_share"), out["peak_second_share"], allowed) from None
+
+
 _SYNTH_DEFAULTS = _signature_defaults(synthetic_arrivals, list(_SYNTH_CHECKS))
 SYNTHETIC = section(
     {
@@ -166,7 +193,8 @@ SYNTHETIC = section(
             Derived(lambda out, ctx: ctx.duration_s if out["n"] is None else None),
             _SYNTH_DOCS["duration_s"],
         )
-    }
+    },
+    _synthetic_post,
 )
 SYNTHETIC_ARRIVALS = section({"synthetic": Field(SYNTHETIC, doc="generated arrivals")})
 

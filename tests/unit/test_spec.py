@@ -545,7 +545,21 @@ BAD = [
         "serving",
         "workloads.0.arrivals",
         {"synthetic": {"rate_per_s": 1, "pattern": "wave"}},
-        ["arrivals.synthetic.pattern:", "'wave'", "poisson, bursty"],
+        ["arrivals.synthetic.pattern:", "'wave'", "poisson, bursty, peaky"],
+    ),
+    (
+        "serving peaky share",
+        "serving",
+        "workloads.0.arrivals",
+        {"synthetic": {"rate_per_s": 1, "pattern": "peaky", "peak_second_share": 0.01}},
+        ["arrivals.synthetic.peak_second_share:", "0.01", "above 1/30 and below 1"],
+    ),
+    (
+        "serving peaky window",
+        "serving",
+        "workloads.0.arrivals",
+        {"synthetic": {"rate_per_s": 1, "pattern": "peaky", "n": 1}},
+        ["arrivals.synthetic.window_s:", "2 s or more"],
     ),
     (
         "serving token dist",
