@@ -38,6 +38,7 @@ from experiments.analysis.metrics import (
 )
 from experiments.analysis.metrics.faults import fault_timings
 from experiments.analysis.metrics.flows import fct_slowdown, ok_mask
+from experiments.analysis.metrics.sessions import session_metrics
 from experiments.analysis.metrics.tenants import noisy_neighbour
 from experiments.output.results import to_jsonable
 
@@ -330,6 +331,9 @@ def _serving(
             "e2e_ms": latency_stats(requests["e2e_ms"]),
             "kv_transfer_ms": latency_stats(requests["kv_transfer_ms"]),
         }
+    sessions = session_metrics(requests)
+    if sessions is not None:
+        m["sessions"] = sessions
     out = {key: m.pop(key) for key in SERVING_LATENCIES}
     out["serving"] = m
     return out

@@ -39,6 +39,7 @@ from traffic.peaky import check_peaky
 from traffic.presets import GPUS, MODELS
 from traffic.serving.driver import SERVING_MODES
 from traffic.serving.routers import ROUTERS
+from traffic.serving.sessions import SessionError, check_context, longest_context, session_arrivals
 from traffic.traces import FORMATS, PATTERNS, TokenDist, read_azure, synthetic_arrivals
 from traffic.workloads.kv_transfer import MODES as TRANSFERS
 
@@ -198,25 +199,82 @@ SYNTHETIC = section(
 )
 SYNTHETIC_ARRIVALS = section({"synthetic": Field(SYNTHETIC, doc="generated arrivals")})
 
+_SESSION_CHECKS: dict[str, Check] = {
+    "n": integer(1),
+    "rate_per_s": number(gt=0),
+    "turns": TOKEN_DIST,
+    "context_tokens": TOKEN_DIST,
+    "growth_tokens": TOKEN_DIST,
+    "output_tokens": TOKEN_DIST,
+    "tool_ms": either(number(ge=0), TOKEN_DIST),
+}
+_SESSION_DOCS = {
+    "n": "how many sessions",
+    "rate_per_s": "mean session starts per second (Poisson)",
+    "turns": "turns per session: a count or {dist, ...}",
+    "context_tokens": "the first turn's prompt tokens: a count or {dist, ...}",
+    "growth_tokens": "tokens each later turn adds to the context (tool result, next message)",
+    "output_tokens": "generated tokens per turn: a count or {dist, ...}",
+    "tool_ms": "a turn arrives this long after the previous turn's last token, ms",
+}
+_SESSION_DEFAULTS = _signature_defaults(session_arrivals, list(_SESSION_CHECKS))
+SESSIONS_ARRIVALS = section(
+    {
+        "sessions": Field(
+            section(
+                {
+                    name: Field(
+                        check,
+                        REQUIRED if _SESSION_DEFAULTS[name] is None else _SESSION_DEFAULTS[name],
+                        _SESSION_DOCS[name],
+                    )
+                    for name, check in _SESSION_CHECKS.items()
+                }
+            ),
+            doc="agentic sessions: chains of turns, each released when the previous ends",
+        )
+    }
+)
+
+
+def _session_context(out: dict[str, Any], path: str) -> None:
+    """Refuse sessions whose longest context the model cannot hold, naming the key."""
+    sessions = (out["arrivals"] or {}).get("sessions")
+    model = MODELS[out["model"]]
+    if sessions is None or model.max_context_tokens is None:
+        return
+    counts = [sessions[k] for k in ("context_tokens", "growth_tokens", "output_tokens", "turns")]
+    first, last = longest_context(*counts)
+    key, tokens = ("context_tokens", first) if first > model.max_context_tokens else ("turns", last)
+    try:
+        check_context(tokens, key, model.max_context_tokens, model.name, "a session ")
+    except SessionError as exc:
+        where = join(path, f"arrivals.sessions.{key}")
+        allowed = f"sessions whose context fits {model.name}'s {model.max_context_tokens:,} tokens"
+        raise bad(where, sessions[key], allowed, str(exc)) from None
+
 
 def _arrivals() -> Check:
     allowed = (
-        "{trace: FILE, format, limit, speedup, start_s, window_s, token_scale}"
-        " or {synthetic: {rate_per_s, ...}}"
+        "{trace: FILE, format, limit, speedup, start_s, window_s, token_scale},"
+        " {synthetic: {rate_per_s, ...}} or {sessions: {n, rate_per_s, ...}}"
     )
 
     def fn(raw: Any, path: str, ctx: Ctx) -> dict[str, Any]:
         if not isinstance(raw, dict):
             raise bad(path, raw, allowed)
-        if "trace" in raw and "synthetic" in raw:
-            raise bad(path, sorted(raw), allowed, "trace and synthetic both given")
+        given = [k for k in ("trace", "synthetic", "sessions") if k in raw]
+        if len(given) > 1:
+            raise bad(path, sorted(raw), allowed, f"{' and '.join(given)} both given")
         if "synthetic" in raw:
             return SYNTHETIC_ARRIVALS(raw, path, ctx)
+        if "sessions" in raw:
+            return SESSIONS_ARRIVALS(raw, path, ctx)
         if "trace" in raw:
             return TRACE_ARRIVALS(raw, path, ctx)
         raise missing(join(path, "trace"), f"arrivals are {allowed}")
 
-    json = {"anyOf": [TRACE_ARRIVALS.json, SYNTHETIC_ARRIVALS.json]}
+    json = {"anyOf": [TRACE_ARRIVALS.json, SYNTHETIC_ARRIVALS.json, SESSIONS_ARRIVALS.json]}
     return Check(fn, allowed, lambda v: isinstance(v, dict), json)
 
 
@@ -233,6 +291,7 @@ INSTANCES = section(
 
 
 def _serving_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
+    _session_context(out, path)
     if out["mode"] == "disaggregated" and out["decode"] is None:
         raise missing(join(path, "decode"), "{servers, tp} in disaggregated mode")
     roles = ("prefill", "decode") if out["mode"] == "disaggregated" else ("prefill",)
@@ -283,7 +342,10 @@ SERVING = section(
             {},
             "the shared prefix-cache pool",
         ),
-        "arrivals": Field(_arrivals(), doc="a trace {trace, format, ...} or {synthetic: {...}}"),
+        "arrivals": Field(
+            _arrivals(),
+            doc="a trace {trace, format, ...}, {synthetic: {...}} or {sessions: {...}}",
+        ),
         "slo": Field(
             section(
                 {

@@ -38,7 +38,8 @@ NEEDS_KVFABRIC = {
     "receiver sends", "kv overlap", "kv tp", "moe dense model", "serving server",
     "serving overlap", "serving tp", "serving no decode", "serving trace missing",
     "serving token dist", "serving token range", "serving peaky share",
-    "serving peaky window", "sweep bad value", "sweep the name",
+    "serving peaky window", "serving sessions context", "serving sessions turns",
+    "sweep bad value", "sweep the name",
     "sweep missing list item",
 }  # fmt: skip
 

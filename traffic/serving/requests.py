@@ -34,6 +34,8 @@ REQUEST_COLUMNS = [
     "network_bytes",
     "first_token_ns",
     "tokens_emitted",
+    "session_id",
+    "turn",
 ]
 TOKEN_COLUMNS = ["request_id", "token_index", "t_ns", "itl_ms"]
 
@@ -64,6 +66,10 @@ class Request:
     tokens: list[int] = field(default_factory=list)
     done: bool = False
     error: str | None = None
+    session: int = -1  # agentic sessions (``sessions``): -1 for an open-loop request
+    turn: int = 0
+    after_ns: int = 0  # a later turn arrives this long after its predecessor's last token
+    next_turn: Request | None = field(default=None, repr=False)
 
     @property
     def settled(self) -> bool:
@@ -118,6 +124,8 @@ class Request:
             "network_bytes": int(round(self.network_bytes)),
             "first_token_ns": first if first is not None else -1,
             "tokens_emitted": len(self.tokens),
+            "session_id": self.session,
+            "turn": self.turn,
         }
 
 
