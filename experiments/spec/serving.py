@@ -247,7 +247,10 @@ def _session_context(out: dict[str, Any], path: str) -> None:
     first, last = longest_context(*counts)
     key, tokens = ("context_tokens", first) if first > model.max_context_tokens else ("turns", last)
     try:
-        check_context(tokens, key, model.max_context_tokens, model.name, "a session ")
+        turn = "first" if key == "context_tokens" else "last"
+        check_context(
+            tokens, key, model.max_context_tokens, model.name, f"a session's {turn} turn "
+        )
     except SessionError as exc:
         where = join(path, f"arrivals.sessions.{key}")
         allowed = f"sessions whose context fits {model.name}'s {model.max_context_tokens:,} tokens"

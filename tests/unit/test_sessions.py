@@ -165,3 +165,46 @@ def test_session_metrics_by_hand():
     assert m["reusable_rate"] == pytest.approx(2560 / 4500)
     assert [t["served"] for t in m["by_turn"]] == [2, 1, 1]
     assert session_metrics(req[req["session_id"] < 0]) is None
+
+
+# --- the bundled presets ----------------------------------------------------------------
+
+
+def _preset(name):
+    run = expand(load_spec(SPECS_DIR / f"{name}.yaml"))[0]
+    fab = run.fabric()
+    driver = build_serving(run.resolved["workloads"][0], fab, 1)
+    until = int((run.resolved["duration_s"] + 5) * 1e9)
+    result = simulate(driver, fabric_rate(fab), until_ns=until)
+    assert result.finished, f"{name}: its sessions outlast duration_s"
+    req = driver.requests_table()
+    assert req["served"].all()
+    return req, session_metrics(req)
+
+
+def test_agentic_coding_rereads_126k_tokens_from_the_cache():
+    req, m = _preset("sessions-agentic-coding")
+    first = req[req["turn"] == 0]
+    assert (first["input_tokens"] == 126_000).all() and (req["output_tokens"] == 252).all()
+    assert m["turns"]["mean"] == 8 and m["hit_rate"]["later_turns"] > 0.95
+    # a tool call costs a short prefill, not the whole context again
+    assert m["ttft_ms"]["later_turns"]["p50"] < 0.05 * m["ttft_ms"]["first_turn"]["p50"]
+
+
+def test_chat_reuses_most_of_each_prompt_and_rag_little():
+    chat_req, chat = _preset("sessions-chat")
+    rag_req, rag = _preset("sessions-rag")
+    assert chat["turns"]["mean"] == 12 and chat["hit_rate"]["later_turns"] > 0.7
+    hit = {n: r["cached_tokens"].sum() / r["input_tokens"].sum()
+           for n, r in (("chat", chat_req), ("rag", rag_req))}  # fmt: skip
+    assert hit["rag"] < 0.3 < 0.7 < hit["chat"]
+    # prefill-heavy: RAG computes far more prompt tokens per generated token
+    computed = {n: (r["input_tokens"] - r["cached_tokens"]).sum() / r["output_tokens"].sum()
+                for n, r in (("chat", chat_req), ("rag", rag_req))}  # fmt: skip
+    assert computed["rag"] > 5 * computed["chat"]
+
+
+def test_long_document_review_is_one_200k_token_call():
+    req, m = _preset("sessions-long-document")
+    assert m["turns"]["max"] == 1 and (req["input_tokens"] == 200_000).all()
+    assert (req["cached_tokens"] == 0).all() and m["hit_rate"]["later_turns"] is None
