@@ -46,6 +46,9 @@ LATENCY_ROWS: list[tuple[str, tuple[str, ...]]] = [
     ("ITL (ms)", ("itl_ms",)),
     ("end-to-end (ms)", ("e2e_ms",)),
     ("KV transfer (ms)", ("kv_transfer_ms",)),
+    ("TTFT, first session turns (ms)", ("serving", "sessions", "ttft_ms", "first_turn")),
+    ("TTFT, later session turns (ms)", ("serving", "sessions", "ttft_ms", "later_turns")),
+    ("session completion (ms)", ("serving", "sessions", "completion_ms")),
     ("agent lateness (ms)", ("lateness_ms",)),
     ("queue backlog (pkts)", ("queue_pkts", "all")),
 ]
@@ -67,6 +70,8 @@ VALUE_ROWS: list[tuple[str, tuple[str, ...], str]] = [
     ("SLO attainment (TTFT and TPOT)", ("serving", "slo", "attainment"), ""),
     ("goodput (requests meeting SLO)", ("serving", "goodput_rps"), "req/s"),
     ("KV transfer share of TTFT", ("serving", "kv_transfer_share_of_ttft", "aggregate"), ""),
+    ("sessions completed", ("serving", "sessions", "completed"), ""),
+    ("cache hit rate, later session turns", ("serving", "sessions", "hit_rate", "later_turns"), ""),
 ]
 # Columns of the comparison table besides p50/p99 of LATENCY_ROWS.
 COMPARE_VALUES: list[tuple[str, tuple[str, ...]]] = [

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from experiments.analysis.metrics.sessions import session_metrics
+from experiments.analysis.summary import summarize
 from experiments.spec.load import SPECS_DIR, expand, load_spec
 from topologies import rail_optimized
 from traffic.serving import ServingError, build_serving, fabric_rate, simulate
@@ -168,6 +169,20 @@ def test_session_metrics_by_hand():
 
 
 # --- the bundled presets ----------------------------------------------------------------
+
+
+def test_the_summary_carries_session_metrics_only_for_sessions(basic, fabric):
+    driver, result = _run(basic, fabric)
+    spec = {"duration_s": 10, "scale": {"bandwidth": 1e-4},
+            "workloads": [dict(basic, arrivals={"sessions": SESSION})]}  # fmt: skip
+    m = summarize(None, driver.requests_table(), driver.tokens_table(), None, spec)
+    sessions = m["serving"]["sessions"]
+    assert sessions["sessions"] == sessions["completed"] == 3
+    assert [t["requests"] for t in sessions["by_turn"]] == [3, 3, 3, 3]
+    assert sessions["hit_rate"]["later_turns"] > 0.8
+    plain = build_serving(basic, fabric, 1)
+    simulate(plain, fabric_rate(fabric))
+    assert "sessions" not in summarize(None, plain.requests_table(), None, None, spec)["serving"]
 
 
 def _preset(name):
