@@ -140,6 +140,30 @@ GOOD = [
             },
         ),
     ),
+    (
+        "serving on peaky arrivals",
+        _with(
+            SERVING,
+            "workloads.0.arrivals",
+            {"synthetic": {"rate_per_s": 5, "pattern": "peaky", "peak_second_share": 0.1}},
+        ),
+    ),
+    (
+        "serving agentic sessions",
+        _with(
+            SERVING,
+            "workloads.0.arrivals",
+            {
+                "sessions": {
+                    "n": 4,
+                    "rate_per_s": 1,
+                    "turns": {"dist": "uniform", "low": 2, "high": 6},
+                    "context_tokens": 2000,
+                    "tool_ms": {"dist": "lognormal", "mean": 400, "sigma": 0.5},
+                }
+            },
+        ),
+    ),
 ]
 
 
