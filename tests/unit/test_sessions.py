@@ -223,3 +223,11 @@ def test_long_document_review_is_one_200k_token_call():
     req, m = _preset("sessions-long-document")
     assert m["turns"]["max"] == 1 and (req["input_tokens"] == 200_000).all()
     assert (req["cached_tokens"] == 0).all() and m["hit_rate"]["later_turns"] is None
+
+
+def test_the_estimate_sets_later_turns_beside_first_ones(capsys):
+    from experiments.analysis.estimates import print_estimates
+
+    assert print_estimates("sessions-chat", ["workloads.0.arrivals.sessions.n=2"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "sessions:" in x)
+    assert "first turns" in line and "later turns (hit rate 8" in line
