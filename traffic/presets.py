@@ -8,7 +8,11 @@ structured sparsity):
 
 - Llama 3 8B / 70B / 405B: Meta, "The Llama 3 Herd of Models" (2024), Table 3,
   and ``meta-llama/Meta-Llama-3-*`` config.json (grouped-query attention with
-  8 KV heads of dimension 128).
+  8 KV heads of dimension 128; 8,192 tokens of context). Llama 3.1 8B / 70B
+  (``meta-llama/Llama-3.1-*``) have the same shapes and 131,072 tokens of context, as
+  405B (released only as 3.1) does: the agentic presets need that context.
+- Qwen2.5 14B 1M (``Qwen/Qwen2.5-14B-Instruct-1M`` config.json): 1,010,000 tokens
+  of context, for a long-document call of hundreds of pages.
 - Llama 2 7B / 70B, Code Llama 34B (``meta-llama/Llama-2-*-hf``,
   ``codellama/CodeLlama-34b-Instruct-hf``), Qwen 72B (``Qwen/Qwen-72B``),
   InternLM 20B (``internlm/internlm-20b``) and Phi-2 (``microsoft/phi-2``):
@@ -58,6 +62,8 @@ class Model:
     the MLP's inner width (per expert for a mixture of experts); for a mixture of
     experts ``active_params_b`` is what one token actually multiplies through
     (it sets the compute), ``experts``/``top_k`` set the all-to-all fan-out.
+    ``max_context_tokens`` is its config's ``max_position_embeddings``: a session whose
+    context outgrows it is refused.
     """
 
     name: str
@@ -71,6 +77,7 @@ class Model:
     top_k: int | None = None
     active_params_b: float | None = None
     intermediate_size: int | None = None
+    max_context_tokens: int | None = None  # the longest prompt + output it was released for
 
     @property
     def is_moe(self) -> bool:
@@ -99,10 +106,25 @@ class GPU:
 MODELS: dict[str, Model] = {
     m.name: m
     for m in (
-        Model("llama-3-8b", 32, 8, 128, 4096, 8.03, attention_heads=32, intermediate_size=14336),
-        Model("llama-3-70b", 80, 8, 128, 8192, 70.6, attention_heads=64, intermediate_size=28672),
         Model(
-            "llama-3-405b", 126, 8, 128, 16384, 405.0, attention_heads=128, intermediate_size=53248
+            "llama-3-8b", 32, 8, 128, 4096, 8.03, attention_heads=32, intermediate_size=14336,
+            max_context_tokens=8192,
+        ),
+        Model(
+            "llama-3-70b", 80, 8, 128, 8192, 70.6, attention_heads=64, intermediate_size=28672,
+            max_context_tokens=8192,
+        ),
+        Model(
+            "llama-3-405b", 126, 8, 128, 16384, 405.0, attention_heads=128,
+            intermediate_size=53248, max_context_tokens=131072,
+        ),
+        Model(
+            "llama-3.1-8b", 32, 8, 128, 4096, 8.03, attention_heads=32, intermediate_size=14336,
+            max_context_tokens=131072,
+        ),
+        Model(
+            "llama-3.1-70b", 80, 8, 128, 8192, 70.6, attention_heads=64,
+            intermediate_size=28672, max_context_tokens=131072,
         ),
         Model(
             "mixtral-8x7b",
@@ -116,15 +138,38 @@ MODELS: dict[str, Model] = {
             top_k=2,
             active_params_b=12.9,
             intermediate_size=14336,
+            max_context_tokens=32768,
         ),
-        Model("llama-2-7b", 32, 32, 128, 4096, 6.74, attention_heads=32, intermediate_size=11008),
-        Model("llama-2-70b", 80, 8, 128, 8192, 69.0, attention_heads=64, intermediate_size=28672),
-        Model("codellama-34b", 48, 8, 128, 8192, 33.7, attention_heads=64, intermediate_size=22016),
-        Model("qwen-72b", 80, 64, 128, 8192, 72.3, attention_heads=64, intermediate_size=24576),
-        Model("internlm-20b", 60, 40, 128, 5120, 20.1, attention_heads=40, intermediate_size=13824),
-        Model("phi-2", 32, 32, 80, 2560, 2.78, attention_heads=32, intermediate_size=10240),
+        Model(
+            "llama-2-7b", 32, 32, 128, 4096, 6.74, attention_heads=32, intermediate_size=11008,
+            max_context_tokens=4096,
+        ),
+        Model(
+            "llama-2-70b", 80, 8, 128, 8192, 69.0, attention_heads=64, intermediate_size=28672,
+            max_context_tokens=4096,
+        ),
+        Model(
+            "codellama-34b", 48, 8, 128, 8192, 33.7, attention_heads=64,
+            intermediate_size=22016, max_context_tokens=16384,
+        ),
+        Model(
+            "qwen-72b", 80, 64, 128, 8192, 72.3, attention_heads=64, intermediate_size=24576,
+            max_context_tokens=32768,
+        ),
+        Model(
+            "qwen2.5-14b-1m", 48, 8, 128, 5120, 14.7, attention_heads=40,
+            intermediate_size=13824, max_context_tokens=1010000,
+        ),
+        Model(
+            "internlm-20b", 60, 40, 128, 5120, 20.1, attention_heads=40,
+            intermediate_size=13824, max_context_tokens=16384,
+        ),
+        Model(
+            "phi-2", 32, 32, 80, 2560, 2.78, attention_heads=32, intermediate_size=10240,
+            max_context_tokens=2048,
+        ),
     )
-}
+}  # fmt: skip
 
 GPUS: dict[str, GPU] = {
     g.name: g

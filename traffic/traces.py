@@ -31,9 +31,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .peaky import peaky_times
+
 BLOCK_TOKENS = 512
 COLUMNS = ["arrival_ms", "input_tokens", "output_tokens", "hash_ids"]
 FORMATS = ("mooncake", "azure", "burstgpt")
+PATTERNS = ("poisson", "bursty", "peaky")  # synthetic arrival processes
 
 _DATA_DIR = Path(__file__).resolve().parent / "data"
 _AZURE_TS = re.compile(
@@ -252,6 +255,8 @@ def synthetic_arrivals(
     output_tokens: int | Mapping[str, float] | TokenDist = 128,
     shared_prefix_blocks: int = 0,
     n_prefixes: int = 1,
+    peak_second_share: float = 0.18,
+    window_s: float | None = None,
 ) -> pd.DataFrame:
     """Generate requests in the trace table shape, deterministic given the seed/rng.
 
@@ -259,6 +264,9 @@ def synthetic_arrivals(
     Poisson arrivals only during ``on_s`` periods separated by silent ``off_s`` periods;
     ``rate_per_s`` stays the *mean* rate (the on-period rate is raised by
     (on_s + off_s) / on_s) so a bursty run offers the same load as a Poisson one.
+    ``pattern="peaky"``: production burstiness, the busiest second of every ``window_s``
+    (default: the arrival span, the shorter of ``duration_s`` and ``n / rate_per_s``) absorbs
+    ``peak_second_share`` of its requests, at the same mean rate (``traffic.peaky``).
     Stops after ``n`` requests or at ``duration_s``, whichever comes first (at least one
     is required).
 
@@ -272,8 +280,8 @@ def synthetic_arrivals(
         raise ValueError("synthetic_arrivals needs n or duration_s")
     if rate_per_s <= 0:
         raise ValueError(f"rate_per_s must be > 0, got {rate_per_s}")
-    if pattern not in ("poisson", "bursty"):
-        raise ValueError(f"unknown arrival pattern {pattern!r}; allowed: poisson, bursty")
+    if pattern not in PATTERNS:
+        raise ValueError(f"unknown arrival pattern {pattern!r}; allowed: {', '.join(PATTERNS)}")
     if pattern == "bursty" and (on_s <= 0 or off_s < 0):
         raise ValueError(f"bursty needs on_s > 0 and off_s >= 0, got {on_s}, {off_s}")
     if shared_prefix_blocks < 0 or n_prefixes < 1:
@@ -281,8 +289,13 @@ def synthetic_arrivals(
     rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
     in_dist, out_dist = TokenDist.parse(input_tokens), TokenDist.parse(output_tokens)
 
-    busy_rate = rate_per_s * ((on_s + off_s) / on_s if pattern == "bursty" else 1.0)
-    times_s = _poisson_times(rng, busy_rate, n, duration_s, on_s, off_s, pattern)
+    if pattern == "peaky":
+        spans = [s for s in (duration_s, n and n / rate_per_s) if s is not None]
+        window = window_s if window_s is not None else min(spans)
+        times_s = peaky_times(rng, rate_per_s, n, duration_s, peak_second_share, window)
+    else:
+        busy_rate = rate_per_s * ((on_s + off_s) / on_s if pattern == "bursty" else 1.0)
+        times_s = _poisson_times(rng, busy_rate, n, duration_s, on_s, off_s, pattern)
     count = len(times_s)
     ins = in_dist.sample(rng, count)
     outs = out_dist.sample(rng, count)

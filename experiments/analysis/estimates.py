@@ -276,6 +276,7 @@ def _stats(values: Any) -> dict[str, float] | None:
 
 def serving_estimate(resolved: dict[str, Any], index: int, fabric: Fabric) -> dict[str, Any]:
     from experiments.analysis.metrics.kv import pipelining_metrics, prefix_cache_metrics
+    from experiments.analysis.metrics.sessions import session_metrics
     from experiments.orchestration.plan import workload_seed
     from traffic import presets
     from traffic.serving import build_serving, fabric_rate, simulate
@@ -305,6 +306,9 @@ def serving_estimate(resolved: dict[str, Any], index: int, fabric: Fabric) -> di
     }
     if w["transfer"] == "layer_pipelined":
         out["pipelining"] = {"hidden_fraction": pipelining_metrics(req)["hidden_fraction"]}
+    sessions = session_metrics(req)
+    if sessions is not None:
+        out["sessions"] = {k: sessions[k] for k in ("hit_rate", "ttft_ms", "completion_ms")}
     if w["mode"] == "disaggregated" and len(req):
         m = presets.model(w["model"])
         p, d = driver.prefill[0].inst, driver.decode[0].inst
@@ -381,6 +385,16 @@ def _brief(est: dict[str, Any]) -> list[str]:
                 f" hides {mp['hidden_fraction_layer_pipelined']:.0%}"
                 f" (exposed {mp['exposed_ms_layer_pipelined']:.1f} ms)"
             )
+        ss = sv.get("sessions")
+        if ss:
+            first, later = ss["ttft_ms"]["first_turn"], ss["ttft_ms"]["later_turns"]
+            text = f"  sessions: TTFT p50 {first['p50']:.1f} ms first turns"
+            if later["count"]:
+                hit = ss["hit_rate"]["later_turns"]
+                text += f", {later['p50']:.1f} ms later turns (hit rate {hit:.0%})"
+            if ss["completion_ms"]["count"]:
+                text += f"; completion p50 {ss['completion_ms']['p50']:.0f} ms"
+            lines.append(text)
         tiers = sv.get("tiers") or {}
         ratios = [
             f"{key.removesuffix('_transfer_ratio').replace('_over_', '/')} {tiers[key]:.1f}×"

@@ -40,6 +40,7 @@ from experiments.analysis.metrics import (
 )
 from experiments.analysis.metrics.faults import fault_timings
 from experiments.analysis.metrics.flows import fct_slowdown, ok_mask
+from experiments.analysis.metrics.sessions import session_metrics
 from experiments.analysis.metrics.tenants import noisy_neighbour
 from experiments.output.results import to_jsonable
 from topologies.shaping import DEFAULT_MTU, queue_frames
@@ -340,6 +341,9 @@ def _serving(
     }
     if any(w.get("transfer") == "layer_pipelined" for w in serving):
         m["pipelining"] = pipelining_metrics(requests)
+    sessions = session_metrics(requests)
+    if sessions is not None:
+        m["sessions"] = sessions
     out = {key: m.pop(key) for key in SERVING_LATENCIES}
     out["serving"] = m
     return out

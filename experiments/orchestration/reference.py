@@ -37,6 +37,10 @@ NO_REFERENCE = (
     "background-ecmp",
     "incast-basic",
     "serving-basic",
+    "sessions-agentic-coding",
+    "sessions-chat",
+    "sessions-long-document",
+    "sessions-rag",
 )  # bundled examples without a handout
 
 

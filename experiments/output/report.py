@@ -48,6 +48,9 @@ LATENCY_ROWS: list[tuple[str, tuple[str, ...]]] = [
     ("end-to-end (ms)", ("e2e_ms",)),
     ("KV transfer (ms)", ("kv_transfer_ms",)),
     ("KV transfer exposed after prefill (ms)", ("serving", "pipelining", "kv_exposed_ms")),
+    ("TTFT, first session turns (ms)", ("serving", "sessions", "ttft_ms", "first_turn")),
+    ("TTFT, later session turns (ms)", ("serving", "sessions", "ttft_ms", "later_turns")),
+    ("session completion (ms)", ("serving", "sessions", "completion_ms")),
     ("agent lateness (ms)", ("lateness_ms",)),
     ("queue backlog (pkts)", ("queue_pkts", "all")),
 ]
@@ -74,6 +77,8 @@ VALUE_ROWS: list[tuple[str, tuple[str, ...], str]] = [
     ("prefix-cache hit rate, remote", ("serving", "prefix_cache", "remote_hit_rate"), ""),
     ("prefix-cache hit rate, infinite cache", ("serving", "prefix_cache", "ideal_hit_rate"), ""),
     ("KV transfer hidden behind prefill", ("serving", "pipelining", "hidden_fraction"), ""),
+    ("sessions completed", ("serving", "sessions", "completed"), ""),
+    ("cache hit rate, later session turns", ("serving", "sessions", "hit_rate", "later_turns"), ""),
 ]
 # Columns of the comparison table besides p50/p99 of LATENCY_ROWS.
 COMPARE_VALUES: list[tuple[str, tuple[str, ...]]] = [

@@ -140,6 +140,30 @@ GOOD = [
             },
         ),
     ),
+    (
+        "serving on peaky arrivals",
+        _with(
+            SERVING,
+            "workloads.0.arrivals",
+            {"synthetic": {"rate_per_s": 5, "pattern": "peaky", "peak_second_share": 0.1}},
+        ),
+    ),
+    (
+        "serving agentic sessions",
+        _with(
+            SERVING,
+            "workloads.0.arrivals",
+            {
+                "sessions": {
+                    "n": 4,
+                    "rate_per_s": 1,
+                    "turns": {"dist": "uniform", "low": 2, "high": 6},
+                    "context_tokens": 2000,
+                    "tool_ms": {"dist": "lognormal", "mean": 400, "sigma": 0.5},
+                }
+            },
+        ),
+    ),
 ]
 
 
@@ -547,7 +571,49 @@ BAD = [
         "serving",
         "workloads.0.arrivals",
         {"synthetic": {"rate_per_s": 1, "pattern": "wave"}},
-        ["arrivals.synthetic.pattern:", "'wave'", "poisson, bursty"],
+        ["arrivals.synthetic.pattern:", "'wave'", "poisson, bursty, peaky"],
+    ),
+    (
+        "serving sessions context",
+        "serving",
+        "workloads.0.arrivals",
+        {"sessions": {"n": 2, "rate_per_s": 1, "context_tokens": 9000}},
+        ["arrivals.sessions.context_tokens:", "9000", "llama-3-70b holds at most 8,192"],
+    ),
+    (
+        "serving sessions turns",
+        "serving",
+        "workloads.0.arrivals",
+        {"sessions": {"n": 2, "rate_per_s": 1, "turns": 40, "growth_tokens": 500}},
+        ["arrivals.sessions.turns:", "40", "lower turns", "fits llama-3-70b's 8,192"],
+    ),
+    (
+        "serving sessions count",
+        "serving",
+        "workloads.0.arrivals",
+        {"sessions": {"rate_per_s": 1}},
+        ["arrivals.sessions.n: missing", ">= 1"],
+    ),
+    (
+        "serving sessions and synthetic",
+        "serving",
+        "workloads.0.arrivals",
+        {"sessions": {"n": 1, "rate_per_s": 1}, "synthetic": {"rate_per_s": 1}},
+        ["workloads.0.arrivals:", "synthetic and sessions both given"],
+    ),
+    (
+        "serving peaky share",
+        "serving",
+        "workloads.0.arrivals",
+        {"synthetic": {"rate_per_s": 1, "pattern": "peaky", "peak_second_share": 0.01}},
+        ["arrivals.synthetic.peak_second_share:", "0.01", "above 1/30 and below 1"],
+    ),
+    (
+        "serving peaky window",
+        "serving",
+        "workloads.0.arrivals",
+        {"synthetic": {"rate_per_s": 1, "pattern": "peaky", "n": 1}},
+        ["arrivals.synthetic.window_s:", "2 s or more"],
     ),
     (
         "serving token dist",

@@ -37,7 +37,9 @@ NEEDS_KVFABRIC = {
     "fault after the run", "fault unknown node", "senders too many", "sender host",
     "receiver sends", "kv overlap", "kv tp", "moe dense model", "serving server",
     "serving overlap", "serving tp", "serving no decode", "serving trace missing",
-    "serving token dist", "serving token range", "sweep bad value", "sweep the name",
+    "serving token dist", "serving token range", "serving peaky share",
+    "serving peaky window", "serving sessions context", "serving sessions turns",
+    "sweep bad value", "sweep the name",
     "sweep missing list item",
 }  # fmt: skip
 

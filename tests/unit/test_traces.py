@@ -260,3 +260,61 @@ def test_synthetic_bad_arguments():
         synthetic_arrivals(1, n=1, rate_per_s=1, input_tokens={"dist": "pareto"})
     with pytest.raises(ValueError, match="key"):
         synthetic_arrivals(1, n=1, rate_per_s=1, input_tokens={"dist": "fixed", "mu": 3})
+
+
+# --- peaky: production burstiness -------------------------------------------------------
+
+
+def busiest_second_shares(df: pd.DataFrame, window_s: float) -> list[float]:
+    """Per window, the share of its requests that its busiest whole second holds."""
+    t_s = df["arrival_ms"].to_numpy() / 1e3
+    window = np.floor(t_s / window_s).astype(int)
+    shares = []
+    for w in np.unique(window):
+        inside = t_s[window == w] - w * window_s
+        shares.append(np.bincount(np.floor(inside).astype(int)).max() / len(inside))
+    return shares
+
+
+@pytest.mark.parametrize(
+    ("share", "rate", "duration_s", "window_s"),
+    [(0.18, 5.0, 3600.0, None), (0.05, 20.0, 300.0, 60.0), (0.30, 2.0, 120.0, 20.0)],
+    ids=["fineserve-hour", "minute-windows", "short-windows"],
+)
+def test_peaky_busiest_second_holds_the_requested_share(share, rate, duration_s, window_s):
+    for seed in range(3):
+        df = synthetic_arrivals(
+            seed, duration_s=duration_s, rate_per_s=rate, pattern="peaky",
+            peak_second_share=share, window_s=window_s,
+        )  # fmt: skip
+        shares = busiest_second_shares(df, window_s or duration_s)
+        assert len(shares) == duration_s // (window_s or duration_s)
+        assert all(abs(s - share) <= 0.1 * share for s in shares), shares
+        # the peak is extra burstiness, not extra load: the mean rate is the one asked for
+        assert len(df) == pytest.approx(rate * duration_s, rel=0.1)
+        assert df["arrival_ms"].is_monotonic_increasing
+        assert (df["arrival_ms"] < duration_s * 1e3).all()
+
+
+def test_peaky_is_burstier_than_poisson_at_the_same_rate():
+    kw = {"duration_s": 600, "rate_per_s": 10}
+    poisson = busiest_second_shares(synthetic_arrivals(5, **kw), 600)[0]
+    peaky = busiest_second_shares(synthetic_arrivals(5, pattern="peaky", **kw), 600)[0]
+    assert poisson < 0.01 and peaky == pytest.approx(0.18, rel=0.1)
+
+
+def test_peaky_with_a_request_count_makes_exactly_n():
+    df = synthetic_arrivals(2, n=400, rate_per_s=20, pattern="peaky", peak_second_share=0.25)
+    assert len(df) == 400
+    assert busiest_second_shares(df, 20)[0] == pytest.approx(0.25, rel=0.1)
+    again = synthetic_arrivals(2, n=400, rate_per_s=20, pattern="peaky", peak_second_share=0.25)
+    pd.testing.assert_frame_equal(df, again)
+
+
+def test_peaky_refuses_a_share_its_window_cannot_hold():
+    with pytest.raises(ValueError, match="peak_second_share"):  # 1/60 is every second alike
+        synthetic_arrivals(1, duration_s=60, rate_per_s=5, pattern="peaky", peak_second_share=0.01)
+    with pytest.raises(ValueError, match="peak_second_share"):
+        synthetic_arrivals(1, duration_s=60, rate_per_s=5, pattern="peaky", peak_second_share=1.0)
+    with pytest.raises(ValueError, match="window_s"):
+        synthetic_arrivals(1, n=5, rate_per_s=1, pattern="peaky", window_s=1)

@@ -18,15 +18,32 @@ from .cache import PrefixCachePool
 from .driver import ServingDriver
 from .instances import ServingError, check_disjoint, make_instances
 from .routers import make_router
+from .sessions import SessionError, session_arrivals
 
 
-def read_arrivals(arrivals: dict[str, Any], seed: int, base_dir: Path | None) -> pd.DataFrame:
-    """The arrivals table of ``{trace, format, ...}`` or ``{synthetic: {...}}``."""
+def read_arrivals(
+    arrivals: dict[str, Any],
+    seed: int,
+    base_dir: Path | None,
+    model: presets.Model | None = None,
+) -> pd.DataFrame:
+    """The arrivals table of ``{trace, format, ...}``, ``{synthetic: {...}}`` or
+    ``{sessions: {...}}``; sessions are held to ``model``'s context limit."""
     if "synthetic" in arrivals:
         opts = {k: v for k, v in arrivals["synthetic"].items() if v is not None}
         return synthetic_arrivals(np.random.default_rng(seed), **opts)
+    if "sessions" in arrivals:
+        opts = {k: v for k, v in arrivals["sessions"].items() if v is not None}
+        if model is not None:
+            opts |= {"max_context_tokens": model.max_context_tokens, "model": model.name}
+        try:
+            return session_arrivals(np.random.default_rng(seed), **opts)
+        except SessionError as exc:
+            raise ServingError(f"arrivals.sessions.{exc.key}: {exc}") from None
     if "trace" not in arrivals or "format" not in arrivals:
-        raise ServingError("arrivals needs {trace, format, ...} or {synthetic: {...}}")
+        raise ServingError(
+            "arrivals needs {trace, format, ...}, {synthetic: {...}} or {sessions: {...}}"
+        )
     path = Path(arrivals["trace"]).expanduser()
     if not path.is_absolute():
         path = (base_dir or Path.cwd()) / path
@@ -85,7 +102,7 @@ def _build(workload: dict[str, Any], fabric: Fabric, seed: int, first_flow_id: i
     if workload["prefix_cache"]["enabled"]:
         servers = sorted({i.server for i in prefill})
         cache = PrefixCachePool(servers, workload["prefix_cache"]["capacity_blocks"])
-    arrivals = read_arrivals(workload["arrivals"], seed, base_dir)
+    arrivals = read_arrivals(workload["arrivals"], seed, base_dir, model)
     return ServingDriver(
         fabric=fabric,
         model=model,

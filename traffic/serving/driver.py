@@ -10,6 +10,11 @@ Semantics (instants are absolute ns; ``t0`` is the run start):
   from a :class:`~traffic.serving.routers.RouterState` of the driver's own bookkeeping
   (queued/active work in KV blocks, what it assigned and what completed, cache contents),
   never from future completion times.
+- **Sessions** (``traffic.serving.sessions``): a later turn of an agentic session has no
+  arrival instant of its own; it arrives ``after_ns`` (the tool call) after its previous
+  turn's last token, a timer set then — a closed loop, the same under the simulator and
+  the live fleet. When a turn is unserved, the session's later turns never arrive: they
+  are recorded unserved, with the instant the session was given up as ``arrival_ns``.
 - **Prefix cache** (``traffic.serving.cache``): looked up at arrival from the chosen
   prefill instance's home server. Local hits are free; remote hits are fetched at once as
   ``cache_fetch`` messages from the holder server's first prefill instance's ranks to the
@@ -76,6 +81,7 @@ from .instances import Instance, ServingError, TierMap
 from .marks import message_dscp
 from .requests import Request, requests_frame, tokens_frame
 from .routers import Router, RouterState
+from .sessions import chain_turns
 
 SERVING_MODES = ("disaggregated", "colocated")  # KV crosses the fabric, or stays put
 # topology_aware: a tier stays preferred while a prefill instance's KV in flight over it
@@ -180,7 +186,7 @@ class ServingDriver:
             )
             for k, row in enumerate(arrivals.itertuples(index=False))
         ]
-        self._offsets = [int(round(float(ms) * 1e6)) for ms in arrivals["arrival_ms"]]
+        self._offsets = chain_turns(self.requests, arrivals)  # None: a later session turn
         self._topology(fabric, topology_budget_ms / 1e3)
         self.t0_ns: int | None = None
 
@@ -244,10 +250,15 @@ class ServingDriver:
         out, self._messages = self._messages, []
         return out
 
-    def _fail(self, r: Request, why: str) -> None:
+    def _fail(self, r: Request, why: str, now: int) -> None:
         if r.settled:
             return
         r.error = why
+        later = r.next_turn
+        while later is not None and not later.settled:  # the session's loop is broken
+            later.arrival_ns = now
+            later.error = f"unserved: never arrived, turn {r.turn} of its session was not served"
+            later = later.next_turn
         for fid in r.fetch_flows | r.kv_flows:
             self._owner.pop(fid, None)
         r.fetch_flows.clear()
@@ -281,8 +292,9 @@ class ServingDriver:
     def start(self, t0_ns: int) -> list[Message]:
         self.t0_ns = t0_ns
         for r, off in zip(self.requests, self._offsets, strict=True):
-            r.arrival_ns = t0_ns + off
-            self._timer(r.arrival_ns, "arrive", r)
+            if off is not None:
+                r.arrival_ns = t0_ns + off
+                self._timer(r.arrival_ns, "arrive", r)
         return self._flush()
 
     def next_timer_ns(self) -> int | None:
@@ -336,12 +348,12 @@ class ServingDriver:
                 self._owner.pop(fid, None)
             obj.step_flows.clear()
             for r in list(obj.batch or []):
-                self._fail(r, why)
+                self._fail(r, why, now_ns)
             self._end_batch(obj)
             self._kick(obj, now_ns)
         else:
             e = self._engine_of_prefill(obj)
-            self._fail(obj, why)
+            self._fail(obj, why, now_ns)
             if e is not None:
                 self._kick(e, now_ns)
         return self._flush()
@@ -352,7 +364,9 @@ class ServingDriver:
     def finish(self, now_ns: int, why: str) -> None:
         for r in self.requests:
             if not r.settled:
-                self._fail(r, f"unserved: {why} at {now_ns} ns while {r.stage}")
+                if r.arrival_ns < 0:  # a session turn still waiting for its predecessor
+                    r.arrival_ns = now_ns
+                self._fail(r, f"unserved: {why} at {now_ns} ns while {r.stage}", now_ns)
         self._owner.clear()
         self._timers.clear()
         for e in self.prefill + self.decode:
@@ -362,10 +376,11 @@ class ServingDriver:
 
     def _arrive(self, r: Request, now: int) -> None:
         if r.need_tokens > self.capacity:
-            r.error = (
+            why = (
                 f"unserved: needs {r.need_tokens} KV tokens (prompt + output), an instance"
                 f" holds at most {self.capacity}"
             )
+            self._fail(r, why, now)
             return
         p_idx, d_idx = self.router.choose(self._router_state(r))
         p, d = self.prefill[p_idx], self.decode[d_idx]
@@ -557,6 +572,9 @@ class ServingDriver:
             if len(r.tokens) >= r.output_tokens:
                 r.done, r.stage = True, "done"
                 self._release(r)
+                if r.next_turn is not None:  # closed loop: the tool runs, then the next turn
+                    r.next_turn.arrival_ns = now + r.next_turn.after_ns
+                    self._timer(r.next_turn.arrival_ns, "arrive", r.next_turn)
         self._end_batch(e)
         self._kick(e, now)
 

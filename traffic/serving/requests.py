@@ -52,6 +52,8 @@ REQUEST_COLUMNS = [
     "kv_busy_ms",
     "kv_exposed_ms",
     "kv_hidden_fraction",
+    "session_id",
+    "turn",
 ]
 KV_TIME_COLUMNS = ("kv_busy_ms", "kv_exposed_ms", "kv_hidden_fraction")
 TOKEN_COLUMNS = ["request_id", "token_index", "t_ns", "itl_ms"]
@@ -87,6 +89,10 @@ class Request:
     tokens: list[int] = field(default_factory=list)
     done: bool = False
     error: str | None = None
+    session: int = -1  # agentic sessions (``sessions``): -1 for an open-loop request
+    turn: int = 0
+    after_ns: int = 0  # a later turn arrives this long after its predecessor's last token
+    next_turn: Request | None = field(default=None, repr=False)
 
     @property
     def settled(self) -> bool:
@@ -157,6 +163,8 @@ class Request:
             "kv_busy_ms": busy,
             "kv_exposed_ms": exposed,
             "kv_hidden_fraction": 1 - exposed / busy if busy > 0 else math.nan,
+            "session_id": self.session,
+            "turn": self.turn,
         }
 
 
