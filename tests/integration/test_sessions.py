@@ -5,14 +5,13 @@ same sessions' without a cache."""
 
 from __future__ import annotations
 
-import json
 import textwrap
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from experiments.cli.main import main
+from .runs import run_spec, summary, tables
 
 pytestmark = pytest.mark.root
 
@@ -42,20 +41,8 @@ SPEC = textwrap.dedent(
 
 
 def run(tmp_path: Path, name: str, *sets: str) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
-    spec = tmp_path / f"{name}.yaml"
-    spec.write_text(SPEC)
-    out = tmp_path / name
-    args = ["run", str(spec), "--out", str(out), "--quiet"]
-    for s in sets:
-        args += ["--set", s]
-    assert main(args) == 0
-    (summary_path,) = out.glob("*/*/summary.json")
-    run_dir = summary_path.parent
-    return (
-        json.loads(summary_path.read_text()),
-        pd.read_parquet(run_dir / "requests.parquet"),
-        pd.read_parquet(run_dir / "tokens.parquet"),
-    )
+    run_dir = run_spec(tmp_path, name, SPEC, *sets)
+    return (summary(run_dir), *tables(run_dir, "requests", "tokens"))
 
 
 def test_later_turns_of_a_session_hit_the_cache(tmp_path):
