@@ -6,7 +6,7 @@ them without root. ``handed_back(roots)`` wraps a command: afterwards every path
 each root that root owns and that changed during the command is given to the invoking
 user (``SUDO_UID``/``SUDO_GID``), provided the root lies in that user's space (it, or
 its nearest existing ancestor, is theirs). Without sudo, or as a plain root login, it
-does nothing. ``.git`` is never entered.
+does nothing. ``.git`` and ``.venv`` are never entered.
 """
 
 from __future__ import annotations
@@ -16,6 +16,10 @@ import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+
+# Never entered: git's own files, and the venv (`make` hands it back; a walk of its
+# tens of thousands of files would cost every command half a second).
+SKIPPED = {".git", ".venv"}
 
 
 def invoking_user(env: Mapping[str, str] | None = None,
@@ -47,7 +51,7 @@ def written_by_root(root: Path, since_ns: int, writer: int = 0) -> Iterator[Path
                 yield root
         return
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d != ".git"]
+        dirnames[:] = [d for d in dirnames if d not in SKIPPED]
         for name in [".", *dirnames, *filenames]:
             p = Path(dirpath) / name if name != "." else Path(dirpath)
             with contextlib.suppress(OSError):
