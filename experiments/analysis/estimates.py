@@ -275,6 +275,7 @@ def _stats(values: Any) -> dict[str, float] | None:
 
 
 def serving_estimate(resolved: dict[str, Any], index: int, fabric: Fabric) -> dict[str, Any]:
+    from experiments.analysis.metrics.bursts import peak_second_metrics
     from experiments.analysis.metrics.kv import pipelining_metrics, prefix_cache_metrics
     from experiments.analysis.metrics.sessions import session_metrics
     from experiments.orchestration.plan import workload_seed
@@ -309,6 +310,9 @@ def serving_estimate(resolved: dict[str, Any], index: int, fabric: Fabric) -> di
     sessions = session_metrics(req)
     if sessions is not None:
         out["sessions"] = {k: sessions[k] for k in ("hit_rate", "ttft_ms", "completion_ms")}
+    peak = peak_second_metrics(req)
+    if peak is not None:
+        out["peak_second"] = peak
     if w["mode"] == "disaggregated" and len(req):
         m = presets.model(w["model"])
         p, d = driver.prefill[0].inst, driver.decode[0].inst
@@ -395,6 +399,17 @@ def _brief(est: dict[str, Any]) -> list[str]:
             if ss["completion_ms"]["count"]:
                 text += f"; completion p50 {ss['completion_ms']['p50']:.0f} ms"
             lines.append(text)
+        ps = sv.get("peak_second")
+        if ps and ps["peak"]["ttft_ms"]["count"] and ps["rest"]["ttft_ms"]["count"]:
+            pk, rest = ps["peak"], ps["rest"]
+            lines.append(
+                f"  busiest second: {pk['requests']} of {ps['requests']} requests"
+                f" ({pk['share']:.0%}, mean {ps['mean_per_s']:.1f}/s): TTFT p50"
+                f" {pk['ttft_ms']['p50']:.1f} p99 {pk['ttft_ms']['p99']:.1f} ms against"
+                f" p50 {rest['ttft_ms']['p50']:.1f} p99 {rest['ttft_ms']['p99']:.1f} ms for"
+                f" the rest; prefill backlog met, mean {pk['requests_ahead']['mean']:.1f} vs"
+                f" {rest['requests_ahead']['mean']:.1f} requests"
+            )
         tiers = sv.get("tiers") or {}
         ratios = [
             f"{key.removesuffix('_transfer_ratio').replace('_over_', '/')} {tiers[key]:.1f}×"

@@ -69,6 +69,19 @@ def run_index(summary: Mapping[str, Any], rel: str) -> dict[str, Any]:
         entry["incast_goodput_mbps_mean"] = m["incast"]["goodput_mbps"].get("mean")
     if m.get("noisy_neighbour"):
         entry["noisy_neighbour"] = m["noisy_neighbour"]
+    serving = m.get("serving") or {}
+    if (serving.get("prefix_cache") or {}).get("enabled"):
+        entry["prefix_cache"] = {k: v for k, v in serving["prefix_cache"].items()
+                                 if k.endswith("hit_rate")}  # fmt: skip
+    if serving.get("sessions"):
+        entry["sessions"] = {k: serving["sessions"][k] for k in ("hit_rate", "completion_ms")}
+    if serving.get("peak_second"):
+        ps = serving["peak_second"]
+        entry["peak_second"] = {
+            "share": ps["peak"]["share"],
+            **{f"{g}_{k}": {q: ps[g][k].get(q) for q in ("p50", "p99")}
+               for g in ("peak", "rest") for k in ("ttft_ms", "prefill_ms")},  # fmt: skip
+        }
     entry["drops"] = (m.get("drops") or {}).get("total")
     return entry
 
