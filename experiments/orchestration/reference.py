@@ -71,17 +71,21 @@ def run_index(summary: Mapping[str, Any], rel: str) -> dict[str, Any]:
         entry["noisy_neighbour"] = m["noisy_neighbour"]
     serving = m.get("serving") or {}
     if (serving.get("prefix_cache") or {}).get("enabled"):
-        entry["prefix_cache"] = {k: v for k, v in serving["prefix_cache"].items()
-                                 if k.endswith("hit_rate")}  # fmt: skip
+        rates = serving["prefix_cache"].items()
+        entry["prefix_cache"] = {k: v for k, v in rates if k.endswith("hit_rate")}
     if serving.get("sessions"):
-        entry["sessions"] = {k: serving["sessions"][k] for k in ("hit_rate", "completion_ms")}
+        ss = serving["sessions"]
+        entry["sessions"] = {
+            "hit_rate": ss["hit_rate"],
+            "completion_ms": {q: ss["completion_ms"].get(q) for q in ("p50", "p99")},
+        }
     if serving.get("peak_second"):
         ps = serving["peak_second"]
-        entry["peak_second"] = {
-            "share": ps["peak"]["share"],
-            **{f"{g}_{k}": {q: ps[g][k].get(q) for q in ("p50", "p99")}
-               for g in ("peak", "rest") for k in ("ttft_ms", "prefill_ms")},  # fmt: skip
-        }
+        entry["peak_second"] = {"share": ps["peak"]["share"]}
+        for group in ("peak", "rest"):
+            for key in ("ttft_ms", "prefill_ms"):
+                stats = ps[group][key]
+                entry["peak_second"][f"{group}_{key}"] = {q: stats.get(q) for q in ("p50", "p99")}
     entry["drops"] = (m.get("drops") or {}).get("total")
     return entry
 

@@ -478,9 +478,7 @@ SERVING = section(
         "prefix_cache": Field(
             section(
                 {
-                    "enabled": Field(
-                        boolean(), False, "a prefix cache on the prefill servers"
-                    ),
+                    "enabled": Field(boolean(), False, "a prefix cache on the prefill servers"),
                     "capacity_blocks": Field(integer(1), 4096, "its capacity, KV blocks"),
                     "shared": Field(
                         boolean(),
