@@ -389,6 +389,14 @@ def _brief(est: dict[str, Any]) -> list[str]:
                 f" hides {mp['hidden_fraction_layer_pipelined']:.0%}"
                 f" (exposed {mp['exposed_ms_layer_pipelined']:.1f} ms)"
             )
+        pc = sv.get("prefix_cache") or {}
+        if pc.get("ideal_hit_rate") and pc.get("local_hit_rate") is not None:
+            lines.append(
+                f"  prefix cache: hit rate {pc['hit_rate']:.1%} (local {pc['local_hit_rate']:.1%},"
+                f" remote {pc['remote_hit_rate']:.1%}), an infinite cache's"
+                f" {pc['ideal_hit_rate']:.1%}; {sv['network_bytes_real'] / 1e9:.1f} GB over the"
+                " fabric"
+            )
         ss = sv.get("sessions")
         if ss:
             first, later = ss["ttft_ms"]["first_turn"], ss["ttft_ms"]["later_turns"]
