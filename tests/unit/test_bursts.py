@@ -91,3 +91,20 @@ def test_the_summary_and_report_carry_the_peak_second(tmp_path):
     shown = [label for label, path in LATENCY_ROWS if _get(m, path)]
     assert "TTFT, busiest second's arrivals (ms)" in shown
     assert "TTFT, other arrivals (ms)" in shown
+
+
+def test_the_reference_index_carries_what_the_handouts_query():
+    from experiments.orchestration.reference import run_index
+
+    quiet = [i * 1000.0 for i in range(10)]
+    burst = [20000.0 + 100 * k for k in range(5)]
+    req = _requests(quiet + burst, [50.0] * 10 + [90.0] * 5, [40.0] * 15)
+    spec = {"duration_s": 25, "scale": {"bandwidth": 1e-4},
+            "workloads": [{"kind": "serving", "prefix_cache": {"enabled": True},
+                           "slo": {"ttft_ms": 100, "tpot_ms": 50}}]}  # fmt: skip
+    entry = run_index({"label": "x", "metrics": summarize(None, req, None, None, spec)}, "s")
+    # jq '.runs[] | .peak_second.peak_ttft_ms.p50, .prefix_cache.hit_rate' (the handouts)
+    assert entry["peak_second"]["peak_ttft_ms"]["p50"] == 90.0
+    assert entry["peak_second"]["rest_prefill_ms"]["p50"] == 40.0
+    assert entry["peak_second"]["share"] == pytest.approx(5 / 15)
+    assert entry["prefix_cache"]["hit_rate"] == 0.0
