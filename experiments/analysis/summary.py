@@ -38,6 +38,7 @@ from experiments.analysis.metrics import (
     serving_metrics,
     value_stats,
 )
+from experiments.analysis.metrics.bursts import peak_second_metrics
 from experiments.analysis.metrics.faults import fault_timings
 from experiments.analysis.metrics.flows import fct_slowdown, ok_mask
 from experiments.analysis.metrics.sessions import session_metrics
@@ -74,7 +75,7 @@ def summarize(
     ``queue_above``; ``links``; ``ttft_ms``,
     ``tpot_ms``, ``itl_ms``, ``e2e_ms``, ``kv_transfer_ms`` and ``serving`` (with
     ``serving.prefix_cache`` and, for layer-pipelined transfers, ``serving.pipelining``:
-    ``metrics.kv``); ``faults``
+    ``metrics.kv``; ``serving.peak_second``: ``metrics.bursts``); ``faults``
     (``metrics.faults.fault_timings``, from ``events``: the run's events.json).
     """
     scale = _scale(resolved_spec)
@@ -344,6 +345,9 @@ def _serving(
     sessions = session_metrics(requests)
     if sessions is not None:
         m["sessions"] = sessions
+    peak = peak_second_metrics(requests)
+    if peak is not None:
+        m["peak_second"] = peak
     out = {key: m.pop(key) for key in SERVING_LATENCIES}
     out["serving"] = m
     return out

@@ -236,14 +236,18 @@ SERVING = section(
         "prefix_cache": Field(
             section(
                 {
-                    "enabled": Field(
-                        boolean(), False, "a shared prefix-cache pool on the prefill servers"
-                    ),
+                    "enabled": Field(boolean(), False, "a prefix cache on the prefill servers"),
                     "capacity_blocks": Field(integer(1), 4096, "its capacity, KV blocks"),
+                    "shared": Field(
+                        boolean(),
+                        True,
+                        "true: one pool, a block held on another prefill server is fetched"
+                        " over the fabric (Mooncake); false: each server's cache on its own",
+                    ),
                 }
             ),
             {},
-            "the shared prefix-cache pool",
+            "the prefix cache (Mooncake-style pool, or one cache per server)",
         ),
         "arrivals": Field(
             arrivals(),
