@@ -47,7 +47,9 @@ def _topo_list() -> int:
     table.add_column("parameters (defaults)")
     table.add_column("what")
     for kind, gen in GENERATORS.items():
-        params = " ".join(f"{k}={v:g}" for k, v in defaults(kind).items())
+        params = " ".join(
+            f"{k}={v}" if isinstance(v, str) else f"{k}={v:g}" for k, v in defaults(kind).items()
+        )
         doc = " ".join((gen.__doc__ or "").split())
         table.add_row(kind, params, doc.split(". ")[0].rstrip("."))
     console.print(table)
