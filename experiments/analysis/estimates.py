@@ -277,6 +277,7 @@ def _stats(values: Any) -> dict[str, float] | None:
 def serving_estimate(resolved: dict[str, Any], index: int, fabric: Fabric) -> dict[str, Any]:
     from experiments.analysis.metrics.kv import pipelining_metrics, prefix_cache_metrics
     from experiments.analysis.metrics.sessions import session_metrics
+    from experiments.analysis.tier_estimate import tier_estimate
     from experiments.orchestration.plan import workload_seed
     from traffic import presets
     from traffic.serving import build_serving, fabric_rate, simulate
@@ -309,6 +310,9 @@ def serving_estimate(resolved: dict[str, Any], index: int, fabric: Fabric) -> di
     sessions = session_metrics(req)
     if sessions is not None:
         out["sessions"] = {k: sessions[k] for k in ("hit_rate", "ttft_ms", "completion_ms")}
+    kv_tiers = tier_estimate(driver, req, tok, res.flows)
+    if kv_tiers is not None:
+        out["kv_tiers"] = kv_tiers
     if w["mode"] == "disaggregated" and len(req):
         m = presets.model(w["model"])
         p, d = driver.prefill[0].inst, driver.decode[0].inst
@@ -395,6 +399,9 @@ def _brief(est: dict[str, Any]) -> list[str]:
             if ss["completion_ms"]["count"]:
                 text += f"; completion p50 {ss['completion_ms']['p50']:.0f} ms"
             lines.append(text)
+        kt = sv.get("kv_tiers")
+        if kt:
+            lines += _tier_lines(kt)
         tiers = sv.get("tiers") or {}
         ratios = [
             f"{key.removesuffix('_transfer_ratio').replace('_over_', '/')} {tiers[key]:.1f}×"
@@ -413,6 +420,31 @@ def _brief(est: dict[str, Any]) -> list[str]:
             " ms real)"
         )
     return lines
+
+
+def _tier_lines(kt: dict[str, Any]) -> list[str]:
+    """The kv_tiers lines of an estimate: evictions and their costs."""
+    moved = ", ".join(f"{t} {b / 1e9:.2f} GB" for t, b in kt["bytes_moved_by_tier"].items())
+    stall = kt["stall_ms"] or {}
+    itl = kt["itl_ms_never_evicted"] or {}
+    lines = [
+        f"  kv_tiers: HBM holds {kt['hbm_tokens_per_instance']} tokens per decode instance;"
+        f" {kt['evictions']} evictions, {kt['requests_recomputed']} requests recomputed"
+        f" ({kt['recomputed_tokens']} tokens); moved {moved}; stall p50"
+        f" {_ms(stall.get('p50'))} ms; ITL p99 of never-evicted {_ms(itl.get('p99'))} ms"
+    ]
+    v = kt.get("victim")
+    if v:
+        ways = ", ".join(f"{w} {ms:.1f} ms" for w, ms in v["round_trip_ms"].items())
+        lines.append(
+            f"  a victim of {v['victim_tokens']} tokens ({v['victim_kv_bytes'] / 1e6:.0f} MB):"
+            f" {ways} (out and back; cheapest: {v['cheapest']})"
+        )
+    return lines
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1f}"
 
 
 def print_estimates(spec: str, sets: list[str], as_json: bool = False) -> int:

@@ -41,8 +41,8 @@ from experiments.analysis.metrics import (
 from experiments.analysis.metrics.faults import fault_timings
 from experiments.analysis.metrics.flows import fct_slowdown, ok_mask
 from experiments.analysis.metrics.sessions import session_metrics
-from experiments.analysis.metrics.tiers import tier_metrics
 from experiments.analysis.metrics.tenants import noisy_neighbour
+from experiments.analysis.metrics.tiers import tier_metrics
 from experiments.output.results import to_jsonable
 from topologies.shaping import DEFAULT_MTU, queue_frames
 

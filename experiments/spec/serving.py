@@ -36,6 +36,7 @@ from experiments.spec.schema import (
     section,
     server,
 )
+from experiments.spec.tiers import KV_TIERS, check_kv_tiers
 from traffic.peaky import check_peaky
 from traffic.presets import GPUS, MODELS
 from traffic.serving.driver import DEFAULT_TOPOLOGY_BUDGET_MS, SERVING_MODES
@@ -351,7 +352,7 @@ _KIND_DOCS = {
     "kv_transfer": "the prompt's KV, monolithic or per layer (kv_transfer, kv_layer flows)",
     "collective": "a decode step's tensor-parallel all-reduce, every token",
     "cache_fetch": "prefix-cache blocks fetched from another prefill server",
-    "tier_fetch": "KV fetched from a lower storage tier (reserved)",
+    "tier_fetch": "KV moved to or from a storage node's flash tier (kv_tiers.flash)",
 }
 DSCP_BY_KIND = section(
     {
@@ -445,6 +446,7 @@ def _serving_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
     for role in roles:
         _check_tp(out, path, role)
     _marks_post(out, path, ctx)
+    check_kv_tiers(out, path, ctx)
 
 
 SERVING = section(
@@ -486,6 +488,12 @@ SERVING = section(
             ),
             {},
             "the shared prefix-cache pool",
+        ),
+        "kv_tiers": Field(
+            optional(KV_TIERS),
+            None,
+            "tiered KV storage: HBM per GPU, optional CXL and flash tiers (null: HBM only,"
+            " no eviction)",
         ),
         "arrivals": Field(
             _arrivals(),

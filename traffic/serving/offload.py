@@ -23,7 +23,15 @@ from dataclasses import dataclass, field
 from .. import compute
 from ..traces import BLOCK_TOKENS
 from .requests import Request
-from .tiers import RECOMPUTE, KvTiers, TierBlocks, TierSpace, choose_eviction, eviction_costs
+from .tiers import (
+    RECOMPUTE,
+    KvTiers,
+    TierBlocks,
+    TierSpace,
+    choose_eviction,
+    eviction_costs,
+    lru_victims,
+)
 
 TIER_TIMERS = ("tier_out", "tier_back", "recompute_end", "tier_prefix")
 
@@ -147,12 +155,8 @@ class TieredDecode:
         return False
 
     def _evict_for(self, e, r: Request, now: int) -> None:
-        members = sorted(e.active, key=lambda m: m.loaded_ns)
-        free = self.capacity - e.reserved
-        for v in members:
-            if free >= r.need_tokens:
-                break
-            free += v.need_tokens
+        members = [(m, m.loaded_ns, m.need_tokens) for m in e.active]
+        for v in lru_victims(members, r.need_tokens, self.capacity - e.reserved):
             self._evict(e, v, now)
 
     def _evict(self, e, v: Request, now: int) -> None:
