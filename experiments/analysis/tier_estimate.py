@@ -31,7 +31,7 @@ def victim_costs(driver: Any, requests: pd.DataFrame) -> dict[str, Any] | None:
     if tiers.cxl is not None:
         costs |= eviction_costs(nbytes, recompute_s, "cxl", tiers.cxl.gbps, tiers.cxl.latency_us)
     if tiers.flash is not None:
-        rate = driver.tier_flash_gbps[host]
+        rate = driver.flash_gbps(e.inst.hosts, driver.tier_nearest[host][0])
         costs |= eviction_costs(nbytes, recompute_s, "flash", rate, tiers.flash.latency_us)
         out["flash_path_gbps"] = rate
     out["round_trip_ms"] = {way: s * 1e3 for way, s in costs.items()}

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from .. import compute
 from ..traces import BLOCK_TOKENS
+from .instances import server_of
 from .requests import Request
 from .tiers import (
     RECOMPUTE,
@@ -62,13 +63,9 @@ class TieredDecode:
         self.kv_tiers = tiers
         self.tier_bpt = self.model.kv_bytes_per_token(self.kv_dtype)
         self.tier_block_bytes = BLOCK_TOKENS * self.tier_bpt
-        engines = {id(e): e for e in self.prefill + self.decode}.values()
-        servers = sorted({fabric.node(h).server if fabric.node(h).server is not None
-                          else fabric.node(h).number
-                          for e in engines for h in e.inst.hosts})  # fmt: skip
-        self.tier_server = {h: (fabric.node(h).server if fabric.node(h).server is not None
-                                else fabric.node(h).number)
-                            for e in engines for h in e.inst.hosts}  # fmt: skip
+        hosts = {h for e in self.prefill + self.decode for h in e.inst.hosts}
+        self.tier_server = {h: server_of(fabric.node(h)) for h in sorted(hosts)}
+        servers = sorted(set(self.tier_server.values()))
         self.tier_space: dict[str, TierSpace] = {}
         self.tier_blocks: dict[str, TierBlocks] = {}
         self.tier_cxl_free: dict[int, int] = dict.fromkeys(servers, 0)
@@ -87,17 +84,25 @@ class TieredDecode:
                 h: sorted(self.storage, key=lambda s, h=h: (hops[(h, s)], fabric.node(s).number))
                 for h in self.tier_server
             }
-            self.tier_flash_gbps = {h: self._flash_gbps(fabric, h) for h in self.tier_server}
-        self.tier_demote_seq = 0
+            self.tier_path_gbps = {(h, s): self._path_gbps(fabric, h, s)
+                                   for h in self.tier_server for s in self.storage}  # fmt: skip
+            self.tier_storage_gbps = {s: fabric.links_of(s)[0].real_gbps for s in self.storage}
+        self.tier_stand_in = 0
         if self.cache is not None and self.kv_tiers.lower:
             self.cache.on_evict = self._demote_block
 
-    def _flash_gbps(self, fabric, host: str) -> float:
-        """The slowest link from ``host`` to its nearest storage node (its own link, or
-        the storage node's, is the one all its ranks' shards share)."""
-        path = fabric.shortest_paths(host, self.tier_nearest[host][0])[0]
+    @staticmethod
+    def _path_gbps(fabric, host: str, storage: str) -> float:
+        """The slowest link on the first fewest-hop path from ``host`` to ``storage``."""
+        path = fabric.shortest_paths(host, storage)[0]
         hops = zip(path, path[1:], strict=False)
         return min(fabric.link_between(a, b).real_gbps for a, b in hops)
+
+    def flash_gbps(self, hosts: tuple[str, ...], storage: str) -> float:
+        """The rate an instance's shards reach ``storage`` at together: each rank over its
+        own path, all of them through the storage node's one link."""
+        ranks = sum(self.tier_path_gbps[(h, storage)] for h in hosts)
+        return min(ranks, self.tier_storage_gbps[storage])
 
     # ---- where KV can go ------------------------------------------------------------
 
@@ -110,8 +115,8 @@ class TieredDecode:
                     return tier, place
         return None
 
-    def _tier_rate_gbps(self, tier: str, host: str) -> float:
-        return self.kv_tiers.cxl.gbps if tier == "cxl" else self.tier_flash_gbps[host]
+    def _tier_rate_gbps(self, tier: str, hosts: tuple[str, ...], place) -> float:
+        return self.kv_tiers.cxl.gbps if tier == "cxl" else self.flash_gbps(hosts, place)
 
     def _latency_ns(self, tier: str) -> int:
         return round(getattr(self.kv_tiers, tier).latency_us * 1e3)
@@ -172,7 +177,7 @@ class TieredDecode:
         )
         nxt = self._next_tier(host, nbytes)
         tier, place = nxt if nxt else (None, None)
-        rate = self._tier_rate_gbps(tier, host) if tier else None
+        rate = self._tier_rate_gbps(tier, v.decode.hosts, place) if tier else None
         lat = getattr(self.kv_tiers, tier).latency_us if tier else 0.0
         way = choose_eviction(eviction_costs(nbytes, recompute_s, tier, rate, lat))
         v.tier_held = None if way == RECOMPUTE else (way, place, nbytes, v.context_tokens)
@@ -269,9 +274,9 @@ class TieredDecode:
             r.tier_fetch[tier] = r.tier_fetch.get(tier, 0) + nbytes
             job = TierJob("prefix", r, p, tier, place, nbytes)
             if tier == "cxl":
-                self.tier_demote_seq -= 1  # a timer's stand-in in fetch_flows
-                job.flows.add(self.tier_demote_seq)
-                r.fetch_flows.add(self.tier_demote_seq)
+                self.tier_stand_in -= 1  # a negative id: the CXL timer's stand-in in fetch_flows
+                job.flows.add(self.tier_stand_in)
+                r.fetch_flows.add(self.tier_stand_in)
                 self._timer(self._cxl_done(place, now, nbytes), "tier_prefix", job)
             else:
                 self._flash_move(job, p.inst.hosts, n * BLOCK_TOKENS,
