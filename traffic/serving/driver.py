@@ -626,6 +626,9 @@ class ServingDriver(TieredDecode):
         return tokens_frame(self.requests)
 
     def cache_stats(self) -> dict:
-        if self.cache is None:
-            return {"enabled": False}
-        return self.cache.stats()
+        """The prefix pool's statistics (events.json) and, with ``kv_tiers``, the bytes
+        each lower tier still holds at the end, per place."""
+        stats = {"enabled": False} if self.cache is None else self.cache.stats()
+        if self.kv_tiers is not None:
+            stats["kv_tiers_held_bytes"] = self.tier_stats()
+        return stats
