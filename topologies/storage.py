@@ -35,8 +35,8 @@ def attachment_switches(fb: FabricBuilder, gen: str, attach: object) -> list[str
     names = [n.name for n in switches]
     shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
     raise FabricError(
-        f"{gen}: storage_attach={attach!r} is not allowed: this fabric has no such attachment"
-        f" point; allowed: a switch kind it has ({', '.join(kinds)}) or a switch ({shown})",
+        f"{gen}: storage_attach={attach!r} is not allowed: must be an attachment point this"
+        f" fabric has: a switch kind ({', '.join(kinds)}) or one of its switches ({shown})",
         "storage_attach",
     )
 

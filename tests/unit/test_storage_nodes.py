@@ -73,7 +73,7 @@ def test_the_spec_names_the_attachment_key():
         "fabric": {"kind": "spine_leaf", "storage_nodes": 1, "storage_attach": "rail"},
         "workloads": [],
     }
-    with pytest.raises(SpecError, match=r"fabric\.storage_attach: .*no such attachment point"):
+    with pytest.raises(SpecError, match=r"fabric\.storage_attach: .*an attachment point this"):
         load_spec(yaml.safe_dump(spec))
     spec["fabric"]["storage_attach"] = 3
     with pytest.raises(SpecError, match=r"fabric\.storage_attach: 3 is not allowed"):
