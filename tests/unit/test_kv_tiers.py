@@ -211,6 +211,20 @@ def test_prefix_blocks_evicted_from_hbm_are_fetched_from_flash():
     assert req["cached_tokens"].sum() > alone["cached_tokens"].sum()
 
 
+def test_prefix_blocks_evicted_from_hbm_are_read_back_from_cxl_off_the_fabric():
+    arrivals = {"synthetic": {"n": 24, "rate_per_s": 4, "input_tokens": 2048, "output_tokens": 4,
+                              "shared_prefix_blocks": 3, "n_prefixes": 4}}  # fmt: skip
+    cache = {"enabled": True, "capacity_blocks": 4}
+    tiered = _spec(arrivals=arrivals, prefix_cache=cache, kv_tiers={"hbm_gb": 10, "cxl": CXL})
+    _, req, _, flows = _run(tiered)
+    fetched = req[req["tier_hit_blocks"] > 0]
+    assert len(fetched) >= 4
+    assert (fetched["tier_fetch_bytes_cxl"] == fetched["tier_hit_blocks"] * 512 * BPT_70B).all()
+    assert (req["tier_fetch_bytes_flash"] == 0).all() and "tier_fetch" not in set(flows["kind"])
+    _, alone, _, _ = _run(_spec(arrivals=arrivals, prefix_cache=cache, kv_tiers=None))
+    assert req["cached_tokens"].sum() > alone["cached_tokens"].sum()
+
+
 # ---- refusals that name the key ----------------------------------------------------------
 
 

@@ -36,8 +36,8 @@ Semantics (instants are absolute ns; ``t0`` is the run start):
   receive instant.
 - **Decode**: continuous batching per instance. A request joins the batch at the next
   step start once its KV has arrived and the instance has room: each member reserves
-  prompt + output tokens of KV (no preemption), admission is FIFO. While the batch is
-  not empty, steps run back to back. A step is ``compute.decode_step_time_s`` of the
+  prompt + output tokens of KV (no preemption without ``kv_tiers``), admission is FIFO.
+  While the batch is not empty, steps run back to back. A step is ``compute.decode_step_time_s`` of the
   batch's context tokens, then (tp > 1) a ring all-reduce modelled as one ``collective``
   message per rank to the next rank of ``compute.allreduce_bytes_per_rank`` bytes, sent
   at compute end; the step ends when the last of them is received (tp == 1: at compute
