@@ -34,15 +34,15 @@ Semantics (instants are absolute ns; ``t0`` is the run start):
   work for the coordinator). The KV has arrived when all its messages were
   received; ``kv_transfer_ms`` = first message's send instant → last message's
   receive instant.
-- **Decode**: continuous batching per instance. A request joins the batch at the next
-  step start once its KV has arrived and the instance has room: each member reserves
-  prompt + output tokens of KV (no preemption without ``kv_tiers``), admission is FIFO.
-  While the batch is not empty, steps run back to back. A step is ``compute.decode_step_time_s`` of the
-  batch's context tokens, then (tp > 1) a ring all-reduce modelled as one ``collective``
-  message per rank to the next rank of ``compute.allreduce_bytes_per_rank`` bytes, sent
-  at compute end; the step ends when the last of them is received (tp == 1: at compute
-  end, a timer). Every member gets one token at step end; TTFT is arrival → first token
-  *from the decode instance*; a request finishes after ``output_tokens`` tokens.
+- **Decode**: continuous batching per instance. A request joins the batch at the next step
+  start once its KV has arrived and the instance has room: each member reserves prompt +
+  output tokens of KV (no preemption without ``kv_tiers``), admission is FIFO. While the
+  batch is not empty, steps run back to back. A step is ``compute.decode_step_time_s`` of
+  the batch's context tokens, then (tp > 1) a ring all-reduce modelled as one
+  ``collective`` message per rank to the next rank of ``compute.allreduce_bytes_per_rank``
+  bytes, sent at compute end; the step ends when the last of them is received (tp == 1: at
+  compute end, a timer). Every member gets one token at step end; TTFT is arrival → first
+  token *from the decode instance*; a request finishes after ``output_tokens`` tokens.
 - **Colocated**: the prefill instances also decode; no KV messages. An instance runs
   either a prefill or a decode step, never both: when it is free it starts the queued
   prefill if it can (fetches in, KV room reserved at prefill start), else a step — so a
