@@ -368,7 +368,9 @@ DSCP_BY_KIND = section(
 
 def _marks_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
     """Per-kind marks must survive the controller's trust boundary, which re-marks
-    whatever is not one of the sending host's tenant's classes (``controller.qos``)."""
+    whatever is not one of the sending host's tenant's classes (``controller.qos``):
+    every kind at the pools' GPUs, ``tier_fetch`` also at the storage nodes of a flash
+    tier (they send the fetches back)."""
     qos, tenants = _qos(ctx), (ctx.extra.get("controller") or {}).get("tenants", {})
     if not isinstance(out["dscp"], dict) or not qos["classes"]:
         return
@@ -377,7 +379,11 @@ def _marks_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
     owner = {h: t for t, hosts in tenants.items() for h in hosts}
     roles = ("prefill", "decode") if out["mode"] == "disaggregated" else ("prefill",)
     pools = [(s, out[r]["gpus"]) for r in roles for s in out[r]["servers"]]
-    for host in (ctx.servers[s][g] for s, gpus in pools for g in gpu_indices(gpus, s)):
+    senders = [(ctx.servers[s][g], list(out["dscp"])) for s, gpus in pools
+               for g in gpu_indices(gpus, s)]  # fmt: skip
+    if (out.get("kv_tiers") or {}).get("flash") and ctx.fabric is not None:
+        senders += [(n.name, ["tier_fetch"]) for n in ctx.fabric.storage_nodes]
+    for host, kinds in senders:
         tenant = owner.get(host)
         if tenant in qos["tenant_class"]:
             given, whose = qos["tenant_class"][tenant], f"controller.qos.tenant_class.{tenant}"
@@ -385,7 +391,8 @@ def _marks_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
             given, whose = default, "the default class of hosts without a tenant_class"
         names = given if isinstance(given, list) else [given]
         kept = sorted({marks[n] for n in names})
-        for kind, mark in out["dscp"].items():
+        for kind in kinds:
+            mark = out["dscp"][kind]
             if mark not in kept:
                 why = f"{host}'s switch port re-marks it {marks[names[0]]}"
                 allowed = f"a mark of {whose} ({', '.join(names)}): {', '.join(map(str, kept))}"

@@ -247,6 +247,21 @@ def test_flash_without_storage_nodes_is_refused():
         _resolved(spec)
 
 
+def test_a_tier_fetch_mark_the_storage_nodes_port_would_rewrite_is_refused():
+    spec = _spec(kv_tiers={"hbm_gb": 0.6, "flash": FLASH}, tenant="a",
+                 dscp={"kv_transfer": "kv", "tier_fetch": "kv"})  # fmt: skip
+    gpus = [f"gpu{s}_{i}" for s in range(4) for i in range(4)]
+    classes = [{"name": "kv", "dscp": 26, "rate_share": 0.7},
+               {"name": "bulk", "dscp": 0, "rate_share": 0.3}]  # fmt: skip
+    qos = {"classes": classes, "tenant_class": {"a": ["kv", "bulk"]}}
+    spec["controller"] = {"policy": "ecmp", "tenants": {"a": gpus}, "qos": qos}
+    with pytest.raises(SpecError, match=r"dscp\.tier_fetch: 26 .*storage0's switch port"):
+        _resolved(spec)
+    spec["controller"]["tenants"]["a"] = [*gpus, "storage0"]
+    workload, _ = _resolved(spec)
+    assert workload["dscp"]["tier_fetch"] == 26
+
+
 def test_hbm_for_kv_beyond_what_the_weights_leave_is_refused():
     # 70B fp16 weights over 4 GPUs: 35.3 GB of each 80 GB H100
     with pytest.raises(SpecError, match=r"kv_tiers\.hbm_gb: 60\.0 .*at most 44\.7 GB"):
