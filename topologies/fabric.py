@@ -293,6 +293,8 @@ class Fabric:
             "kind": self.kind,
             "params": dict(self.params),
             "hosts": len(self.hosts),
+            "gpus": len(self.gpus),
+            "storage_nodes": len(self.storage_nodes),
             "switches": len(self.switches),
             "links": len(self.links),
             "links_by_kind": {k: sum(lk.kind == k for lk in self.links) for k in LINK_KINDS},

@@ -95,7 +95,9 @@ def cmd_topo(args: argparse.Namespace) -> int:
     table = Table(title=f"{fabric.kind} " + " ".join(f"{k}={v}" for k, v in fabric.params.items()))
     table.add_column("what")
     table.add_column("value", justify="right")
-    table.add_row("hosts (GPUs)", str(info["hosts"]))
+    table.add_row("hosts (GPUs)", str(info["gpus"]))
+    if info["storage_nodes"]:
+        table.add_row("storage nodes (hosts)", str(info["storage_nodes"]))
     table.add_row("switches", str(info["switches"]))
     for kind, n in info["links_by_kind"].items():
         if n:

@@ -37,6 +37,9 @@ def test_storage_nodes_come_after_every_gpu_and_change_no_gpu():
     assert {lk.real_gbps for ls in links.values() for lk in ls} == {100.0}
     assert sorted(servers_of(f)) == [0, 1]  # a storage node is no GPU server
     assert f.bisection_gbps() == plain.bisection_gbps()
+    info = f.summary()
+    assert (info["hosts"], info["gpus"], info["storage_nodes"]) == (10, 8, 2)
+    assert info["links_by_kind"]["storage"] == 2
 
 
 @pytest.mark.parametrize(
