@@ -93,11 +93,14 @@ def test_topo_show_parameters_parse_a_name():
     )
 
 
-@pytest.mark.parametrize("policy", ["shortest_path", "ecmp"])
+@pytest.mark.parametrize("policy", ["shortest_path", "ecmp", "adaptive", "tenant_paths"])
 @pytest.mark.parametrize("attach", ["spine", "rail1"])
 def test_every_gpu_reaches_every_storage_node_and_back(policy, attach):
     f = rail_optimized(servers=3, gpus_per_server=4, storage_nodes=2, storage_attach=attach)
-    rules = compute(f, policy)
+    gpus = [g.name for g in f.gpus]
+    # tenant a: the first half of the GPUs and storage0; tenant b: the rest, storage1 in none
+    tenants = {"a": [*gpus[:6], "storage0"], "b": gpus[6:]}
+    rules = compute(f, policy, params={"tenants": tenants} if policy == "tenant_paths" else None)
     for storage in f.storage_nodes:
         for gpu in f.gpus:
             for src, dst in ((gpu.name, storage.name), (storage.name, gpu.name)):
