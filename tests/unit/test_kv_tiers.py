@@ -183,6 +183,46 @@ def test_flash_moves_victims_over_the_storage_nodes_link():
     assert (back["t_sched_ns"].diff().dropna() >= 0).all()
 
 
+class FirstTierFetchFails:
+    """The serving driver, except that the first tier_fetch message fails on arrival."""
+
+    def __init__(self, driver) -> None:
+        self.driver, self.doomed = driver, None
+
+    def __getattr__(self, name):
+        return getattr(self.driver, name)
+
+    def _watch(self, messages):
+        for m in messages:
+            if m.kind == "tier_fetch" and self.doomed is None:
+                self.doomed = m.flow_id
+        return messages
+
+    def start(self, t0_ns):
+        return self._watch(self.driver.start(t0_ns))
+
+    def on_timer(self, now_ns):
+        return self._watch(self.driver.on_timer(now_ns))
+
+    def on_received(self, flow_id, t_end_ns):
+        if flow_id == self.doomed:
+            return self._watch(self.driver.on_failed(flow_id, "connection reset", t_end_ns))
+        return self._watch(self.driver.on_received(flow_id, t_end_ns))
+
+
+def test_a_failed_tier_fetch_loses_its_request_and_no_other():
+    workload, fabric = _resolved(_spec(kv_tiers={"hbm_gb": 0.6, "flash": FLASH}))
+    driver = build_serving(workload, fabric, 1)
+    wrapped = FirstTierFetchFails(driver)
+    assert simulate(wrapped, fabric_rate(fabric), t0_ns=10**12).finished
+    req = driver.requests_table()
+    lost = req[~req["served"]]
+    assert len(lost) == 1 and "tier_fetch message" in lost["error"].iloc[0]
+    assert "connection reset" in lost["error"].iloc[0]
+    # what it held below HBM is given back: the storage node ends empty
+    assert driver.tier_stats()["flash"] == {"storage0": 0.0}
+
+
 def test_a_slow_storage_link_makes_recompute_the_cheaper_way():
     spec = _spec({"storage_gbps": 5}, kv_tiers={"hbm_gb": 0.6, "flash": FLASH})
     _, req, _, flows = _run(spec)

@@ -291,10 +291,13 @@ class TieredDecode:
         """Every part of ``job`` has arrived (its messages, or its CXL timer)."""
         r, e = job.request, job.engine
         if job.purpose == "out":
-            r.offload_pending = False
-            e.offloading -= 1
+            if r.offload_pending:  # else settled meanwhile: _tier_release counted it
+                r.offload_pending = False
+                e.offloading -= 1
             self._kick(e, now)
         elif job.purpose == "back":
+            if r.tier_held is None:  # settled meanwhile: _tier_release freed its space
+                return
             self.tier_space[job.tier].free(job.place, job.nbytes)
             r.tier_fetch[job.tier] = r.tier_fetch.get(job.tier, 0) + job.nbytes
             r.tier_held = None
