@@ -10,6 +10,11 @@ OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
 # The OVS daemons outlive make: start them with no inherited descriptor beyond
 # 0-2, so they never hold a caller's lock or pipe open (e.g. `flock L make test`).
 DETACHED := /usr/bin/python3 -c 'import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))'
+# What root made in the checkout (.venv, results, caches) for a user who ran `sudo make`
+# is theirs again afterwards, whether the command passed or failed.
+HAND_BACK := if [ -n "$$SUDO_UID" ] && [ "$$SUDO_UID" != 0 ]; then \
+  find . -xdev -path ./.git -prune -o -uid 0 -print0 | xargs -0 -r chown -h "$$SUDO_UID:$$SUDO_GID"; fi
+AND_HAND_BACK := ; status=$$?; $(HAND_BACK); exit $$status
 
 .PHONY: setup demo test unit lint clean bench bench-quick references help
 
@@ -48,21 +53,22 @@ $(VENV)/.installed: pyproject.toml
 	@[ -x $(PY) ] || /usr/bin/python3 -m venv --system-site-packages $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]' 2>&1 | grep -v "^WARNING: Location" || true
 	$(PY) -c "import mininet.net, os_ken, topologies, experiments" && touch $@
+	@$(HAND_BACK)
 
 demo: setup
-	$(VENV)/bin/kvfabric demo
+	$(VENV)/bin/kvfabric demo $(AND_HAND_BACK)
 
 test: setup
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q tests $(AND_HAND_BACK)
 
 bench: setup
-	$(PY) -m benchmarks
+	$(PY) -m benchmarks $(AND_HAND_BACK)
 
 bench-quick: setup
-	$(PY) -m benchmarks --quick
+	$(PY) -m benchmarks --quick $(AND_HAND_BACK)
 
 references: setup
-	$(VENV)/bin/kvfabric references
+	$(VENV)/bin/kvfabric references $(AND_HAND_BACK)
 
 unit: venv-user
 	$(PY) -m pytest -q tests/unit

@@ -275,6 +275,7 @@ def _stats(values: Any) -> dict[str, float] | None:
 
 
 def serving_estimate(resolved: dict[str, Any], index: int, fabric: Fabric) -> dict[str, Any]:
+    from experiments.analysis.metrics.bursts import peak_second_metrics
     from experiments.analysis.metrics.kv import pipelining_metrics, prefix_cache_metrics
     from experiments.analysis.metrics.sessions import session_metrics
     from experiments.analysis.tier_estimate import tier_estimate
@@ -313,6 +314,9 @@ def serving_estimate(resolved: dict[str, Any], index: int, fabric: Fabric) -> di
     kv_tiers = tier_estimate(driver, req, tok, res.flows)
     if kv_tiers is not None:
         out["kv_tiers"] = kv_tiers
+    peak = peak_second_metrics(req)
+    if peak is not None:
+        out["peak_second"] = peak
     if w["mode"] == "disaggregated" and len(req):
         m = presets.model(w["model"])
         p, d = driver.prefill[0].inst, driver.decode[0].inst
@@ -389,6 +393,14 @@ def _brief(est: dict[str, Any]) -> list[str]:
                 f" hides {mp['hidden_fraction_layer_pipelined']:.0%}"
                 f" (exposed {mp['exposed_ms_layer_pipelined']:.1f} ms)"
             )
+        pc = sv.get("prefix_cache") or {}
+        if pc.get("ideal_hit_rate") and pc.get("local_hit_rate") is not None:
+            lines.append(
+                f"  prefix cache: hit rate {pc['hit_rate']:.1%} (local {pc['local_hit_rate']:.1%},"
+                f" remote {pc['remote_hit_rate']:.1%}), an infinite cache's"
+                f" {pc['ideal_hit_rate']:.1%}; {sv['network_bytes_real'] / 1e9:.1f} GB over the"
+                " fabric"
+            )
         ss = sv.get("sessions")
         if ss:
             first, later = ss["ttft_ms"]["first_turn"], ss["ttft_ms"]["later_turns"]
@@ -402,6 +414,17 @@ def _brief(est: dict[str, Any]) -> list[str]:
         kt = sv.get("kv_tiers")
         if kt:
             lines += _tier_lines(kt)
+        ps = sv.get("peak_second")
+        if ps and ps["peak"]["ttft_ms"]["count"] and ps["rest"]["ttft_ms"]["count"]:
+            pk, rest = ps["peak"], ps["rest"]
+            lines.append(
+                f"  busiest second: {pk['requests']} of {ps['requests']} requests"
+                f" ({pk['share']:.0%}, mean {ps['mean_per_s']:.1f}/s): TTFT p50"
+                f" {pk['ttft_ms']['p50']:.1f} p99 {pk['ttft_ms']['p99']:.1f} ms against"
+                f" p50 {rest['ttft_ms']['p50']:.1f} p99 {rest['ttft_ms']['p99']:.1f} ms for"
+                f" the rest; prefill backlog met, mean {pk['requests_ahead']['mean']:.1f} vs"
+                f" {rest['requests_ahead']['mean']:.1f} requests"
+            )
         tiers = sv.get("tiers") or {}
         ratios = [
             f"{key.removesuffix('_transfer_ratio').replace('_over_', '/')} {tiers[key]:.1f}×"

@@ -38,6 +38,7 @@ from experiments.analysis.metrics import (
     serving_metrics,
     value_stats,
 )
+from experiments.analysis.metrics.bursts import peak_second_metrics
 from experiments.analysis.metrics.faults import fault_timings
 from experiments.analysis.metrics.flows import fct_slowdown, ok_mask
 from experiments.analysis.metrics.sessions import session_metrics
@@ -75,7 +76,8 @@ def summarize(
     ``queue_above``; ``links``; ``ttft_ms``,
     ``tpot_ms``, ``itl_ms``, ``e2e_ms``, ``kv_transfer_ms`` and ``serving`` (with
     ``serving.prefix_cache`` and, for layer-pipelined transfers, ``serving.pipelining``:
-    ``metrics.kv``; ``serving.kv_tiers`` with ``kv_tiers``: ``metrics.tiers``); ``faults``
+    ``metrics.kv``; ``serving.kv_tiers`` with ``kv_tiers``: ``metrics.tiers``;
+    ``serving.peak_second``: ``metrics.bursts``); ``faults``
     (``metrics.faults.fault_timings``, from ``events``: the run's events.json).
     """
     scale = _scale(resolved_spec)
@@ -350,6 +352,9 @@ def _serving(
         m["sessions"] = sessions
     if any(w.get("kv_tiers") for w in serving):
         m["kv_tiers"] = tier_metrics(requests, tokens, flows)
+    peak = peak_second_metrics(requests)
+    if peak is not None:
+        m["peak_second"] = peak
     out = {key: m.pop(key) for key in SERVING_LATENCIES}
     out["serving"] = m
     return out

@@ -90,13 +90,19 @@ def cmd_clean(args: argparse.Namespace) -> int:
 
 
 def _say_envelope() -> None:
-    from experiments.orchestration.envelope import load, machine_identity
+    from experiments.orchestration.envelope import envelope_path, load, machine_identity
 
-    env, why = load(machine_identity())
-    hop = ", ".join(f"{n} switches {v:,.0f}" for n, v in sorted(env.switch_hop_mbps.items()))
-    msgs = ", ".join(f"{c} {v:,.0f}" for c, v in env.messages_per_s.items())
-    say(f"envelope: switch-hop Mbit/s: {hop}; message-hops/s: {msgs}")
-    say(f"  ({why}{'' if env.calibrated else '; sudo kvfabric calibrate measures this machine'})")
+    base = envelope_path()
+    tails = [f.stem.rsplit("-mtu", 1)[1] for f in base.parent.glob(f"{base.stem}-mtu*.json")]
+    jumbo = sorted(int(t) for t in tails if t.isdigit())
+    for mtu in [1500, *jumbo]:
+        env, why = load(machine_identity(mtu=mtu))
+        hop = ", ".join(f"{n} switches {v:,.0f}" for n, v in sorted(env.switch_hop_mbps.items()))
+        msgs = ", ".join(f"{c} {v:,.0f}" for c, v in env.messages_per_s.items())
+        at = "" if mtu == 1500 else f" at MTU {mtu}"
+        say(f"envelope{at}: switch-hop Mbit/s: {hop}; message-hops/s: {msgs}")
+        hint = "" if env.calibrated else "; sudo kvfabric calibrate measures this machine"
+        say(f"  ({why}{hint})")
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

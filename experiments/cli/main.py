@@ -11,11 +11,13 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.markup import escape
 
 from experiments.cli import calc, machine, report, run, spec, tools, topo
 from experiments.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, err
+from experiments.output.ownership import handed_back
 from topologies import FabricError
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "UsageError", "main"]
@@ -35,6 +37,12 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _written_roots(args: argparse.Namespace) -> list[Path]:
+    """Where a command may write: the working folder and any ``--out`` it names."""
+    out = getattr(args, "out", None)
+    return [Path.cwd(), *([Path(out)] if out else [])]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
@@ -43,7 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
-        return args.handler(args)
+        with handed_back(_written_roots(args)):
+            return args.handler(args)
     except FabricError as exc:
         return _error("error", exc, EXIT_FAILED if args.command in FABRIC_COMMANDS else EXIT_USAGE)
     except (UsageError, ValueError) as exc:

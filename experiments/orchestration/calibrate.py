@@ -51,9 +51,9 @@ from experiments.orchestration.runner import fabric_up, traffic_window
 from experiments.orchestration.trial import failed_checks, switch_ports
 from experiments.spec.load import expand, load_spec
 from experiments.spec.sections import build_fabric
-from topologies import Fabric
+from topologies import Fabric, FabricError
 from topologies.builder import FabricNetwork
-from topologies.shaping import DEFAULT_MTU, check_mtu
+from topologies.shaping import DEFAULT_MTU, check_mtu, egress_plan
 from topologies.system import ovs_kernel_datapath
 from traffic.agents import AgentFleet
 from traffic.workloads.schedule import build_schedule
@@ -62,14 +62,23 @@ HOST_GBPS = 100.0
 CHUNKS_PER_S = 20  # each stream is a run of chunks, so lateness is judged over many sends
 HOST_LINKS_DELIVERED = 3  # 2 one-to-one streams + the receiver of a 2-to-1 incast
 _LEAF = {"kind": "spine_leaf", "host_gbps": HOST_GBPS, "uplink_gbps": 4 * HOST_GBPS}
-INCAST_PAIRS = {  # path length -> its fabric (a spec section) and pairs, the last two an incast
-    1: (_LEAF | {"spines": 1, "leaves": 1, "hosts_per_leaf": 8},
-        [("h0", "h4"), ("h1", "h5"), ("h2", "h6"), ("h3", "h6")]),
-    3: (_LEAF | {"spines": 2, "leaves": 2, "hosts_per_leaf": 4},
-        [("h0", "h4"), ("h1", "h5"), ("h2", "h6"), ("h3", "h6")]),
-    5: ({"kind": "fat_tree", "k": 4, "host_gbps": HOST_GBPS, "fabric_gbps": 4 * HOST_GBPS},
-        [("h0", "h4"), ("h1", "h8"), ("h2", "h12"), ("h3", "h12")]),
+# path length -> its fabric (a spec section) and pairs, the last two an incast; the
+# 1-switch fabric's one uplink carries nothing, so it is no faster than a host link
+INCAST_PAIRS = {
+    1: (
+        _LEAF | {"spines": 1, "leaves": 1, "hosts_per_leaf": 8, "uplink_gbps": HOST_GBPS},
+        [("h0", "h4"), ("h1", "h5"), ("h2", "h6"), ("h3", "h6")],
+    ),
+    3: (
+        _LEAF | {"spines": 2, "leaves": 2, "hosts_per_leaf": 4},
+        [("h0", "h4"), ("h1", "h5"), ("h2", "h6"), ("h3", "h6")],
+    ),
+    5: (
+        {"kind": "fat_tree", "k": 4, "host_gbps": HOST_GBPS, "fabric_gbps": 4 * HOST_GBPS},
+        [("h0", "h4"), ("h1", "h8"), ("h2", "h12"), ("h3", "h12")],
+    ),
 }  # fmt: skip
+BEYOND_LINK_RATE = "link_rate: beyond what one emulated link honours"
 
 
 def make_fabric(section: dict[str, Any]) -> Fabric:
@@ -227,6 +236,12 @@ def hop_step(hops: int, planned_mbps: float, seconds: float, mtu: int = DEFAULT_
     scale = rate * 1e6 / (HOST_GBPS * 1e9)
     fabric = make_fabric(section)
     schedule = hop_schedule(pairs, rate, seconds, scale)
+    try:
+        egress_plan(fabric, scale, mtu)
+    except FabricError:  # a ceiling of the emulation, not a step that ran: search lower
+        peak = peak_hop_mbps(schedule, fabric, scale)
+        return Step(f"switch_hop_mbps:{hops}", planned_mbps, peak, None, False,
+                    [BEYOND_LINK_RATE])  # fmt: skip
     flows, judged = run_trial(section, schedule, scale, seconds, mtu)
     carried, _ = offered_switching_mbps(flows, fabric)
     return _step(f"switch_hop_mbps:{hops}", planned_mbps, peak_hop_mbps(schedule, fabric, scale),

@@ -69,6 +69,23 @@ def run_index(summary: Mapping[str, Any], rel: str) -> dict[str, Any]:
         entry["incast_goodput_mbps_mean"] = m["incast"]["goodput_mbps"].get("mean")
     if m.get("noisy_neighbour"):
         entry["noisy_neighbour"] = m["noisy_neighbour"]
+    serving = m.get("serving") or {}
+    if (serving.get("prefix_cache") or {}).get("enabled"):
+        rates = serving["prefix_cache"].items()
+        entry["prefix_cache"] = {k: v for k, v in rates if k.endswith("hit_rate")}
+    if serving.get("sessions"):
+        ss = serving["sessions"]
+        entry["sessions"] = {
+            "hit_rate": ss["hit_rate"],
+            "completion_ms": {q: ss["completion_ms"].get(q) for q in ("p50", "p99")},
+        }
+    if serving.get("peak_second"):
+        ps = serving["peak_second"]
+        entry["peak_second"] = {"share": ps["peak"]["share"]}
+        for group in ("peak", "rest"):
+            for key in ("ttft_ms", "prefill_ms"):
+                stats = ps[group][key]
+                entry["peak_second"][f"{group}_{key}"] = {q: stats.get(q) for q in ("p50", "p99")}
     entry["drops"] = (m.get("drops") or {}).get("total")
     return entry
 

@@ -51,6 +51,8 @@ LATENCY_ROWS: list[tuple[str, tuple[str, ...]]] = [
     ("TTFT, first session turns (ms)", ("serving", "sessions", "ttft_ms", "first_turn")),
     ("TTFT, later session turns (ms)", ("serving", "sessions", "ttft_ms", "later_turns")),
     ("session completion (ms)", ("serving", "sessions", "completion_ms")),
+    ("TTFT, busiest second's arrivals (ms)", ("serving", "peak_second", "peak", "ttft_ms")),
+    ("TTFT, other arrivals (ms)", ("serving", "peak_second", "rest", "ttft_ms")),
     ("agent lateness (ms)", ("lateness_ms",)),
     ("queue backlog (pkts)", ("queue_pkts", "all")),
 ]
@@ -93,6 +95,7 @@ VALUE_ROWS: list[tuple[str, tuple[str, ...], str]] = [
         ("serving", "kv_tiers", "itl_ms_never_evicted", "p99"),
         "ms",
     ),  # fmt: skip
+    ("share of requests in the busiest second", ("serving", "peak_second", "peak", "share"), ""),
 ]
 # Columns of the comparison table besides p50/p99 of LATENCY_ROWS.
 COMPARE_VALUES: list[tuple[str, tuple[str, ...]]] = [

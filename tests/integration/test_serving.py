@@ -5,14 +5,13 @@ prefix is fetched from a remote cache over the fabric."""
 
 from __future__ import annotations
 
-import json
 import textwrap
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from experiments.cli.main import main
+from .runs import run_spec, summary, tables
 
 pytestmark = pytest.mark.root
 
@@ -44,21 +43,9 @@ def run(tmp_path: Path, name: str, *sets: str,
         force: bool = False) -> tuple[dict, pd.DataFrame, pd.DataFrame]:  # fmt: skip
     from traffic.traces import bundled_azure_trace
 
-    spec = tmp_path / f"{name}.yaml"
-    spec.write_text(SPEC.replace("TRACE", str(bundled_azure_trace())))
-    out = tmp_path / name
-    args = ["run", str(spec), "--out", str(out), "--quiet", *(["--force"] if force else [])]
-    for s in sets:
-        args += ["--set", s]
-    assert main(args) == 0
-    (summary_path,) = out.glob("*/*/summary.json")
-    run_dir = summary_path.parent
-    summary = json.loads(summary_path.read_text())
-    return (
-        summary,
-        pd.read_parquet(run_dir / "requests.parquet"),
-        pd.read_parquet(run_dir / "flows.parquet"),
-    )
+    text = SPEC.replace("TRACE", str(bundled_azure_trace()))
+    run_dir = run_spec(tmp_path, name, text, *sets, force=force)
+    return (summary(run_dir), *tables(run_dir, "requests", "flows"))
 
 
 def test_fifty_trace_requests_complete_with_ttft_and_itl(tmp_path):

@@ -4,14 +4,13 @@ or a spine port (read from every switch egress counter the run sampled)."""
 
 from __future__ import annotations
 
-import json
 import textwrap
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from experiments.cli.main import main
+from .runs import run_spec, summary, tables
 
 pytestmark = pytest.mark.root
 
@@ -45,18 +44,11 @@ SPEC = textwrap.dedent(
 STRAY_BYTES = 3000
 
 
-def run(tmp_path: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    spec = tmp_path / "pools.yaml"
-    spec.write_text(SPEC)
-    out = tmp_path / "out"
-    assert main(["run", str(spec), "--out", str(out), "--quiet"]) == 0
-    (summary_path,) = out.glob("*/*/summary.json")
-    summary = json.loads(summary_path.read_text())
-    assert summary["partial"] is False, summary.get("error")
-    run_dir = summary_path.parent
-    return tuple(
-        pd.read_parquet(run_dir / f"{name}.parquet") for name in ("requests", "flows", "queues")
-    )
+def run(tmp_path: Path) -> tuple[pd.DataFrame, ...]:
+    run_dir = run_spec(tmp_path, "pools", SPEC)
+    done = summary(run_dir)
+    assert done["partial"] is False, done.get("error")
+    return tables(run_dir, "requests", "flows", "queues")
 
 
 def server(host: str) -> str:

@@ -99,3 +99,17 @@ def test_a_stored_calibration_keeps_how_it_was_measured_and_replaces_the_old_who
     assert doc["measured"]["steps"][0]["figure"] == "switch_hop_mbps:1"
     assert doc["switch_hop_mbps"] == {"1": 900.0, "3": 600.0, "5": 500.0}
     assert [p.name for p in tmp_path.iterdir()] == ["envelope.json"]  # no temporary left
+
+
+def test_a_step_beyond_what_one_emulated_link_honours_is_not_run_and_the_search_goes_lower(
+    monkeypatch,
+):
+    from experiments.orchestration import calibrate as cal
+
+    def never(*a, **k):
+        raise AssertionError("a step the fabric cannot shape must not be built")
+
+    monkeypatch.setattr(cal, "run_trial", never)
+    step = cal.hop_step(3, 30_000.0, 1.0)  # 3,333 Mbit/s host links: above 1 Gbit/s
+    assert not step.faithful and step.failed == [cal.BEYOND_LINK_RATE]
+    assert step.planned == 30_000.0 and step.peak > 0

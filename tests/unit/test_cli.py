@@ -326,3 +326,18 @@ def test_ci_fails_root_tests_the_machine_cannot_run(tmp_path, ci, outcome):
     assert proc.returncode == (1 if ci else 0)
     if ci:
         assert "CI cannot build a fabric: needs root" in proc.stdout
+
+
+def test_doctor_shows_a_jumbo_frame_envelope_beside_the_default(machine, monkeypatch, capsys,
+                                                                 tmp_path):  # fmt: skip
+    from experiments.orchestration.envelope import Envelope, envelope_path, machine_identity, save
+
+    monkeypatch.setenv("KVFABRIC_ENVELOPE", str(tmp_path / "envelope.json"))
+    here = machine_identity(mtu=9000)
+    save(Envelope({1: 563.0, 3: 225.0}, {"small": 22200.0}, 4000, "measured at 9000", True,
+                  here), envelope_path(9000))  # fmt: skip
+    assert main(["doctor"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "no calibration at" in out  # the default MTU has none
+    assert "envelope at MTU 9000: switch-hop Mbit/s: 1 switches 563" in out
+    assert "calibrated: measured at 9000" in out

@@ -102,7 +102,8 @@ def _build(workload: dict[str, Any], fabric: Fabric, seed: int, first_flow_id: i
     cache = None
     if workload["prefix_cache"]["enabled"]:
         servers = sorted({i.server for i in prefill})
-        cache = PrefixCachePool(servers, workload["prefix_cache"]["capacity_blocks"])
+        pc = workload["prefix_cache"]
+        cache = PrefixCachePool(servers, pc["capacity_blocks"], pc.get("shared", True))
     arrivals = read_arrivals(workload["arrivals"], seed, base_dir, model)
     tiers = kv_tiers(workload.get("kv_tiers"))
     if tiers is not None:

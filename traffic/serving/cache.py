@@ -13,6 +13,10 @@ first block held nowhere; that block and every later one are *misses* and are
 computed. Hits refresh the block's LRU position on the server that supplies it.
 After prefill the whole prompt is inserted on the prefill server.
 
+With ``shared=False`` the servers do not pool: each is an isolated prefix cache (vLLM's
+automatic prefix caching, one per instance group), a lookup sees only the asking
+server's blocks and there are no remote hits.
+
 :class:`IdealPrefixCache` is the yardstick: the hits an infinite pool would give on the
 same arrivals (``ideal_hit_rate`` in the summary).
 """
@@ -43,12 +47,14 @@ class Lookup:
 
 
 class PrefixCachePool:
-    """One LRU block store per prefill server; ``capacity_blocks`` per server."""
+    """One LRU block store per prefill server; ``capacity_blocks`` per server. ``shared``:
+    a block held on another server is a remote hit (the pool), else a miss."""
 
-    def __init__(self, servers: Iterable[int], capacity_blocks: int) -> None:
+    def __init__(self, servers: Iterable[int], capacity_blocks: int, shared: bool = True) -> None:
         if isinstance(capacity_blocks, bool) or capacity_blocks < 1:
             raise ValueError(f"capacity_blocks must be >= 1, got {capacity_blocks!r}")
         self.capacity = int(capacity_blocks)
+        self.shared = bool(shared)
         self.store: dict[int, OrderedDict[int, None]] = {s: OrderedDict() for s in servers}
         self.lookups_blocks = 0
         self.local_hits = 0
@@ -79,7 +85,8 @@ class PrefixCachePool:
             if h in self.store[server]:
                 local += 1
                 continue
-            holder = next((s for s in sorted(self.store) if h in self.store[s]), None)
+            holders = sorted(self.store) if self.shared else ()
+            holder = next((s for s in holders if h in self.store[s]), None)
             if holder is None:
                 break
             remote[holder] = remote.get(holder, 0) + 1
@@ -120,6 +127,7 @@ class PrefixCachePool:
         n = self.lookups_blocks
         return {
             "enabled": True,
+            "shared": self.shared,
             "capacity_blocks_per_server": self.capacity,
             "servers": sorted(self.store),
             "lookup_blocks": n,
