@@ -15,12 +15,12 @@ from typing import Any
 
 import networkx as nx
 
-HOST_KINDS = ("gpu",)
+HOST_KINDS = ("gpu", "storage")  # storage: a flash-tier node on the fabric
 SWITCH_KINDS = ("leaf", "rail", "spine", "core", "nvlink")
 NODE_KINDS = HOST_KINDS + SWITCH_KINDS
-LINK_KINDS = ("host", "fabric", "nvlink")
+LINK_KINDS = ("host", "fabric", "nvlink", "storage")
 # Tier of each node kind: a link from a lower to a higher tier is an uplink.
-TIER = {"gpu": 0, "leaf": 1, "rail": 1, "nvlink": 1, "spine": 2, "core": 3}
+TIER = {"gpu": 0, "storage": 0, "leaf": 1, "rail": 1, "nvlink": 1, "spine": 2, "core": 3}
 
 
 class FabricError(ValueError):
@@ -34,9 +34,10 @@ class FabricError(ValueError):
 
 @dataclass(frozen=True)
 class Node:
-    """A GPU host or a switch. ``number`` is the node's index among its class
-    (hosts or switches) and fixes its addresses; ``server``/``index``/``rail``
-    say where a GPU sits; ``pod`` groups fat-tree switches and hosts."""
+    """A host (a GPU, or a storage node of the flash KV tier) or a switch. ``number``
+    is the node's index among its class (hosts or switches) and fixes its addresses;
+    ``server``/``index``/``rail`` say where a GPU sits; ``pod`` groups fat-tree
+    switches and hosts."""
 
     name: str
     kind: str
@@ -134,6 +135,16 @@ class Fabric:
     @property
     def hosts(self) -> list[Node]:
         return [n for n in self.nodes if n.is_host]
+
+    @property
+    def gpus(self) -> list[Node]:
+        """The GPU hosts (every host but the storage nodes)."""
+        return [n for n in self.nodes if n.kind == "gpu"]
+
+    @property
+    def storage_nodes(self) -> list[Node]:
+        """The storage nodes (hosts of the flash KV tier), in number order."""
+        return [n for n in self.nodes if n.kind == "storage"]
 
     @property
     def switches(self) -> list[Node]:
@@ -238,9 +249,9 @@ class Fabric:
 
     def bisection_gbps(self) -> float:
         """Real-equivalent bandwidth across the cut between the first and the
-        second half of the servers (hosts in server order: by leaf, pod or
+        second half of the servers (GPUs in server order: by leaf, pod or
         server), over the scale-out network (NVLink excluded): a max-flow."""
-        hosts = self.hosts
+        hosts = self.gpus
         if len(hosts) < 2:
             return 0.0
         servers = sorted({_server_key(h) for h in hosts})
@@ -258,8 +269,8 @@ class Fabric:
         return float(nx.maximum_flow_value(flow, "__src", "__dst"))
 
     def mean_switch_hops(self) -> float:
-        """Mean number of switches on a shortest path, over ordered host pairs."""
-        hosts = [h.name for h in self.hosts]
+        """Mean number of switches on a shortest path, over ordered GPU pairs."""
+        hosts = [h.name for h in self.gpus]
         if len(hosts) < 2:
             return 0.0
         g = self.graph()
@@ -282,6 +293,8 @@ class Fabric:
             "kind": self.kind,
             "params": dict(self.params),
             "hosts": len(self.hosts),
+            "gpus": len(self.gpus),
+            "storage_nodes": len(self.storage_nodes),
             "switches": len(self.switches),
             "links": len(self.links),
             "links_by_kind": {k: sum(lk.kind == k for lk in self.links) for k in LINK_KINDS},
@@ -333,8 +346,10 @@ class FabricBuilder:
         self._hosts = 0
         self._switches = 0
 
-    def host(self, name: str, **where: int | None) -> str:
-        self.nodes.append(Node(name, "gpu", self._hosts, **where))
+    def host(self, name: str, kind: str = "gpu", **where: int | None) -> str:
+        if kind not in HOST_KINDS:
+            raise FabricError(f"host kind {kind!r}: allowed {HOST_KINDS}")
+        self.nodes.append(Node(name, kind, self._hosts, **where))
         self._hosts += 1
         self._next_port[name] = 0
         return name

@@ -1,7 +1,9 @@
 """Fabric generators: spine-leaf, k-ary fat-tree and rail-optimized GPU fabrics.
 
 Every parameter is checked before anything is made; an error names the
-generator, the parameter, its value and what is allowed.
+generator, the parameter, its value and what is allowed. Each generator also takes
+``storage_nodes``, ``storage_attach`` and ``storage_gbps``: the flash KV tier's hosts
+(``topologies.storage``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 from .fabric import Fabric, FabricBuilder, FabricError
 from .shaping import MAX_BUFFER_PKTS
+from .storage import DEFAULT_ATTACH, attach_storage_nodes
 
 
 def _check_int(gen: str, name: str, value: Any, low: int, high: int | None = None) -> int:
@@ -40,6 +43,9 @@ def spine_leaf(
     host_gbps: float = 100.0,
     uplink_gbps: float = 400.0,
     buffer_pkts: int = 64,
+    storage_nodes: int = 0,
+    storage_attach: str = DEFAULT_ATTACH,
+    storage_gbps: float = 400.0,
 ) -> Fabric:
     """Two-tier Clos: every leaf connects to every spine."""
     g = "spine_leaf"
@@ -49,6 +55,8 @@ def spine_leaf(
     _check_gbps(g, "host_gbps", host_gbps)
     _check_gbps(g, "uplink_gbps", uplink_gbps)
     _check_int(g, "buffer_pkts", buffer_pkts, 1, MAX_BUFFER_PKTS)
+    _check_int(g, "storage_nodes", storage_nodes, 0, 64)
+    _check_gbps(g, "storage_gbps", storage_gbps)
     fb = FabricBuilder(g, _params(spine_leaf, locals()))
     leaf_names = [fb.switch(f"leaf{i}", "leaf") for i in range(leaves)]
     spine_names = [fb.switch(f"spine{j}", "spine") for j in range(spines)]
@@ -61,6 +69,7 @@ def spine_leaf(
     for leaf in leaf_names:
         for spine in spine_names:
             fb.link(leaf, spine, uplink_gbps, buffer_pkts, "fabric")
+    attach_storage_nodes(fb, g, storage_nodes, storage_attach, storage_gbps, buffer_pkts)
     return fb.build()
 
 
@@ -69,6 +78,9 @@ def fat_tree(
     host_gbps: float = 100.0,
     fabric_gbps: float = 100.0,
     buffer_pkts: int = 64,
+    storage_nodes: int = 0,
+    storage_attach: str = DEFAULT_ATTACH,
+    storage_gbps: float = 400.0,
 ) -> Fabric:
     """The k-ary fat-tree: k pods of k/2 edge (leaf) and k/2 aggregation
     (spine) switches, (k/2)² core switches, k³/4 hosts, 5k²/4 switches."""
@@ -78,6 +90,8 @@ def fat_tree(
     _check_gbps(g, "host_gbps", host_gbps)
     _check_gbps(g, "fabric_gbps", fabric_gbps)
     _check_int(g, "buffer_pkts", buffer_pkts, 1, MAX_BUFFER_PKTS)
+    _check_int(g, "storage_nodes", storage_nodes, 0, 64)
+    _check_gbps(g, "storage_gbps", storage_gbps)
     fb = FabricBuilder(g, _params(fat_tree, locals()))
     half = k // 2
     edges = [[fb.switch(f"leaf{p}_{i}", "leaf", pod=p) for i in range(half)] for p in range(k)]
@@ -98,6 +112,7 @@ def fat_tree(
         for i, agg in enumerate(aggs[p]):
             for j in range(half):
                 fb.link(agg, cores[i * half + j], fabric_gbps, buffer_pkts, "fabric")
+    attach_storage_nodes(fb, g, storage_nodes, storage_attach, storage_gbps, buffer_pkts)
     return fb.build()
 
 
@@ -109,6 +124,9 @@ def rail_optimized(
     spine_gbps: float = 400.0,
     nvlink_gbps: float = 3600.0,
     buffer_pkts: int = 64,
+    storage_nodes: int = 0,
+    storage_attach: str = DEFAULT_ATTACH,
+    storage_gbps: float = 400.0,
 ) -> Fabric:
     """GPU i of every server connects to rail switch i; every rail switch
     connects to every spine; a server's GPUs share its NVLink switch, so
@@ -121,6 +139,8 @@ def rail_optimized(
     _check_gbps(g, "spine_gbps", spine_gbps)
     _check_gbps(g, "nvlink_gbps", nvlink_gbps)
     _check_int(g, "buffer_pkts", buffer_pkts, 1, MAX_BUFFER_PKTS)
+    _check_int(g, "storage_nodes", storage_nodes, 0, 64)
+    _check_gbps(g, "storage_gbps", storage_gbps)
     fb = FabricBuilder(g, _params(rail_optimized, locals()))
     rails = [fb.switch(f"rail{i}", "rail", rail=i) for i in range(gpus_per_server)]
     spine_names = [fb.switch(f"spine{j}", "spine") for j in range(spines)]
@@ -137,6 +157,7 @@ def rail_optimized(
     for rail in rails:
         for spine in spine_names:
             fb.link(rail, spine, spine_gbps, buffer_pkts, "fabric")
+    attach_storage_nodes(fb, g, storage_nodes, storage_attach, storage_gbps, buffer_pkts)
     return fb.build()
 
 
@@ -161,6 +182,10 @@ PARAM_DOCS = {
     "spine_gbps": "rail-to-spine link rate, Gbit/s",
     "nvlink_gbps": "GPU-to-NVLink-switch rate inside a server, Gbit/s",
     "buffer_pkts": "egress buffer of every link, packets",
+    "storage_nodes": "storage nodes (hosts of the flash KV tier), numbered after the GPUs",
+    "storage_attach": "where storage nodes attach: a switch kind (spine, leaf, rail, core;"
+    " round robin over its switches) or one switch's name",
+    "storage_gbps": "each storage node's link rate, Gbit/s",
 }
 
 
@@ -198,6 +223,8 @@ def parse_param(kind: str, name: str, text: str) -> Any:
     allowed = defaults(kind)
     if name not in allowed:
         raise FabricError(f"{kind}: unknown parameter {name!r}: allowed {', '.join(allowed)}")
+    if isinstance(allowed[name], str):
+        return text
     try:
         return int(text) if isinstance(allowed[name], int) else float(text)
     except ValueError:

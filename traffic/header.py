@@ -59,6 +59,7 @@ KINDS = {
     7: "background",
     8: "cache_fetch",
     9: "probe",
+    10: "tier_fetch",
 }
 KIND_CODES = {name: code for code, name in KINDS.items()}
 

@@ -278,6 +278,7 @@ def serving_estimate(resolved: dict[str, Any], index: int, fabric: Fabric) -> di
     from experiments.analysis.metrics.bursts import peak_second_metrics
     from experiments.analysis.metrics.kv import pipelining_metrics, prefix_cache_metrics
     from experiments.analysis.metrics.sessions import session_metrics
+    from experiments.analysis.tier_estimate import tier_estimate
     from experiments.orchestration.plan import workload_seed
     from traffic import presets
     from traffic.serving import build_serving, fabric_rate, simulate
@@ -310,6 +311,9 @@ def serving_estimate(resolved: dict[str, Any], index: int, fabric: Fabric) -> di
     sessions = session_metrics(req)
     if sessions is not None:
         out["sessions"] = {k: sessions[k] for k in ("hit_rate", "ttft_ms", "completion_ms")}
+    kv_tiers = tier_estimate(driver, req, tok, res.flows)
+    if kv_tiers is not None:
+        out["kv_tiers"] = kv_tiers
     peak = peak_second_metrics(req)
     if peak is not None:
         out["peak_second"] = peak
@@ -407,6 +411,9 @@ def _brief(est: dict[str, Any]) -> list[str]:
             if ss["completion_ms"]["count"]:
                 text += f"; completion p50 {ss['completion_ms']['p50']:.0f} ms"
             lines.append(text)
+        kt = sv.get("kv_tiers")
+        if kt:
+            lines += _tier_lines(kt)
         ps = sv.get("peak_second")
         if ps and ps["peak"]["ttft_ms"]["count"] and ps["rest"]["ttft_ms"]["count"]:
             pk, rest = ps["peak"], ps["rest"]
@@ -436,6 +443,31 @@ def _brief(est: dict[str, Any]) -> list[str]:
             " ms real)"
         )
     return lines
+
+
+def _tier_lines(kt: dict[str, Any]) -> list[str]:
+    """The kv_tiers lines of an estimate: evictions and their costs."""
+    moved = ", ".join(f"{t} {b / 1e9:.2f} GB" for t, b in kt["bytes_moved_by_tier"].items())
+    stall = kt["stall_ms"] or {}
+    itl = kt["itl_ms_never_evicted"] or {}
+    lines = [
+        f"  kv_tiers: HBM holds {kt['hbm_tokens_per_instance']} tokens per decode instance;"
+        f" {kt['evictions']} evictions, {kt['requests_recomputed']} requests recomputed"
+        f" ({kt['recomputed_tokens']} tokens); moved {moved}; stall p50"
+        f" {_ms(stall.get('p50'))} ms; ITL p99 of never-evicted {_ms(itl.get('p99'))} ms"
+    ]
+    v = kt.get("victim")
+    if v:
+        ways = ", ".join(f"{w} {ms:.1f} ms" for w, ms in v["round_trip_ms"].items())
+        lines.append(
+            f"  a victim of {v['victim_tokens']} tokens ({v['victim_kv_bytes'] / 1e6:.0f} MB):"
+            f" {ways} (out and back; cheapest: {v['cheapest']})"
+        )
+    return lines
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1f}"
 
 
 def print_estimates(spec: str, sets: list[str], as_json: bool = False) -> int:

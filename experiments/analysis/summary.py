@@ -43,6 +43,7 @@ from experiments.analysis.metrics.faults import fault_timings
 from experiments.analysis.metrics.flows import fct_slowdown, ok_mask
 from experiments.analysis.metrics.sessions import session_metrics
 from experiments.analysis.metrics.tenants import noisy_neighbour
+from experiments.analysis.metrics.tiers import tier_metrics
 from experiments.output.results import to_jsonable
 from topologies.shaping import DEFAULT_MTU, queue_frames
 
@@ -75,7 +76,8 @@ def summarize(
     ``queue_above``; ``links``; ``ttft_ms``,
     ``tpot_ms``, ``itl_ms``, ``e2e_ms``, ``kv_transfer_ms`` and ``serving`` (with
     ``serving.prefix_cache`` and, for layer-pipelined transfers, ``serving.pipelining``:
-    ``metrics.kv``; ``serving.peak_second``: ``metrics.bursts``); ``faults``
+    ``metrics.kv``; ``serving.kv_tiers`` with ``kv_tiers``: ``metrics.tiers``;
+    ``serving.peak_second``: ``metrics.bursts``); ``faults``
     (``metrics.faults.fault_timings``, from ``events``: the run's events.json).
     """
     scale = _scale(resolved_spec)
@@ -93,7 +95,7 @@ def summarize(
     if _has_rows(links):
         out["links"] = _link_metrics(links, scale)
     if _has_rows(requests):
-        out |= _serving(requests, tokens, resolved_spec)
+        out |= _serving(requests, tokens, resolved_spec, flows)
     applied = (events or {}).get("faults") or []
     if applied:
         out["faults"] = fault_timings(applied, (events or {}).get("controller") or [],
@@ -315,7 +317,10 @@ SERVING_LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "kv_transfer_ms")
 
 
 def _serving(
-    requests: pd.DataFrame, tokens: pd.DataFrame | None, spec: dict[str, Any]
+    requests: pd.DataFrame,
+    tokens: pd.DataFrame | None,
+    spec: dict[str, Any],
+    flows: pd.DataFrame | None = None,
 ) -> dict[str, Any]:
     serving = [w for w in spec.get("workloads") or [] if w.get("kind") == "serving"]
     slo = (serving[0].get("slo") if serving else None) or {}
@@ -345,6 +350,8 @@ def _serving(
     sessions = session_metrics(requests)
     if sessions is not None:
         m["sessions"] = sessions
+    if any(w.get("kv_tiers") for w in serving):
+        m["kv_tiers"] = tier_metrics(requests, tokens, flows)
     peak = peak_second_metrics(requests)
     if peak is not None:
         m["peak_second"] = peak

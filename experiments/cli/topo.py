@@ -47,7 +47,9 @@ def _topo_list() -> int:
     table.add_column("parameters (defaults)")
     table.add_column("what")
     for kind, gen in GENERATORS.items():
-        params = " ".join(f"{k}={v:g}" for k, v in defaults(kind).items())
+        params = " ".join(
+            f"{k}={v}" if isinstance(v, str) else f"{k}={v:g}" for k, v in defaults(kind).items()
+        )
         doc = " ".join((gen.__doc__ or "").split())
         table.add_row(kind, params, doc.split(". ")[0].rstrip("."))
     console.print(table)
@@ -93,7 +95,9 @@ def cmd_topo(args: argparse.Namespace) -> int:
     table = Table(title=f"{fabric.kind} " + " ".join(f"{k}={v}" for k, v in fabric.params.items()))
     table.add_column("what")
     table.add_column("value", justify="right")
-    table.add_row("hosts (GPUs)", str(info["hosts"]))
+    table.add_row("hosts (GPUs)", str(info["gpus"]))
+    if info["storage_nodes"]:
+        table.add_row("storage nodes (hosts)", str(info["storage_nodes"]))
     table.add_row("switches", str(info["switches"]))
     for kind, n in info["links_by_kind"].items():
         if n:

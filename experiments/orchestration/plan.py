@@ -67,8 +67,9 @@ def network_schedule(resolved: dict[str, Any], fabric: Fabric,
 
 def _network_parts(resolved: dict[str, Any], fabric: Fabric,
                    ks: dict[int, float]) -> tuple[pd.DataFrame, dict[int, int]]:  # fmt: skip
-    """The schedule and flow id -> workload index."""
-    hosts = [h.name for h in fabric.hosts]
+    """The schedule and flow id -> workload index. Workloads that take every host by
+    default take the GPUs (storage nodes send only the serving workload's tier traffic)."""
+    hosts = [h.name for h in fabric.gpus]
     parts, index, first_request = [], [], 0
     for i, workload in enumerate(resolved["workloads"]):
         kind = NETWORK_KINDS.get(workload["kind"])

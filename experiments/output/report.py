@@ -81,6 +81,20 @@ VALUE_ROWS: list[tuple[str, tuple[str, ...], str]] = [
     ("KV transfer hidden behind prefill", ("serving", "pipelining", "hidden_fraction"), ""),
     ("sessions completed", ("serving", "sessions", "completed"), ""),
     ("cache hit rate, later session turns", ("serving", "sessions", "hit_rate", "later_turns"), ""),
+    ("KV evictions (HBM full)", ("serving", "kv_tiers", "evictions"), ""),
+    ("tokens recomputed after eviction", ("serving", "kv_tiers", "recomputed_tokens"), ""),
+    ("KV moved to and from CXL", ("serving", "kv_tiers", "bytes_by_tier", "cxl", "moved"), "bytes"),
+    (
+        "KV moved to and from flash",
+        ("serving", "kv_tiers", "bytes_by_tier", "flash", "moved"),
+        "bytes",
+    ),  # fmt: skip
+    ("evicted requests' stall, p50", ("serving", "kv_tiers", "stall_ms", "p50"), "ms"),
+    (
+        "ITL p99 of requests never evicted",
+        ("serving", "kv_tiers", "itl_ms_never_evicted", "p99"),
+        "ms",
+    ),  # fmt: skip
     ("share of requests in the busiest second", ("serving", "peak_second", "peak", "share"), ""),
 ]
 # Columns of the comparison table besides p50/p99 of LATENCY_ROWS.
@@ -93,6 +107,8 @@ COMPARE_VALUES: list[tuple[str, tuple[str, ...]]] = [
     ("cache hit rate", ("serving", "prefix_cache", "hit_rate")),
     ("ideal hit rate", ("serving", "prefix_cache", "ideal_hit_rate")),
     ("KV hidden", ("serving", "pipelining", "hidden_fraction")),
+    ("evictions", ("serving", "kv_tiers", "evictions")),
+    ("recomputed tokens", ("serving", "kv_tiers", "recomputed_tokens")),
     ("Jain", ("jain_fairness",)),
 ]
 

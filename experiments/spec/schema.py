@@ -77,9 +77,10 @@ class Ctx:
 
     @property
     def servers(self) -> dict[int, list[str]]:
-        """Server number -> its GPUs (on spine-leaf and fat-tree every host is a server)."""
+        """Server number -> its GPUs (on spine-leaf and fat-tree every GPU is a server;
+        storage nodes are none)."""
         out: dict[int, list[str]] = {}
-        for node in self.fabric.hosts if self.fabric else []:
+        for node in self.fabric.gpus if self.fabric else []:
             out.setdefault(node.server if node.server is not None else node.number, []).append(
                 node.name
             )

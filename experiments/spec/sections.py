@@ -76,6 +76,11 @@ def _fabric() -> Check:
         out: dict[str, Any] = {"kind": kind}
         for name, default in params.items():
             value = raw.get(name, default)
+            if isinstance(default, str):
+                if not isinstance(value, str):
+                    raise bad(join(path, name), value, PARAM_DOCS[name])
+                out[name] = value
+                continue
             numeric = isinstance(value, int | float) and not isinstance(value, bool)
             if not numeric:
                 need = "an integer" if isinstance(default, int) else "a rate in Gbit/s > 0"
@@ -100,12 +105,25 @@ def _fabric_json() -> dict[str, Any]:
     for kind, gen in GENERATORS.items():
         props: dict[str, Any] = {"kind": {"const": kind, "description": _first_line(gen)}}
         for name, default in defaults(kind).items():
-            typ = "integer" if isinstance(default, int) else "number"
-            props[name] = {"type": typ, "exclusiveMinimum": 0, "default": default,
-                           "description": PARAM_DOCS[name]}  # fmt: skip
+            props[name] = _param_json(default) | {"default": default,
+                                                  "description": PARAM_DOCS[name]}  # fmt: skip
         branches.append({"type": "object", "properties": props, "required": ["kind"],
                          "additionalProperties": False})  # fmt: skip
     return {"oneOf": branches}
+
+
+def _param_json(default: Any) -> dict[str, Any]:
+    """A generator parameter's JSON type by its default: a name, a count from 0 (a
+    default of 0 allows none), or a positive number."""
+    if isinstance(default, str):
+        return {"type": "string"}
+    if isinstance(default, int):
+        return (
+            {"type": "integer", "minimum": 0}
+            if default == 0
+            else {"type": "integer", "exclusiveMinimum": 0}
+        )
+    return {"type": "number", "exclusiveMinimum": 0}
 
 
 def _first_line(fn: Any) -> str:

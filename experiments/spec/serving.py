@@ -32,6 +32,7 @@ from experiments.spec.schema import (
     section,
     server,
 )
+from experiments.spec.tiers import KV_TIERS, check_kv_tiers
 from traffic.presets import GPUS, MODELS
 from traffic.serving.driver import DEFAULT_TOPOLOGY_BUDGET_MS, SERVING_MODES
 from traffic.serving.instances import gpu_indices, tp_fits
@@ -109,7 +110,7 @@ _KIND_DOCS = {
     "kv_transfer": "the prompt's KV, monolithic or per layer (kv_transfer, kv_layer flows)",
     "collective": "a decode step's tensor-parallel all-reduce, every token",
     "cache_fetch": "prefix-cache blocks fetched from another prefill server",
-    "tier_fetch": "KV fetched from a lower storage tier (reserved)",
+    "tier_fetch": "KV moved to or from a storage node's flash tier (kv_tiers.flash)",
 }
 DSCP_BY_KIND = section(
     {
@@ -125,7 +126,9 @@ DSCP_BY_KIND = section(
 
 def _marks_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
     """Per-kind marks must survive the controller's trust boundary, which re-marks
-    whatever is not one of the sending host's tenant's classes (``controller.qos``)."""
+    whatever is not one of the sending host's tenant's classes (``controller.qos``):
+    every kind at the pools' GPUs, ``tier_fetch`` also at the storage nodes of a flash
+    tier (they send the fetches back)."""
     qos, tenants = _qos(ctx), (ctx.extra.get("controller") or {}).get("tenants", {})
     if not isinstance(out["dscp"], dict) or not qos["classes"]:
         return
@@ -134,7 +137,11 @@ def _marks_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
     owner = {h: t for t, hosts in tenants.items() for h in hosts}
     roles = ("prefill", "decode") if out["mode"] == "disaggregated" else ("prefill",)
     pools = [(s, out[r]["gpus"]) for r in roles for s in out[r]["servers"]]
-    for host in (ctx.servers[s][g] for s, gpus in pools for g in gpu_indices(gpus, s)):
+    senders = [(ctx.servers[s][g], list(out["dscp"])) for s, gpus in pools
+               for g in gpu_indices(gpus, s)]  # fmt: skip
+    if (out.get("kv_tiers") or {}).get("flash") and ctx.fabric is not None:
+        senders += [(n.name, ["tier_fetch"]) for n in ctx.fabric.storage_nodes]
+    for host, kinds in senders:
         tenant = owner.get(host)
         if tenant in qos["tenant_class"]:
             given, whose = qos["tenant_class"][tenant], f"controller.qos.tenant_class.{tenant}"
@@ -142,7 +149,8 @@ def _marks_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
             given, whose = default, "the default class of hosts without a tenant_class"
         names = given if isinstance(given, list) else [given]
         kept = sorted({marks[n] for n in names})
-        for kind, mark in out["dscp"].items():
+        for kind in kinds:
+            mark = out["dscp"][kind]
             if mark not in kept:
                 why = f"{host}'s switch port re-marks it {marks[names[0]]}"
                 allowed = f"a mark of {whose} ({', '.join(names)}): {', '.join(map(str, kept))}"
@@ -203,6 +211,7 @@ def _serving_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
     for role in roles:
         _check_tp(out, path, role)
     _marks_post(out, path, ctx)
+    check_kv_tiers(out, path, ctx)
 
 
 SERVING = section(
@@ -248,6 +257,12 @@ SERVING = section(
             ),
             {},
             "the prefix cache (Mooncake-style pool, or one cache per server)",
+        ),
+        "kv_tiers": Field(
+            optional(KV_TIERS),
+            None,
+            "tiered KV storage: HBM per GPU, optional CXL and flash tiers (null: HBM only,"
+            " no eviction)",
         ),
         "arrivals": Field(
             arrivals(),

@@ -145,3 +145,18 @@ def test_colocated_serving_moves_no_kv_and_stalls_decode(tmp_path):
     assert "kv_transfer" not in kinds and "kv_layer" not in kinds
     assert "kv_transfer" in dis["summary"]["metrics"]["flows"]["by_kind"]
     assert metric(col, "itl_ms", "p99") > metric(dis, "itl_ms", "p99")
+
+
+def test_hbm_pressure_recomputes_without_a_tier_and_offloads_over_the_fabric_with_flash(tmp_path):
+    runs = run(tmp_path, "kv-tiering", "duration_s=6", "workloads.0.arrivals.synthetic.n=10",
+               "sweep.workloads.0.kv_tiers=[{hbm_gb: 0.6},"
+               " {hbm_gb: 0.6, flash: {capacity_gb: 4000, latency_us: 100}}]")  # fmt: skip
+    tiers = {
+        "flash" if "flash" in label else "hbm": info["summary"]["metrics"]["serving"]["kv_tiers"]
+        for label, info in runs.items()
+    }
+    assert tiers["hbm"]["requests_recomputed"] > 0
+    assert tiers["hbm"]["tier_fetch_bytes_on_wire"] == 0
+    assert tiers["flash"]["evictions"] > 0 and tiers["flash"]["recomputed_tokens"] == 0
+    moved = tiers["flash"]["bytes_by_tier"]["flash"]["moved"]
+    assert tiers["flash"]["tier_fetch_bytes_on_wire"] == moved > 0

@@ -193,6 +193,7 @@ PARAM_RANGES = {
     ("rail_optimized", "gpus_per_server"): (1, 16),
     ("rail_optimized", "spines"): (1, 64),
     ("rail_optimized", "buffer_pkts"): (1, MAX_BUFFER_PKTS),
+    **{(kind, "storage_nodes"): (0, 64) for kind in ("spine_leaf", "fat_tree", "rail_optimized")},
 }
 
 
@@ -200,8 +201,11 @@ def _bad_values():
     for kind in GENERATORS:
         for name, default in defaults(kind).items():
             bad = [0, -1, "3", True, None]
-            if isinstance(default, int):
+            if isinstance(default, str):  # a name: of a switch or a switch kind
+                bad = [0, True, None, "nowhere", "nvlink"]
+            elif isinstance(default, int):
                 low, high = PARAM_RANGES[(kind, name)]
+                bad = [v for v in bad if not (type(v) is int and v == low)]  # 0 may be allowed
                 bad += [low - 1, high + 1, 2.5]
             else:
                 bad += [-0.5, float("nan"), float("inf")]

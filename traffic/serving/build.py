@@ -19,6 +19,7 @@ from .driver import ServingDriver
 from .instances import ServingError, check_disjoint, make_instances
 from .routers import make_router
 from .sessions import SessionError, session_arrivals
+from .tiers import KvTiers, hbm_tokens, kv_tiers
 
 
 def read_arrivals(
@@ -104,6 +105,10 @@ def _build(workload: dict[str, Any], fabric: Fabric, seed: int, first_flow_id: i
         pc = workload["prefix_cache"]
         cache = PrefixCachePool(servers, pc["capacity_blocks"], pc.get("shared", True))
     arrivals = read_arrivals(workload["arrivals"], seed, base_dir, model)
+    tiers = kv_tiers(workload.get("kv_tiers"))
+    if tiers is not None:
+        tp = (decode or prefill)[0].tp
+        check_tiers(tiers, fabric, arrivals, model.kv_bytes_per_token(workload["kv_dtype"]), tp)
     return ServingDriver(
         fabric=fabric,
         model=model,
@@ -119,5 +124,35 @@ def _build(workload: dict[str, Any], fabric: Fabric, seed: int, first_flow_id: i
         tenant=workload["tenant"],
         dscp=workload["dscp"],
         first_flow_id=first_flow_id,
+        kv_tiers=tiers,
         **({"topology_budget_ms": workload["topology_budget_ms"]} | overrides),
     )
+
+
+def check_tiers(
+    tiers: KvTiers, fabric: Fabric, arrivals: pd.DataFrame, kv_bytes_per_token: int, tp: int
+) -> None:
+    """Refuse tiers that cannot hold one request's KV (prompt + output tokens, the most
+    any request of ``arrivals`` needs) and a flash tier on a fabric without storage nodes,
+    naming the ``kv_tiers`` key."""
+    need = int((arrivals["input_tokens"] + arrivals["output_tokens"]).max()) if len(arrivals) else 0
+    need_gb = need * kv_bytes_per_token / 1e9
+    held = hbm_tokens(tiers.hbm_gb, tp, kv_bytes_per_token)
+    if need > held:
+        raise ServingError(
+            f"kv_tiers.hbm_gb={tiers.hbm_gb:g} holds {held} KV tokens per instance of {tp}"
+            f" GPUs, smaller than one request's KV: the largest needs {need} tokens"
+            f" ({need_gb:.3g} GB); allowed: at least {need_gb / tp:.3g} GB per GPU"
+        )
+    for name in tiers.lower:
+        capacity = getattr(tiers, name).capacity_gb
+        if capacity < need_gb:
+            raise ServingError(
+                f"kv_tiers.{name}.capacity_gb={capacity:g} is smaller than one request's KV"
+                f" ({need_gb:.3g} GB for {need} tokens); allowed: at least {need_gb:.3g}"
+            )
+    if tiers.flash is not None and not fabric.storage_nodes:
+        raise ServingError(
+            "kv_tiers.flash needs storage nodes on the fabric, and this"
+            f" {fabric.kind} fabric has none: set fabric.storage_nodes (and storage_attach)"
+        )

@@ -24,7 +24,7 @@ same arrivals (``ideal_hit_rate`` in the summary).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 
@@ -62,6 +62,8 @@ class PrefixCachePool:
         self.evictions = 0
         self.inserted = 0
         self.bytes_fetched = 0
+        # Called with (server, block) for every block evicted (kv_tiers: it moves down).
+        self.on_evict: Callable[[int, int], None] | None = None
 
     def holds(self, server: int, block: int) -> bool:
         return block in self.store[server]
@@ -115,8 +117,10 @@ class PrefixCachePool:
             held[h] = None
             self.inserted += 1
             while len(held) > self.capacity:
-                held.popitem(last=False)
+                gone, _ = held.popitem(last=False)
                 self.evictions += 1
+                if self.on_evict is not None:
+                    self.on_evict(server, gone)
 
     def stats(self) -> dict[str, float | int | None]:
         hits = self.local_hits + self.remote_hits

@@ -34,15 +34,15 @@ Semantics (instants are absolute ns; ``t0`` is the run start):
   work for the coordinator). The KV has arrived when all its messages were
   received; ``kv_transfer_ms`` = first message's send instant → last message's
   receive instant.
-- **Decode**: continuous batching per instance. A request joins the batch at the next
-  step start once its KV has arrived and the instance has room: each member reserves
-  prompt + output tokens of KV (no preemption), admission is FIFO. While the batch is
-  not empty, steps run back to back. A step is ``compute.decode_step_time_s`` of the
-  batch's context tokens, then (tp > 1) a ring all-reduce modelled as one ``collective``
-  message per rank to the next rank of ``compute.allreduce_bytes_per_rank`` bytes, sent
-  at compute end; the step ends when the last of them is received (tp == 1: at compute
-  end, a timer). Every member gets one token at step end; TTFT is arrival → first token
-  *from the decode instance*; a request finishes after ``output_tokens`` tokens.
+- **Decode**: continuous batching per instance. A request joins the batch at the next step
+  start once its KV has arrived and the instance has room: each member reserves prompt +
+  output tokens of KV (no preemption without ``kv_tiers``), admission is FIFO. While the
+  batch is not empty, steps run back to back. A step is ``compute.decode_step_time_s`` of
+  the batch's context tokens, then (tp > 1) a ring all-reduce modelled as one
+  ``collective`` message per rank to the next rank of ``compute.allreduce_bytes_per_rank``
+  bytes, sent at compute end; the step ends when the last of them is received (tp == 1: at
+  compute end, a timer). Every member gets one token at step end; TTFT is arrival → first
+  token *from the decode instance*; a request finishes after ``output_tokens`` tokens.
 - **Colocated**: the prefill instances also decode; no KV messages. An instance runs
   either a prefill or a decode step, never both: when it is free it starts the queued
   prefill if it can (fetches in, KV room reserved at prefill start), else a step — so a
@@ -57,6 +57,11 @@ Semantics (instants are absolute ns; ``t0`` is the run start):
   mark, or one per kind).
 - **Ideal cache**: every routed arrival also walks a ``cache.IdealPrefixCache``
   (unbounded, never evicts), for the ideal hit rate the summary compares against.
+- **Tiered KV** (``kv_tiers``, ``traffic.serving.tiers``; ``offload`` does it): a decode
+  instance holds ``tp × hbm_gb`` of KV; an arrived request whose KV does not fit evicts
+  members (LRU) to CXL or flash or for recompute instead of waiting, evicted members
+  come back before new ones join, and prefix blocks evicted from HBM stay fetchable
+  from the lower tiers.
 """
 
 from __future__ import annotations
@@ -79,9 +84,11 @@ from ..workloads.kv_transfer import shard_overlap
 from .cache import IdealPrefixCache, PrefixCachePool
 from .instances import Instance, ServingError, TierMap
 from .marks import message_dscp
+from .offload import TIER_TIMERS, TieredDecode
 from .requests import Request, requests_frame, tokens_frame
 from .routers import Router, RouterState
 from .sessions import chain_turns
+from .tiers import KvTiers, hbm_tokens
 
 SERVING_MODES = ("disaggregated", "colocated")  # KV crosses the fabric, or stays put
 # topology_aware: a tier stays preferred while a prefill instance's KV in flight over it
@@ -112,13 +119,16 @@ class _Engine:
     step: int = 0
     batch: list[Request] | None = None
     step_flows: set[int] = field(default_factory=set)
+    evicted: deque[Request] = field(default_factory=deque)  # kv_tiers: out of HBM
+    offloading: int = 0  # kv_tiers: evictions whose KV is still on its way down
+    recomputing: Request | None = None  # kv_tiers: its KV is being recomputed
 
     @property
     def busy(self) -> bool:
-        return self.prefilling is not None or self.batch is not None
+        return self.prefilling is not None or self.batch is not None or bool(self.recomputing)
 
 
-class ServingDriver:
+class ServingDriver(TieredDecode):
     """A ``traffic.driver.Driver`` for one serving workload (see the module docstring)."""
 
     def __init__(
@@ -141,6 +151,7 @@ class ServingDriver:
         efficiency: float = compute.DEFAULT_EFFICIENCY,
         kv_capacity_tokens: int | None = None,
         topology_budget_ms: float = DEFAULT_TOPOLOGY_BUDGET_MS,
+        kv_tiers: KvTiers | None = None,
     ) -> None:
         if mode not in SERVING_MODES:
             raise ServingError(f"mode={mode!r}; allowed: {', '.join(SERVING_MODES)}")
@@ -158,6 +169,9 @@ class ServingDriver:
         self.prefill = [_Engine(i) for i in prefill]
         self.decode = self.prefill if self.colocated else [_Engine(i) for i in decode]
         tp = self.decode[0].inst.tp
+        if kv_tiers is not None and kv_capacity_tokens is None:
+            bpt = self.model.kv_bytes_per_token(kv_dtype)
+            kv_capacity_tokens = hbm_tokens(kv_tiers.hbm_gb, tp, bpt)
         if kv_capacity_tokens is None:
             kv_capacity_tokens = compute.kv_capacity_tokens(
                 self.model, self.gpu, tp, kv_dtype=kv_dtype
@@ -188,6 +202,8 @@ class ServingDriver:
         ]
         self._offsets = chain_turns(self.requests, arrivals)  # None: a later session turn
         self._topology(fabric, topology_budget_ms / 1e3)
+        if kv_tiers is not None:
+            self._tiers_init(kv_tiers, fabric)
         self.t0_ns: int | None = None
 
     def _topology(self, fabric: Fabric, window_s: float) -> None:
@@ -275,6 +291,8 @@ class ServingDriver:
         for lst in (e.active, e.assigned):
             if r in lst:
                 lst.remove(r)
+        if self.kv_tiers is not None:
+            self._tier_release(r)
         if r in e.waiting:
             e.waiting.remove(r)
         p = self._engine_of_prefill(r)
@@ -309,6 +327,8 @@ class ServingDriver:
                 self._prefill_end(obj, t)
             elif kind == "kv_layer":
                 self._send_layer(*obj)
+            elif kind in TIER_TIMERS:
+                self._tier_timer(kind, obj, t)
             else:
                 self._step_end(obj, t)
         return self._flush()
@@ -322,6 +342,8 @@ class ServingDriver:
             obj.fetch_flows.discard(flow_id)
             if not obj.fetch_flows:
                 self._kick(self.prefill[obj.prefill.index], t_end_ns)
+        elif kind == "tier_fetch":
+            self._tier_received(obj, flow_id, t_end_ns)
         elif kind in ("kv_transfer", "kv_layer"):
             obj.kv_flows.discard(flow_id)
             obj.kv_received(flow_id, t_end_ns)
@@ -343,7 +365,9 @@ class ServingDriver:
             return []
         kind, obj = owner
         why = f"{kind} message {flow_id} failed: {error}"
-        if kind == "collective":
+        if kind == "tier_fetch":
+            self._tier_failed(obj, why, now_ns)
+        elif kind == "collective":
             for fid in obj.step_flows:
                 self._owner.pop(fid, None)
             obj.step_flows.clear()
@@ -370,7 +394,7 @@ class ServingDriver:
         self._owner.clear()
         self._timers.clear()
         for e in self.prefill + self.decode:
-            e.batch, e.prefilling = None, None
+            e.batch, e.prefilling, e.recomputing = None, None, None
 
     # ---- events -------------------------------------------------------------------------
 
@@ -397,7 +421,10 @@ class ServingDriver:
     def _lookup(self, r: Request, p: _Engine, now: int) -> None:
         found = self.cache.lookup(r.hash_ids, p.inst.server)
         r.local_hit_blocks, r.remote_hit_blocks = found.local, found.remote_total
-        r.cached_tokens = min(found.hits * BLOCK_TOKENS, r.input_tokens - 1)
+        hits = found.hits
+        if self.kv_tiers is not None and self.kv_tiers.lower:
+            hits += self._tier_lookup(r, p, found.hits, now)
+        r.cached_tokens = min(hits * BLOCK_TOKENS, r.input_tokens - 1)
         for server, n in sorted(found.remote.items()):
             holder = next(e.inst for e in self.prefill if e.inst.server == server)
             ov = self._overlap(holder, p.inst)
@@ -458,17 +485,23 @@ class ServingDriver:
             if not self.colocated or e.reserved + head.need_tokens <= self.capacity:
                 self._start_prefill(e, head, now)
                 return
-        while e.waiting and (
-            e.waiting[0].reserved or e.reserved + e.waiting[0].need_tokens <= self.capacity
-        ):
+        if self.kv_tiers is not None and self._tier_resume(e, now):
+            return
+        while e.waiting and self._admissible(e, e.waiting[0], now):
             r = e.waiting.popleft()
             if not r.reserved:
                 e.reserved += r.need_tokens
                 r.reserved = True
-            r.stage = "decoding"
+            r.stage, r.loaded_ns = "decoding", now
             e.active.append(r)
         if e.active:
             self._start_step(e, now)
+
+    def _admissible(self, e: _Engine, r: Request, now: int) -> bool:
+        """May the waiting head ``r`` join ``e``'s batch (its KV room reserved)?"""
+        if self.kv_tiers is not None:
+            return self._tier_admissible(e, r, now)
+        return r.reserved or e.reserved + r.need_tokens <= self.capacity
 
     def _start_prefill(self, e: _Engine, r: Request, now: int) -> None:
         e.queue.popleft()
@@ -532,7 +565,9 @@ class ServingDriver:
             return
         r.prefill_end_ns = now
         if self.cache is not None and r.hash_ids:
+            self.tier_inserting, self.tier_now = r, now  # blocks it pushes out are its offload
             self.cache.insert(r.hash_ids, e.inst.server)
+            self.tier_inserting = None
         if not r.settled:
             if self.colocated:
                 r.kv_arrived = False
@@ -591,6 +626,9 @@ class ServingDriver:
         return tokens_frame(self.requests)
 
     def cache_stats(self) -> dict:
-        if self.cache is None:
-            return {"enabled": False}
-        return self.cache.stats()
+        """The prefix pool's statistics (events.json) and, with ``kv_tiers``, the bytes
+        each lower tier still holds at the end, per place."""
+        stats = {"enabled": False} if self.cache is None else self.cache.stats()
+        if self.kv_tiers is not None:
+            stats["kv_tiers_held_bytes"] = self.tier_stats()
+        return stats

@@ -54,9 +54,9 @@ def server_of(node: Node) -> int:
 
 
 def servers_of(fabric: Fabric) -> dict[int, list[Node]]:
-    """Server number → its GPUs in GPU order."""
+    """Server number → its GPUs in GPU order (storage nodes are no server)."""
     out: dict[int, list[Node]] = {}
-    for node in fabric.hosts:
+    for node in fabric.gpus:
         out.setdefault(server_of(node), []).append(node)
     for nodes in out.values():
         nodes.sort(key=lambda n: (n.index if n.index is not None else 0, n.number))

@@ -4,8 +4,8 @@ collective its own class apart from the bulk KV.
 A serving workload's ``dscp`` is one mark for every message, or a mapping from message
 kind to mark: ``kv_transfer`` (the prompt's KV, monolithic or layer by layer: it marks
 ``kv_layer`` messages too), ``collective`` (a decode step's all-reduce), ``cache_fetch``
-(remote prefix-cache blocks) and ``tier_fetch`` (KV fetched from a lower storage tier;
-reserved: nothing sends it yet). A kind the mapping leaves out is unmarked (0).
+(remote prefix-cache blocks) and ``tier_fetch`` (KV moved to or from a storage node's
+flash tier, ``kv_tiers.flash``). A kind the mapping leaves out is unmarked (0).
 
 The marks are what the sending hosts set; the controller's trust boundary keeps a mark
 only if it is one of the host's tenant's classes (``controller.qos.tenant_class``).

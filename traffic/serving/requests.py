@@ -10,6 +10,9 @@ Columns beyond the results contract's that the summary's numbers come from:
   layer are not counted). ``kv_exposed_ms``: the part of that after prefill ended, which
   TTFT waits for. ``kv_hidden_fraction`` = 1 − exposed ÷ busy (monolithic: 0).
   NaN without a transfer that arrived.
+- ``evicted``, ``recomputed_tokens``, ``tier_fetch_bytes_{cxl,flash}``,
+  ``tier_offload_bytes_{cxl,flash}``, ``tier_stall_ms``, ``tier_hit_blocks``: what tiered
+  KV storage did to the request (``offload``); 0 without ``kv_tiers``.
 """
 
 from __future__ import annotations
@@ -54,7 +57,17 @@ REQUEST_COLUMNS = [
     "kv_hidden_fraction",
     "session_id",
     "turn",
+    # kv_tiers (``offload``)
+    "evicted",
+    "recomputed_tokens",
+    "tier_fetch_bytes_cxl",
+    "tier_fetch_bytes_flash",
+    "tier_offload_bytes_cxl",
+    "tier_offload_bytes_flash",
+    "tier_stall_ms",
+    "tier_hit_blocks",
 ]
+TIER_COLUMNS = REQUEST_COLUMNS[REQUEST_COLUMNS.index("evicted") :]
 KV_TIME_COLUMNS = ("kv_busy_ms", "kv_exposed_ms", "kv_hidden_fraction")
 TOKEN_COLUMNS = ["request_id", "token_index", "t_ns", "itl_ms"]
 
@@ -93,6 +106,17 @@ class Request:
     turn: int = 0
     after_ns: int = 0  # a later turn arrives this long after its predecessor's last token
     next_turn: Request | None = field(default=None, repr=False)
+    # kv_tiers (``offload``)
+    loaded_ns: int = 0  # when its KV last entered its decode instance's HBM
+    evicted: int = 0
+    evicted_ns: int = 0
+    tier_held: tuple | None = None  # (tier, place, bytes, tokens) while held below HBM
+    offload_pending: bool = False
+    recomputed_tokens: int = 0
+    tier_fetch: dict[str, float] = field(default_factory=dict)
+    tier_offload: dict[str, float] = field(default_factory=dict)
+    tier_stall_ns: int = 0
+    tier_hit_blocks: int = 0
 
     @property
     def settled(self) -> bool:
@@ -165,6 +189,14 @@ class Request:
             "kv_hidden_fraction": 1 - exposed / busy if busy > 0 else math.nan,
             "session_id": self.session,
             "turn": self.turn,
+            "evicted": self.evicted,
+            "recomputed_tokens": self.recomputed_tokens,
+            "tier_fetch_bytes_cxl": int(self.tier_fetch.get("cxl", 0)),
+            "tier_fetch_bytes_flash": int(self.tier_fetch.get("flash", 0)),
+            "tier_offload_bytes_cxl": int(self.tier_offload.get("cxl", 0)),
+            "tier_offload_bytes_flash": int(self.tier_offload.get("flash", 0)),
+            "tier_stall_ms": self.tier_stall_ns * ms,
+            "tier_hit_blocks": self.tier_hit_blocks,
         }
 
 

@@ -42,6 +42,7 @@ local KINDS = {
     [7] = "background",
     [8] = "cache_fetch",
     [9] = "probe",
+    [10] = "tier_fetch",
 }
 
 local f = kvfabric.fields

@@ -8,7 +8,7 @@ column       dtype  meaning
 ============ ====== ===========================================================
 flow_id      int64  unique within the schedule; the header's flow_id
 kind         str    kv_transfer, kv_layer, token, collective, alltoall, incast,
-                    background, cache_fetch or probe
+                    background, cache_fetch, probe or tier_fetch
 tenant       str    who the traffic belongs to (isolation experiments)
 src, dst     str    host names; never equal
 bytes        int64  REAL-equivalent message bytes; the runner multiplies by the
