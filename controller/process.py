@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from topologies import Fabric
+from topologies.system import die_with_parent
 
 from .adaptive import poll_interval
 from .channel import ChannelClient
@@ -84,6 +85,7 @@ class ControllerProcess:
                 [sys.executable, "-m", "controller.main", str(config), str(self.port),
                  str(self.log)],
                 stdout=subprocess.DEVNULL, stderr=stderr,
+                preexec_fn=die_with_parent,  # gone with a runner killed by SIGKILL
             )  # fmt: skip
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

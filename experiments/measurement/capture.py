@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from topologies.fabric import Fabric
+from topologies.system import die_with_parent
 
 SNAPLEN, MAX_MB = 65535, 20
 DRAIN_S = 0.5  # before stopping tcpdump: it reads what its buffer still holds
@@ -140,7 +141,8 @@ class Captures:
                        "-U", "-n", "-q", "-w",
                        str(path), "-C", f"{self.max_mb:g}", "-W", "1", "-Z", "root",
                        "-B", str(CAPTURE_BUFFER_KIB)]  # fmt: skip
-                kw = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
+                kw = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE,
+                      "preexec_fn": die_with_parent}  # fmt: skip
                 try:
                     self.procs[t.name] = (self.net.mn(t.node).popen(cmd, **kw) if t.is_host
                                           else subprocess.Popen(cmd, **kw))  # fmt: skip

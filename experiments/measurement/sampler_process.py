@@ -27,6 +27,7 @@ from typing import Any, Self
 import pandas as pd
 
 from experiments.measurement.samplers import CpuSampler, LinkSampler, QueueSampler, SamplerError
+from topologies.system import die_with_parent
 
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 60.0
@@ -66,6 +67,7 @@ class SamplerProcess:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "experiments.measurement.sampler_process", str(path)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=env,
+                preexec_fn=die_with_parent,  # gone with a runner killed by SIGKILL
             )  # fmt: skip
         line = _readline(self.proc, READY_TIMEOUT_S)
         if line.strip() != "ready":

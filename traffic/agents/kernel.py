@@ -10,8 +10,8 @@ nanosecond resolution for the event loop (epoll waits in whole milliseconds).
   wakes at the deadline to the microsecond, from a ``timerfd`` armed at the
   absolute ``CLOCK_MONOTONIC`` instant (the clock of ``time.monotonic_ns``),
   so asyncio's ``call_at`` fires on time without sleeping in the loop.
-- ``die_with_parent()``: ``PR_SET_PDEATHSIG``, so a worker never outlives a
-  runner killed with SIGKILL; ``set_timer_slack`` lets its timers fire on time.
+- ``set_timer_slack`` lets a worker's timers fire on time (``die_with_parent``, so a
+  worker never outlives a runner killed with SIGKILL, is ``topologies.system``'s).
 """
 
 from __future__ import annotations
@@ -21,14 +21,12 @@ import ctypes
 import os
 import select
 import selectors
-import signal
 import time
 from collections.abc import Iterator
 
 CLONE_NEWNET = 0x40000000
 CLOCK_MONOTONIC = 1
 TFD_TIMER_ABSTIME = 1
-PR_SET_PDEATHSIG = 1
 PR_SET_TIMERSLACK = 29
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -72,11 +70,6 @@ def netns(path: str | None) -> Iterator[None]:
             setns(home)
     finally:
         os.close(home)
-
-
-def die_with_parent(sig: int = signal.SIGKILL) -> None:
-    """Ask the kernel to send ``sig`` to this process when its parent exits."""
-    _check(_libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
 
 
 def set_timer_slack(ns: int = 1) -> None:

@@ -39,8 +39,10 @@ import signal
 from collections.abc import Iterator
 from typing import Any
 
+from topologies.system import die_with_parent
+
 from .host import Endpoint, describe_error, now_ns
-from .kernel import PreciseSelector, die_with_parent, set_timer_slack
+from .kernel import PreciseSelector, set_timer_slack
 from .pauses import no_full_collections
 from .records import Received, Records, Sent, write_records
 from .wire import CONNECTIONS, F_FLOW, F_LEN, F_TSEND, HEADER_LEN, decode, encode
