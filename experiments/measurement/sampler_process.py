@@ -27,7 +27,6 @@ from typing import Any, Self
 import pandas as pd
 
 from experiments.measurement.samplers import CpuSampler, LinkSampler, QueueSampler, SamplerError
-from topologies.system import die_with_parent
 
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 60.0
@@ -67,7 +66,6 @@ class SamplerProcess:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "experiments.measurement.sampler_process", str(path)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=env,
-                preexec_fn=die_with_parent,  # gone with a runner killed by SIGKILL
             )  # fmt: skip
         line = _readline(self.proc, READY_TIMEOUT_S)
         if line.strip() != "ready":
@@ -144,7 +142,7 @@ def _readline(proc: subprocess.Popen, timeout_s: float) -> str:
 
 
 def main(argv: list[str]) -> int:
-    from traffic.agents.kernel import die_with_parent
+    from topologies.system import die_with_parent
 
     die_with_parent()
     config = json.loads(Path(argv[0]).read_text())
