@@ -18,6 +18,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from experiments.orchestration.faults import LinkOp, link_ops
 from topologies.cleanup import STATE_DIR
 
 
@@ -106,8 +107,9 @@ class StopFlag:
 
 @dataclass
 class FaultInjector:
-    """Applies ``faults`` (``{at_s, link_down|link_up: [a, b]}``) at ``t0 + at_s`` on
-    a running ``FabricNetwork``, from a thread; records when each took effect."""
+    """Applies ``faults`` (resolved spec entries, ``experiments.orchestration.faults``)
+    at ``t0 + at_s`` on a running ``FabricNetwork``, from a thread; records when each
+    link operation took effect and which fault it was part of."""
 
     net: Any
     faults: list[dict[str, Any]]
@@ -118,25 +120,25 @@ class FaultInjector:
     def start(self, t0_ns: int) -> None:
         if not self.faults:
             return
-        self._thread = threading.Thread(target=self._run, args=(t0_ns,), daemon=True)
+        ops = link_ops(self.faults, self.net.fabric)
+        self._thread = threading.Thread(target=self._run, args=(t0_ns, ops), daemon=True)
         self._thread.start()
 
-    def _run(self, t0_ns: int) -> None:
-        for fault in sorted(self.faults, key=lambda f: f["at_s"]):
-            due = t0_ns + int(fault["at_s"] * 1e9)
+    def _run(self, t0_ns: int, ops: list[LinkOp]) -> None:
+        for op in ops:
+            due = t0_ns + int(op.at_s * 1e9)
             if self._cancel.wait(max(0.0, (due - time.monotonic_ns()) / 1e9)):
                 return
-            event = "link_down" if "link_down" in fault else "link_up"
-            a, b = fault[event]
+            a, b = op.link
             error = ""
             start = time.monotonic_ns()  # time zero of the fault's timings
             try:
-                self.net.set_link(a, b, up=event == "link_up")
+                self.net.set_link(a, b, up=op.up)
             except Exception as exc:  # recorded, and the run goes on
                 error = str(exc)
             done = time.monotonic_ns()
-            self.applied.append({"at_s": fault["at_s"], "event": event, "link": [a, b],
-                                 "t_start_ns": start, "t_ns": done,
+            self.applied.append({"at_s": op.at_s, "event": op.event, "fault": op.fault,
+                                 "link": [a, b], "t_start_ns": start, "t_ns": done,
                                  "late_ms": (start - due) / 1e6,
                                  "ok": not error, "error": error})  # fmt: skip
 

@@ -172,3 +172,41 @@ def test_kvfabric_cli_brings_the_fabric_up_for_mininets_cli_and_removes_it(tmp_p
     text = out.stdout + out.stderr
     assert "policy shortest_path" in text
     assert "Results: 0% dropped" in text  # every host reaches every other
+
+
+SWITCH_AND_FLAP = textwrap.dedent(
+    """
+    name: switch-fault
+    duration_s: 5
+    fabric: {kind: spine_leaf, spines: 2, leaves: 2, hosts_per_leaf: 2}
+    controller: {policy: shortest_path}
+    faults:
+      - {at_s: 1.0, switch_down: spine0}
+      - {at_s: 2.0, switch_up: spine0}
+      - {at_s: 3.0, link_flap: {link: [leaf0, spine0], period_ms: 400, count: 2}}
+    workloads:
+      - {kind: probe, pairs: [[h0, h2]], rate_hz: 50, size_bytes: 200}
+    """
+)
+
+
+def test_a_switch_power_loss_and_a_flap_reach_the_controller_and_traffic_comes_back(tmp_path):
+    spec = tmp_path / "switch.yaml"
+    spec.write_text(SWITCH_AND_FLAP)
+    assert main(["run", str(spec), "--out", str(tmp_path), "--quiet"]) in (0, 1)
+    (run,) = run_dirs(tmp_path)
+    events = json.loads((run / "events.json").read_text())
+    ops = [(f["fault"], f["event"], frozenset(f["link"])) for f in events["faults"]]
+    assert all(f["ok"] for f in events["faults"]), events["faults"]
+    spine0 = {frozenset(("spine0", "leaf0")), frozenset(("spine0", "leaf1"))}
+    assert {link for fault, ev, link in ops if fault == "switch_down"} == spine0
+    assert [ev for fault, ev, _ in ops if fault == "link_flap"] == ["link_down", "link_up"] * 2
+    down = {(e["switch"], e["port"]) for e in events["controller"] if e["event"] == "port_down"}
+    assert {sw for sw, _ in down} >= {"leaf0", "leaf1"}  # both leaves saw spine0 go dark
+    timings = json.loads((run / "summary.json").read_text())["metrics"]["faults"]
+    lost = [t for t in timings if t["event"] == "link_down" and t["detected_ms"] is None]
+    assert not lost, lost  # every link taken down was heard of by the controller
+    flows = pd.read_parquet(run / "flows.parquet")
+    at = (flows["t_sched_ns"] - events["t0_ns"]) / 1e9
+    assert flows.loc[at < 0.9, "ok"].all()
+    assert flows.loc[at > 4.3, "ok"].all()  # after the last flap the path is back
