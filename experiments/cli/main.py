@@ -38,9 +38,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _written_roots(args: argparse.Namespace) -> list[Path]:
-    """Where a command may write: the working folder and any ``--out`` it names."""
+    """Where a command may write: ``results/`` here and in the checkout (references),
+    the benchmarks' results, any ``--out`` and the run folders it names. Never a whole
+    working folder: a home directory would take minutes to walk."""
+    from experiments.spec.load import REFERENCE_DIR
+
+    repo = REFERENCE_DIR.parents[1]
+    roots = [Path("results"), repo / "results", repo / "benchmarks" / "results"]
     out = getattr(args, "out", None)
-    return [Path.cwd(), *([Path(out)] if out else [])]
+    return [*roots, *([Path(out)] if out else []), *map(Path, getattr(args, "run_dirs", []))]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -34,8 +34,12 @@ def invoking_user(env: Mapping[str, str] | None = None,
 
 
 def in_users_space(root: Path, uid: int) -> bool:
-    """``root``, or its nearest existing ancestor, belongs to ``uid``."""
-    for p in (root, *root.parents):
+    """``root`` belongs to ``uid``, or (made by root, or not yet made) its nearest
+    existing ancestor does."""
+    with contextlib.suppress(OSError):
+        if root.stat().st_uid == uid:
+            return True
+    for p in root.parents:
         with contextlib.suppress(OSError):
             return p.stat().st_uid == uid
     return False
@@ -65,7 +69,7 @@ def hand_back(roots: Iterable[Path], owner: tuple[int, int], since_ns: int,
     """Give ``owner`` what ``writer`` (root) wrote under ``roots`` since ``since_ns``;
     how many paths."""
     given = 0
-    for root in {Path(r).resolve() for r in roots}:
+    for root in {Path(r).absolute() for r in roots}:
         if not in_users_space(root, owner[0]):
             continue
         for p in written_by_root(root, since_ns, writer):

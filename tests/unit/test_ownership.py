@@ -41,3 +41,13 @@ def test_what_the_command_wrote_in_the_users_space_is_handed_back(tmp_path, monk
     given.clear()
     assert hand_back([tmp_path / "results"], (me + 4242, me), since, writer=me) == 0
     assert given == []  # not that user's folder: nothing is given away
+
+
+def test_a_folder_root_made_counts_as_the_users_when_its_parent_is_theirs(tmp_path):
+    from experiments.output.ownership import in_users_space
+
+    me = os.getuid()
+    made = tmp_path / "results"
+    made.mkdir()
+    assert in_users_space(made, me) and in_users_space(made / "not-yet", me)
+    assert not in_users_space(made, me + 4242)
