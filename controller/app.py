@@ -96,6 +96,9 @@ class KvFabricController(app_manager.OSKenApp):
         self.errors = ErrorLog.install()  # every ERROR record of the process
         fabric = Fabric.from_dict(cfg["fabric"])
         self.session = ControllerSession(fabric, cfg["policy"], params)  # bad params fail here
+        # (switch, port) -> s: port events heard there are acted on this much later, as a
+        # real switch's loss-of-signal or BFD timers would report them
+        self.detect_s = {(sw, int(port)): ms / 1e3 for sw, port, ms in cfg.get("detect_ms", [])}
         self.channel = ChannelServer(cfg["socket"], self.handle_request)
         self.channel.start()
         self.poller = hub.spawn(self._poll_ports)
@@ -138,6 +141,8 @@ class KvFabricController(app_manager.OSKenApp):
     def on_state_change(self, ev: Any) -> None:
         if ev.state == DEAD_DISPATCHER:
             self._guard("switch disconnected", self._disconnected, ev.datapath, time.monotonic_ns())
+        elif ev.state == MAIN_DISPATCHER:
+            self._guard("port states", self._port_states, ev.datapath, time.monotonic_ns())
 
     @set_ev_cls(ofp_event.EventOFPErrorMsg, MAIN_DISPATCHER)
     def on_error(self, ev: Any) -> None:
@@ -168,12 +173,29 @@ class KvFabricController(app_manager.OSKenApp):
             del self.datapaths[name]
             self.session.switch_disconnected(dp.id, now_ns)
 
+    def _port_states(self, dp: Any, now_ns: int) -> None:
+        """A connected switch's ports as its port description reported them (os-ken asks
+        before MAIN): a controller started while links were down learns of them here."""
+        ofproto = dp.ofproto
+        with self.lock:
+            for port_no, desc in sorted((getattr(dp, "ports", None) or {}).items()):
+                down = bool(desc.state & ofproto.OFPPS_LINK_DOWN) or bool(
+                    desc.config & ofproto.OFPPC_PORT_DOWN
+                )
+                if down and port_no < ofproto.OFPP_MAX:
+                    self._send(self.session.port_status(dp.id, port_no, False, now_ns))
+
     def _barrier(self, dp: Any, now_ns: int) -> None:
         with self.lock:
             self.session.barrier_reply(dp.id, now_ns)
 
-    def _port_status(self, msg: Any, now_ns: int) -> None:
+    def _port_status(self, msg: Any, now_ns: int, heard_ns: int | None = None) -> None:
         dp, desc = msg.datapath, msg.desc
+        delay = self.detect_s.get((self.session.switch_at(dp.id), desc.port_no))
+        if delay and heard_ns is None:  # detection delay: act on it later, in order
+            hub.spawn_after(delay, self._guard, "port status (delayed)", self._delayed, msg,
+                            now_ns)  # fmt: skip
+            return
         ofproto = dp.ofproto
         down = (
             bool(desc.state & ofproto.OFPPS_LINK_DOWN)
@@ -182,9 +204,13 @@ class KvFabricController(app_manager.OSKenApp):
         )
         with self.lock:
             try:
-                self._send(self.session.port_status(dp.id, desc.port_no, not down, now_ns))
+                self._send(self.session.port_status(dp.id, desc.port_no, not down, now_ns,
+                                                    heard_ns))  # fmt: skip
             finally:  # a reroute's last-sent instant: the one instant read after sending
                 self.session.reroute_sent(time.monotonic_ns())
+
+    def _delayed(self, msg: Any, heard_ns: int) -> None:
+        self._port_status(msg, time.monotonic_ns(), heard_ns)
 
     def _packet_in(self, msg: Any, now_ns: int) -> None:
         if not self.session.places_flows:

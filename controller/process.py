@@ -48,6 +48,7 @@ class ControllerProcess:
         run_dir: Path,
         params: dict[str, Any] | None = None,
         poll_s: float = 0.2,
+        detect_ms: dict[tuple[str, int], float] | None = None,
     ) -> None:
         compute(fabric, policy, params=params)  # a bad policy fails here, before any process starts
         poll_interval({"poll_s": poll_s})
@@ -59,8 +60,13 @@ class ControllerProcess:
         self.socket = self.run_dir / "controller.sock"
         self.log = self.run_dir / "controller.log"
         self.poll_s = poll_s
+        self.detect_ms = dict(detect_ms or {})
         self.proc: subprocess.Popen | None = None
         self.client = ChannelClient(str(self.socket))
+        self.lives = 0  # processes started so far
+        self.down = False  # killed on purpose (crash), not yet restarted
+        self._past_events: list[dict] = []  # the event logs of earlier processes
+        self._past_errors: list[str] = []
 
     def __enter__(self) -> ControllerProcess:
         try:
@@ -79,8 +85,11 @@ class ControllerProcess:
         config.write_text(json.dumps({
             "fabric": self.fabric.to_dict(), "policy": self.policy, "params": self.params,
             "socket": str(self.socket), "poll_s": self.poll_s,
+            "detect_ms": [[sw, port, ms] for (sw, port), ms in sorted(self.detect_ms.items())],
         }))  # fmt: skip
-        with open(self.run_dir / "controller.stderr", "w") as stderr:
+        self.lives += 1
+        self.down = False
+        with open(self.run_dir / "controller.stderr", "a") as stderr:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "controller.main", str(config), str(self.port),
                  str(self.log)],
@@ -114,7 +123,43 @@ class ControllerProcess:
         raise ControllerError(f"switches did not connect within {timeout_s:g} s: {missing}")
 
     def errors(self) -> list[str]:
-        return self.client.status()["errors"]
+        """Every error reported, earlier processes' included (none asked of a process
+        that is down on purpose)."""
+        return self._past_errors + ([] if self.down else self.client.status()["errors"])
+
+    def events(self) -> list[dict]:
+        """The event log of every process of this controller, in order; each event of a
+        restarted one carries ``life`` (1 for the first)."""
+        current = [] if self.down else self.client.events()
+        if self.lives <= 1 and not self._past_events:
+            return current  # never restarted: the log as it always was
+        return self._past_events + [e | {"life": self.lives} for e in current]
+
+    def crash(self) -> int:
+        """Kill the controller as a crash would (SIGKILL: no goodbye to the switches,
+        which keep their flows in secure fail mode). Its event log and errors are read
+        first, so the run keeps them. Returns the instant of the kill (monotonic ns)."""
+        if self.proc is None or self.down:
+            raise ControllerError("the controller is not running")
+        try:
+            self._past_events += [e | {"life": self.lives} for e in self.client.events()]
+            self._past_errors += self.client.status()["errors"]
+        except (OSError, ValueError) as exc:
+            self._past_errors.append(f"events unreadable before the crash: {exc}")
+        t_ns = time.monotonic_ns()
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+        self.proc = None
+        self.socket.unlink(missing_ok=True)
+        self.down = True
+        return t_ns
+
+    def restart(self, timeout_s: float = 20.0) -> None:
+        """Start a new controller process on the same port after ``crash``; the switches
+        reconnect on their own (Mininet sets a 1 s maximum reconnection backoff)."""
+        if not self.down:
+            raise ControllerError("restart follows a crash")
+        self.start(timeout_s)
 
     def tail(self, lines: int = 20) -> str:
         text = ""

@@ -194,8 +194,11 @@ class ControllerSession:
         return compute(self.fabric, policy or self.policy, self.state, self.params)
 
     # ----- links -----------------------------------------------------------------
-    def port_status(self, dpid: int, port_no: int, up: bool, now_ns: int) -> list[SwitchMessages]:
-        """A switch port went up or down: the reroute, if the links' state changed."""
+    def port_status(self, dpid: int, port_no: int, up: bool, now_ns: int,
+                    heard_ns: int | None = None) -> list[SwitchMessages]:  # fmt: skip
+        """A switch port went up or down: the reroute, if the links' state changed.
+        ``heard_ns``: when the switch reported it, if the controller acts on it later
+        (a detection delay); the event records both."""
         self._unsent_reroute = None  # an earlier reroute whose sending failed stays unstamped
         name = self._names.get(dpid)
         if name is None:
@@ -204,7 +207,9 @@ class ControllerSession:
         if (key not in self._ports_down) == up:
             return []
         (self._ports_down.discard if up else self._ports_down.add)(key)
-        self._event("port_up" if up else "port_down", switch=name, port=port_no, t_ns=now_ns)
+        heard = {} if heard_ns is None else {"heard_ns": heard_ns}
+        self._event("port_up" if up else "port_down", switch=name, port=port_no, t_ns=now_ns,
+                    **heard)  # fmt: skip
         return self._reroute(now_ns)
 
     def reroute_sent(self, now_ns: int) -> None:

@@ -33,6 +33,7 @@ from .shaping import (
     check_mtu,
     check_scale,
     egress_plan,
+    emulated_rate_bps,
     frame_bytes,
     htb_commands,
 )
@@ -319,6 +320,30 @@ class FabricNetwork:
             else:
                 proc = run(args)
                 self._check((proc.stdout, proc.stderr, proc.returncode), f"link {state} on {node}")
+
+    def set_rate(self, a: str, b: str, gbps: float) -> None:
+        """Shape both egresses of the link between ``a`` and ``b`` to ``gbps``
+        (real-equivalent), as a port that trained down to a lower speed: only the HTB
+        classes change (``tc class replace``), so the queues and what they hold stay."""
+        link = self.fabric.link_between(a, b)
+        rate = emulated_rate_bps(gbps, self.scale)
+        for eg in self.plan:
+            if eg.link != link:
+                continue
+            dev = self.intf(eg.node, eg.port)
+            is_host = self.fabric.node(eg.node).is_host
+            if self.qos is not None and not is_host:
+                cmds = self.qos.commands(dev, rate, eg.buffer_pkts, self.mtu)
+            else:
+                cmds = htb_commands(dev, rate, eg.buffer_pkts, self.mtu)
+            classes = [c for c in cmds if c[0] == "class"]
+            what = f"rate {gbps:g} Gbit/s on {eg.node}"
+            for args in classes:
+                if is_host:
+                    self._check(self.mn(eg.node).pexec("tc", *args), what)
+                else:
+                    proc = run(["tc", *args])
+                    self._check((proc.stdout, proc.stderr, proc.returncode), what)
 
     # ----- names -----------------------------------------------------------
     def mn(self, name: str) -> Any:

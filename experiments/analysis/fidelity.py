@@ -25,7 +25,7 @@ gathers them; everything is JSON-serialisable (no NaN: ``None``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import networkx as nx
@@ -222,6 +222,36 @@ def dequeue_rate_check(
     if bad:
         detail += f"; off by more than {tolerance:.0%}: {_few(bad)}"
     return make_check(ok, ratio, tolerance, unit, "; ".join([detail, *notes]))
+
+
+def split_by_rate(
+    queues: pd.DataFrame | None,
+    rates_bps: Mapping[tuple[str, int], float],
+    changes: Mapping[tuple[str, int], Sequence[tuple[int, float]]],
+) -> tuple[pd.DataFrame | None, dict[tuple[str, int], float]]:
+    """The queue samples and configured rates with each port whose rate changed mid-run
+    (``changes``: ``(node, port) -> [(t_ns, rate_bps), ...]``, a ``link_degrade``) cut
+    into one pseudo-port per stretch of one rate, named ``node@<rate>M`` (e.g.
+    ``spine0@2.5M``), so ``dequeue_rate_check`` judges each stretch by its own rate
+    and no interval across a change is judged."""
+    rates = dict(rates_bps)
+    if queues is None or queues.empty or not changes:
+        return queues, rates
+    out = queues.copy()
+    out["node"] = out["node"].astype(object)
+    for (node, port), steps in changes.items():
+        at = (out["node"] == node) & (out["port"] == port)
+        if not at.any():
+            continue
+        t = out.loc[at, "t_ns"].to_numpy(dtype=np.int64)
+        bounds = np.array([t_ns for t_ns, _ in sorted(steps)], dtype=np.int64)
+        stretch = np.searchsorted(bounds, t, side="right")  # 0: before the first change
+        per = [rates_bps.get((node, port), 0.0)] + [r for _, r in sorted(steps)]
+        names = [f"{node}@{per[i] / 1e6:g}M" if i else node for i in stretch]
+        out.loc[at, "node"] = names
+        for rate in per[1:]:
+            rates[(f"{node}@{rate / 1e6:g}M", port)] = rate
+    return out, rates
 
 
 def egress_rates_bps(fabric: Fabric, scale: float) -> dict[tuple[str, int], int]:
@@ -456,6 +486,7 @@ def verdict(
     capacity_mbps: float | Callable[[float], float] | None = None,
     tcp: Mapping[str, int] | None = None,
     mtu: int = DEFAULT_MTU,
+    rate_changes: Mapping[tuple[str, int], Sequence[tuple[int, float]]] | None = None,
 ) -> dict[str, Any]:
     """``{"ok", "checks": {name: check}}`` over one run's tables.
 
@@ -465,13 +496,15 @@ def verdict(
     (node, port) -> configured bit/s (``egress_rates_bps``); ``thresholds``:
     the spec's ``fidelity:`` section (missing keys take the defaults); ``tcp``:
     the hosts' TCP counter totals over the traffic (``experiments.measurement.tcpcount``);
-    ``mtu``: the run's, for the size of the frames the queue counters move by.
+    ``mtu``: the run's, for the size of the frames the queue counters move by;
+    ``rate_changes``: ports a ``link_degrade`` re-shaped (``split_by_rate``).
     """
     th = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
+    judged_queues, rates_bps = split_by_rate(queues, rates_bps, rate_changes or {})
     checks = {
         "cpu": cpu_check(cpu, th["cpu_max_pct"]),
         "dequeue_rate": dequeue_rate_check(
-            queues, rates_bps, th["dequeue_rate_tolerance"], frame_bytes(mtu)
+            judged_queues, rates_bps, th["dequeue_rate_tolerance"], frame_bytes(mtu)
         ),  # fmt: skip
         "lateness": lateness_check(flows, th["lateness_p99_ms"]),
         "sampler_rate": sampler_rate_check(sampler_rates),

@@ -1,10 +1,16 @@
-"""A spec's ``faults:`` timeline as the link operations that carry it out (pure).
+"""A spec's ``faults:`` timeline as the operations that carry it out (pure).
 
 ``link_down`` / ``link_up`` are one operation each; ``switch_down`` / ``switch_up``
 take every link of the switch down or up at once, as a power loss would;
 ``link_flap`` is ``count`` cycles of ``period_ms``, down for the first half of each and
-up for the second. Each operation keeps the spec event it comes from (``fault``), so
+up for the second; ``link_degrade`` sets a link's rate; ``controller_down`` /
+``controller_up`` kill and restart the controller; ``agent_kill`` stops one host's
+agent. Each operation keeps the spec event it comes from (``fault``), so
 ``events.json`` and the fault timings say which fault it was part of.
+
+The fault injector (``runtime.FaultInjector``) carries out every operation but
+``agent_kill``, which the agents' coordinator carries out at its instant
+(``agent_kills``): only the coordinator may talk to the agents while they run.
 """
 
 from __future__ import annotations
@@ -15,40 +21,82 @@ from typing import Any
 
 from topologies import Fabric
 
+CONTROLLER_EVENTS = ("controller_down", "controller_up")
+
 
 @dataclass(frozen=True)
-class LinkOp:
-    """At ``at_s``, take ``link`` down (``up`` False) or up, as part of ``fault``."""
+class FaultOp:
+    """At ``at_s``, ``event`` (``link_down``, ``link_up``, ``link_degrade``,
+    ``controller_down``, ``controller_up`` or ``agent_kill``) on ``link`` (with its
+    new rate ``gbps``) or ``node``, as part of the spec's ``fault``."""
 
     at_s: float
-    link: tuple[str, str]
-    up: bool
+    event: str
     fault: str
+    link: tuple[str, str] | None = None
+    gbps: float | None = None
+    node: str | None = None
 
     @property
-    def event(self) -> str:
-        return "link_up" if self.up else "link_down"
+    def up(self) -> bool:
+        return self.event == "link_up"
 
 
-def link_ops(faults: Sequence[Mapping[str, Any]], fabric: Fabric) -> list[LinkOp]:
+def _event(fault: Mapping[str, Any]) -> tuple[str, Any]:
+    return next((k, v) for k, v in fault.items() if k not in ("at_s", "detect_ms"))
+
+
+def fault_ops(faults: Sequence[Mapping[str, Any]], fabric: Fabric) -> list[FaultOp]:
     """Every operation of ``faults`` (resolved spec entries), in time order (ties keep
     the spec's order)."""
-    ops: list[LinkOp] = []
+    ops: list[FaultOp] = []
     for f in faults:
         at = float(f["at_s"])
-        (event, value), *_ = ((k, v) for k, v in f.items() if k != "at_s")
+        event, value = _event(f)
         if event in ("link_down", "link_up"):
-            ops.append(LinkOp(at, (value[0], value[1]), event == "link_up", event))
+            ops.append(FaultOp(at, event, event, (value[0], value[1])))
         elif event in ("switch_down", "switch_up"):
+            op = "link_up" if event == "switch_up" else "link_down"
             for lk in fabric.links_of(value):
-                ops.append(LinkOp(at, (value, lk.other(value)), event == "switch_up", event))
+                ops.append(FaultOp(at, op, event, (value, lk.other(value))))
         elif event == "link_flap":
             a, b = value["link"]
             half = value["period_ms"] / 2e3
             for c in range(int(value["count"])):
                 start = at + 2 * c * half
-                ops.append(LinkOp(start, (a, b), False, event))
-                ops.append(LinkOp(start + half, (a, b), True, event))
+                ops.append(FaultOp(start, "link_down", event, (a, b)))
+                ops.append(FaultOp(start + half, "link_up", event, (a, b)))
+        elif event == "link_degrade":
+            a, b = value["link"]
+            ops.append(FaultOp(at, event, event, (a, b), gbps=float(value["gbps"])))
+        elif event in CONTROLLER_EVENTS:
+            ops.append(FaultOp(at, event, event))
+        elif event == "agent_kill":
+            ops.append(FaultOp(at, event, event, node=value))
         else:
             raise ValueError(f"unknown fault {event!r}")
     return sorted(ops, key=lambda op: op.at_s)
+
+
+def agent_kills(faults: Sequence[Mapping[str, Any]]) -> list[tuple[float, str]]:
+    """``(at_s, host)`` of every ``agent_kill``, in time order."""
+    return sorted((float(f["at_s"]), f["agent_kill"]) for f in faults if "agent_kill" in f)
+
+
+def rate_changes(
+    applied: Sequence[Mapping[str, Any]], fabric: Fabric, scale: float
+) -> dict[tuple[str, int], list[tuple[int, int]]]:
+    """``(node, port) -> [(t_ns, rate_bps), ...]``: the emulated rate each egress of a
+    degraded link had from each ``link_degrade`` that took effect (``events.json``
+    ``faults`` rows), for the fidelity verdict to judge each stretch by its own rate."""
+    from topologies.shaping import emulated_rate_bps
+
+    out: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for row in applied:
+        if row.get("event") != "link_degrade" or not row.get("ok", True):
+            continue
+        lk = fabric.link_between(*row["link"])
+        rate = emulated_rate_bps(float(row["gbps"]), scale)
+        for end in ((lk.a, lk.a_port), (lk.b, lk.b_port)):
+            out.setdefault(end, []).append((int(row["t_ns"]), rate))
+    return out

@@ -36,9 +36,11 @@ from experiments.measurement.sampler_process import SamplerProcess
 from experiments.measurement.samplers import SamplerError
 from experiments.orchestration.envelope import DEFAULT, Envelope, figures, machine_identity
 from experiments.orchestration.envelope import load as load_envelope
+from experiments.orchestration.faults import agent_kills, rate_changes
 from experiments.orchestration.plan import TrafficPlan, controller_params, traffic_plan
 from experiments.orchestration.runtime import FaultInjector, RunLock, StopFlag, env_info
 from experiments.output import results
+from experiments.spec.faults import detect_delays
 from experiments.spec.load import RunSpec, Spec, resolved_yaml
 from topologies import Fabric
 from topologies.builder import Controller, FabricNetwork
@@ -219,7 +221,9 @@ def fabric_up(fabric: Fabric, resolved: dict[str, Any], scratch: Path,
         if ctl["qos"]["classes"]
         else None
     )
-    with ControllerProcess(fabric, ctl["policy"], scratch / "controller", params) as proc:
+    detect = detect_delays(resolved["faults"], fabric)
+    with ControllerProcess(fabric, ctl["policy"], scratch / "controller", params,
+                           detect_ms=detect) as proc:  # fmt: skip
         say("building the fabric")
         with FabricNetwork(fabric, scale, controller=Controller(port=proc.port), qos=qos,
                            mtu=resolved["scale"]["mtu"]) as net:  # fmt: skip
@@ -241,7 +245,7 @@ def _carry_out(p: Prepared, run_dir: Path, scratch: Path, stop: StopFlag, rec: R
         if stop:
             raise InterruptedError("interrupted before the traffic started")
         try:
-            _traffic(p, net, run_dir, scratch, stop, rec, say)
+            _traffic(p, net, run_dir, scratch, stop, rec, say, proc)
         finally:
             record_controller(proc, rec)
 
@@ -250,7 +254,7 @@ def record_controller(proc: ControllerProcess, rec: Recorded) -> None:
     """The controller's event log and errors into ``rec.events``; a controller that
     reported an error (or cannot be asked) fails the run: ``rec.error`` says so."""
     try:
-        rec.events["controller"] = proc.client.events()
+        rec.events["controller"] = proc.events()
         errors = proc.errors()
     except (OSError, ValueError) as exc:
         errors = [f"channel unreachable: {exc}"]
@@ -264,7 +268,8 @@ def record_controller(proc: ControllerProcess, rec: Recorded) -> None:
 
 
 def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop: StopFlag,
-             rec: Recorded, say: Callable[..., None]) -> None:  # fmt: skip
+             rec: Recorded, say: Callable[..., None],
+             controller: ControllerProcess | None = None) -> None:  # fmt: skip
     r = p.run.resolved
     ports = {
         net.intf(e.node, e.port): (e.node, e.port)
@@ -273,7 +278,7 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
     }
     samplers = SamplerProcess(scratch / "samplers", ports, r["sampler"]["rate_hz"],
                               link_ports=ports)  # fmt: skip
-    faults = FaultInjector(net, r["faults"])
+    faults = FaultInjector(net, r["faults"], controller)
     cap = r["capture"]
     window = tuple(cap["window_s"]) if cap["window_s"] else None
     captures = Captures(net, run_dir / "captures", targets(p.fabric, cap["at"]),
@@ -309,7 +314,10 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
             sw_before = tcpcount.switch_counters(intfs)
             try:
                 rec.tables["flows"] = fleet.run(
-                    timeout_s=duration + DRAIN_S, should_stop=should_stop, on_start=started
+                    timeout_s=duration + DRAIN_S,
+                    should_stop=should_stop,
+                    on_start=started,
+                    agent_kills=agent_kills(r["faults"]),
                 )
             finally:
                 rec.events["t_end_ns"] = time.monotonic_ns()
@@ -320,7 +328,7 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
                     {"hosts": tcp_after, "switches": tcpcount.switch_counters(intfs)},
                 )
                 faults.stop()
-                rec.events["faults"] = faults.applied
+                rec.events["faults"] = applied_faults(faults.applied, fleet)
                 if cap["at"]:
                     rec.events["captures"] = captures.stop()
                 rec.events["t0_ns"] = fleet.t0_ns
@@ -345,6 +353,16 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
         for name in ("queues", "links", "cpu"):
             rec.tables[name] = samplers.table(name)
         rec.samplers = samplers.rates()
+
+
+def applied_faults(injected: list[dict[str, Any]], fleet: AgentFleet) -> list[dict[str, Any]]:
+    """The injector's rows and the coordinator's agent kills, as one timeline."""
+    t0 = fleet.t0_ns or 0
+    kills = [{"at_s": (k["due_ns"] - t0) / 1e9, "event": "agent_kill", "fault": "agent_kill",
+              "node": k["node"], "t_start_ns": k["t_start_ns"], "t_ns": k["t_ns"],
+              "late_ms": (k["t_start_ns"] - k["due_ns"]) / 1e6, "ok": k["ok"],
+              "error": k["error"]} for k in fleet.killed]  # fmt: skip
+    return sorted(injected + kills, key=lambda row: row["t_start_ns"])
 
 
 def compute_provenance(resolved: dict[str, Any]) -> dict[str, Any] | None:
@@ -396,7 +414,9 @@ def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
             tcp |= tcpcount.unmodelled_places(rec.events.get("counters") or {})
         fidelity = verdict(t["flows"], t["queues"], cpu, rec.samplers, rates, p.fabric,
                            r["fidelity"], capacity_mbps=p.envelope.capacity_mbps,
-                           tcp=tcp, mtu=r["scale"]["mtu"])  # fmt: skip
+                           tcp=tcp, mtu=r["scale"]["mtu"],
+                           rate_changes=rate_changes(rec.events.get("faults") or [], p.fabric,
+                                                     r["scale"]["bandwidth"]))  # fmt: skip
     except Exception as exc:
         log.debug("fidelity verdict failed", exc_info=True)
         fidelity = {"ok": False, "checks": {}, "error": f"could not judge: {exc}"}

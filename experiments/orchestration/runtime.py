@@ -18,7 +18,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from experiments.orchestration.faults import LinkOp, link_ops
+from experiments.orchestration.faults import FaultOp, fault_ops
 from topologies.cleanup import STATE_DIR
 
 
@@ -108,44 +108,65 @@ class StopFlag:
 @dataclass
 class FaultInjector:
     """Applies ``faults`` (resolved spec entries, ``experiments.orchestration.faults``)
-    at ``t0 + at_s`` on a running ``FabricNetwork``, from a thread; records when each
-    link operation took effect and which fault it was part of."""
+    at ``t0 + at_s`` on a running ``FabricNetwork`` (and its ``ControllerProcess``),
+    from a thread; records when each operation took effect and which fault it was
+    part of. ``agent_kill`` is the agents' coordinator's to carry out (``agent_kills``)."""
 
     net: Any
     faults: list[dict[str, Any]]
+    controller: Any = None
     applied: list[dict[str, Any]] = field(default_factory=list)
     _cancel: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
     def start(self, t0_ns: int) -> None:
-        if not self.faults:
+        ops = [op for op in fault_ops(self.faults, self.net.fabric) if op.event != "agent_kill"]
+        if not ops:
             return
-        ops = link_ops(self.faults, self.net.fabric)
         self._thread = threading.Thread(target=self._run, args=(t0_ns, ops), daemon=True)
         self._thread.start()
 
-    def _run(self, t0_ns: int, ops: list[LinkOp]) -> None:
+    def _run(self, t0_ns: int, ops: list[FaultOp]) -> None:
         for op in ops:
             due = t0_ns + int(op.at_s * 1e9)
             if self._cancel.wait(max(0.0, (due - time.monotonic_ns()) / 1e9)):
                 return
-            a, b = op.link
-            error = ""
+            row: dict[str, Any] = {"at_s": op.at_s, "event": op.event, "fault": op.fault}
             start = time.monotonic_ns()  # time zero of the fault's timings
+            error = ""
             try:
-                self.net.set_link(a, b, up=op.up)
+                row |= self._apply(op)
             except Exception as exc:  # recorded, and the run goes on
-                error = str(exc)
+                error = f"{type(exc).__name__}: {exc}"
             done = time.monotonic_ns()
-            self.applied.append({"at_s": op.at_s, "event": op.event, "fault": op.fault,
-                                 "link": [a, b], "t_start_ns": start, "t_ns": done,
-                                 "late_ms": (start - due) / 1e6,
-                                 "ok": not error, "error": error})  # fmt: skip
+            start = row.pop("t_start_ns", start)
+            self.applied.append(row | {"t_start_ns": start, "t_ns": done,
+                                       "late_ms": (start - due) / 1e6,
+                                       "ok": not error, "error": error})  # fmt: skip
+
+    def _apply(self, op: FaultOp) -> dict[str, Any]:
+        """Carry out ``op``; what the row records besides the common timing keys."""
+        if op.event in ("link_down", "link_up"):
+            assert op.link is not None
+            self.net.set_link(*op.link, up=op.up)
+            return {"link": list(op.link)}
+        if op.event == "link_degrade":
+            assert op.link is not None and op.gbps is not None
+            self.net.set_rate(*op.link, op.gbps)
+            return {"link": list(op.link), "gbps": op.gbps}
+        if self.controller is None:
+            raise RuntimeError(f"{op.event}: no controller process to act on")
+        if op.event == "controller_down":
+            return {"target": "controller", "t_start_ns": self.controller.crash()}
+        self.controller.restart()
+        self.controller.wait_ready(timeout_s=60)
+        ready = [e for e in self.controller.events() if e.get("event") == "ready"]
+        return {"target": "controller", "ready_ns": ready[-1]["t_ns"] if ready else None}
 
     def stop(self) -> None:
         self._cancel.set()
         if self._thread is not None:
-            self._thread.join(timeout=30)
+            self._thread.join(timeout=90)
 
 
 def _version(args: list[str]) -> str | None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.policy import known_policies
+from experiments.spec.faults import FAULT, faults_post
 from experiments.spec.schema import (
     Check,
     Ctx,
@@ -242,79 +243,19 @@ CONTROLLER = section(
     _controller_post,
 )
 
-LINK_ENDS = list_of(node(), 2, 2, distinct=True)
-
-
-FAULT_EVENTS = ("link_down", "link_up", "switch_down", "switch_up", "link_flap")
-
-
-def _linked(a: str, b: str, where: str, ctx: Ctx) -> None:
-    assert ctx.fabric is not None
-    peers = sorted(link.other(a) for link in ctx.fabric.links_of(a))
-    if b not in peers:
-        why = f"{a} and {b} are not linked"
-        raise bad(where, [a, b], f"two linked nodes; {a} links to {listing(peers)}", why)
-
-
-def _fault_post(out: dict[str, Any], path: str, ctx: Ctx) -> dict[str, Any]:
-    given = [k for k in FAULT_EVENTS if out[k] is not None]
-    if not given:
-        raise missing(join(path, "link_down"), f"exactly one of {', '.join(FAULT_EVENTS)}")
-    if len(given) > 1:
-        raise bad(path, given, f"exactly one of {', '.join(FAULT_EVENTS)} per fault")
-    duration = ctx.duration_s or 0.0
-    if out["at_s"] >= duration:
-        raise bad(join(path, "at_s"), out["at_s"], f"a time in [0, {duration:g}) s (duration_s)")
-    event = given[0]
-    value = out[event]
-    assert ctx.fabric is not None
-    if event in ("link_down", "link_up"):
-        _linked(value[0], value[1], join(path, event), ctx)
-    elif event in ("switch_down", "switch_up"):
-        if ctx.fabric.node(value).is_host:
-            switches = [n.name for n in ctx.fabric.switches]
-            raise bad(join(path, event), value, f"a switch: {listing(switches)}", "a host")
-    else:  # link_flap
-        _linked(value["link"][0], value["link"][1], join(path, "link_flap.link"), ctx)
-        end = out["at_s"] + value["count"] * value["period_ms"] / 1e3
-        if end > duration:
-            raise bad(join(path, "link_flap.count"), value["count"],
-                      f"cycles that end by duration_s ({duration:g} s)",
-                      f"{value['count']} cycles of {value['period_ms']:g} ms from "
-                      f"{out['at_s']:g} s end at {end:g} s")  # fmt: skip
-    return {"at_s": out["at_s"], event: value}
-
-
-FLAP = section(
-    {
-        "link": Field(LINK_ENDS, doc="the two nodes whose link flaps"),
-        "period_ms": Field(number(gt=0), doc="one cycle: down for half of it, then up, ms"),
-        "count": Field(integer(1), 1, "how many cycles"),
-    }
-)
-
-FAULT = section(
-    {
-        "at_s": Field(number(ge=0), doc="when, in s after the traffic starts"),
-        "link_down": Field(optional(LINK_ENDS), None, "the two nodes whose link goes down"),
-        "link_up": Field(optional(LINK_ENDS), None, "the two nodes whose link comes back up"),
-        "switch_down": Field(
-            optional(node()), None, "a switch that loses power: every link of it goes down"
-        ),
-        "switch_up": Field(optional(node()), None, "a switch that comes back: its links up"),
-        "link_flap": Field(
-            optional(FLAP), None, "{link, period_ms, count}: a link down and up count times"
-        ),
-    },
-    _fault_post,
-)
-
 PAIR = section(
     {
         "victim": Field(name_text(), doc="the tenant whose latency is judged"),
         "aggressor": Field(name_text(), doc="the tenant whose traffic may slow it"),
     }
 )
+
+
+def _spec_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
+    """Checks across sections: the fault timeline as a whole, noisy-neighbour tenants."""
+    assert ctx.fabric is not None
+    faults_post(out["faults"], ctx.fabric, out["scale"]["bandwidth"])
+    _tenants_post(out, path, ctx)
 
 
 def _tenants_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
@@ -438,7 +379,9 @@ SPEC = section(
             {},
             "packet captures into the run's captures/",
         ),
-        "faults": Field(list_of(FAULT), [], "link failures and recoveries at run times"),
+        "faults": Field(
+            list_of(FAULT), [], "link, switch, controller and agent failures at run times"
+        ),
         "workloads": Field(
             list_of(workload()), [], "the traffic: each entry's kind picks its parameters"
         ),  # fmt: skip
@@ -451,7 +394,7 @@ SPEC = section(
             "key path -> values: one run per point of the grid",
         ),  # fmt: skip
     },
-    _tenants_post,
+    _spec_post,
 )
 
 

@@ -90,3 +90,20 @@ def test_bad_arguments_are_refused_before_anything_starts(tmp_path):
     with pytest.raises(ValueError, match="processes"):
         AgentFleet(net, tmp_path, s, 1e-3, processes=0)
     assert not (tmp_path / "agents").exists()
+
+
+def test_an_agent_killed_mid_run_fails_its_flows_with_the_reason_and_the_rest_go_on(tmp_path):
+    net = LoopbackNet(3)
+    schedule = probe([("h0", "h1"), ("h0", "h2")], 50, 200, 1.0)  # every 20 ms for 1 s
+    with AgentFleet(net, tmp_path, schedule, 1e-3, cc=CC) as fleet:
+        flows = fleet.run(timeout_s=20, agent_kills=[(0.5, "h1")])
+    assert len(fleet.killed) == 1 and fleet.killed[0]["ok"], fleet.killed
+    kill_ns = fleet.killed[0]["t_ns"]
+    assert abs(fleet.killed[0]["t_start_ns"] - (fleet.t0_ns + 500_000_000)) < 50_000_000
+    to_h1 = flows[flows["dst"] == "h1"]
+    before = to_h1[to_h1["t_sched_ns"] < kill_ns - 30_000_000]
+    after = to_h1[to_h1["t_sched_ns"] > kill_ns + 30_000_000]
+    assert before["ok"].all() and len(before) >= 20
+    assert len(after) >= 20 and not after["ok"].any()
+    assert after["error"].str.contains("killed").all(), after["error"].unique()
+    assert flows.loc[flows["dst"] == "h2", "ok"].all()  # the others' traffic went on

@@ -351,7 +351,7 @@ def test_a_run_whose_controller_reported_errors_fails():
                 raise errors
             return errors
 
-        return SimpleNamespace(client=SimpleNamespace(events=lambda: []), errors=ask)
+        return SimpleNamespace(events=lambda: [], errors=ask)
 
     rec = Recorded()
     record_controller(proc([]), rec)

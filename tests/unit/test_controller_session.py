@@ -224,6 +224,20 @@ def test_reroute_and_installed_times_are_the_differences_of_the_instants_passed_
     assert (row["detected_ms"], row["last_rule_sent_ms"], row["installed_ms"]) == (2, 5, 11)
 
 
+def test_a_delayed_detection_is_timed_when_the_controller_acted_and_keeps_when_it_heard():
+    session, tables = ready()
+    t_fault = T0 + 1000 * MS
+    p = port(session, "leaf0", "spine0")
+    heard, acted = t_fault + 1 * MS, t_fault + 51 * MS  # detect_ms 50
+    tables.apply(session.port_status(dpid(session, "leaf0"), p, False, acted, heard))
+    (ev,) = events(session, "port_down")
+    assert ev["t_ns"] == acted and ev["heard_ns"] == heard
+    applied = [{"event": "link_down", "link": ["leaf0", "spine0"], "t_start_ns": t_fault,
+                "t_ns": t_fault + MS}]  # fmt: skip
+    (row,) = fault_timings(applied, ask(session, "events")["events"], session.fabric)
+    assert row["detected_ms"] == 51  # the reroute starts from the delayed detection
+
+
 def test_a_reroute_whose_sending_never_finished_is_not_timed_by_a_later_port_status():
     session, _ = ready()
     p = port(session, "leaf0", "spine0")

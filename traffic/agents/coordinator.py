@@ -38,23 +38,28 @@ class Coordinator:
     def __init__(self, workers: Workers, tracker: DependencyTracker, *, src_of: dict[int, str],
                  dst_of: dict[int, str], scale: float, tenants: dict[str, int],
                  ips: dict[str, str], driver: Driver | None, timer_lead_ns: int,
-                 udp_grace_ns: int, stopped: dict[str, str]) -> None:  # fmt: skip
+                 udp_grace_ns: int, stopped: dict[str, str],
+                 kills: list[tuple[int, str]] | None = None) -> None:  # fmt: skip
         self.workers, self.tracker = workers, tracker
         self.src_of, self.dst_of = src_of, dst_of
         self.scale, self.tenants, self.ips = scale, tenants, ips
         self.driver, self.timer_lead_ns, self.udp_grace_ns = driver, timer_lead_ns, udp_grace_ns
         self.stopped = stopped  # host -> why its agent is gone
+        self.kills = sorted(kills or [])  # (t_ns, host): that host's agent dies then
+        self.killed: list[dict[str, Any]] = []  # what each kill did, when
         self.live: list[Message] = []
         self._live_ids: set[int] = set()
         self.messages_handled = 0
         self._outbox: dict[str, bytearray] = {}
         self._sel: selectors.BaseSelector | None = None
+        self._t0 = 0
 
     # ----- the loop -------------------------------------------------------------------
     def run(self, t0: int, deadline_ns: int, should_stop: Callable[[], bool] | None) -> str:
         """Until settled, past ``deadline_ns`` or ``should_stop()``; returns how the run
         ended early ("" if it settled)."""
         tracker, driver = self.tracker, self.driver
+        self._t0 = t0
         for host, why in self.stopped.items():
             self.fail_host(host, why)
         self._request(self.workers.all, "start", t0_ns=t0)
@@ -79,6 +84,8 @@ class Coordinator:
                 if due is not None:
                     ahead = due - self.timer_lead_ns - time.monotonic_ns()
                     wait = min(wait, max(0.0, ahead / 1e9))
+                if self.kills:
+                    wait = min(wait, max(0.0, (self.kills[0][0] - time.monotonic_ns()) / 1e9))
                 for key, _ in sel.select(timeout=wait):
                     w = key.data
                     if key.fileobj is not getattr(w.events, "sock", None):
@@ -96,6 +103,8 @@ class Coordinator:
                     for line in lines:
                         self._events(decode(line)["ev"])
                 now = time.monotonic_ns()
+                while self.kills and self.kills[0][0] <= now:
+                    self._kill(*self.kills.pop(0))
                 if driver is not None:
                     due = driver.next_timer_ns()
                     if due is not None and due <= now + self.timer_lead_ns:
@@ -261,6 +270,20 @@ class Coordinator:
         for host in w.hosts:
             if host not in self.stopped:
                 self.fail_host(host, f"agent on {host}: {why}")
+
+    def _kill(self, due_ns: int, host: str) -> None:
+        """``host``'s agent dies (a fault): its worker closes the host's sockets at once,
+        so peers see the connection end; what it had not finished fails."""
+        start = time.monotonic_ns()
+        why = f"agent on {host} killed (agent_kill at {(due_ns - self._t0) / 1e9:g} s)"
+        w = self.workers.of_host.get(host)
+        error = "" if w is not None and w.client is not None else f"no agent runs on {host}"
+        if not error:
+            self._post(w, "stop_host", host=host, why=f"killed at {(due_ns - self._t0) / 1e9:g} s")
+        self.fail_host(host, why)
+        self.killed.append({"node": host, "due_ns": due_ns, "t_start_ns": start,
+                            "t_ns": time.monotonic_ns(), "ok": not error,
+                            "error": error})  # fmt: skip
 
     def fail_host(self, host: str, why: str) -> None:
         """The agent on ``host`` is gone: its unsent messages fail, and so do messages

@@ -28,7 +28,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +141,7 @@ class AgentFleet:
         self.t0_ns: int | None = None
         self.coordinator_cpu_s: float | None = None
         self.events_handled = 0
+        self.killed: list[dict[str, Any]] = []  # agent_kills carried out (Coordinator.killed)
 
     # ----- lifetime -----------------------------------------------------------------
     def __enter__(self) -> AgentFleet:
@@ -202,11 +203,13 @@ class AgentFleet:
         return {w.name: w.client.request("status") for w in self.workers.all if w.client}
 
     def run(self, timeout_s: float = 60.0, *, should_stop: Callable[[], bool] | None = None,
-            on_start: Callable[[int], None] | None = None) -> pd.DataFrame:  # fmt: skip
+            on_start: Callable[[int], None] | None = None,
+            agent_kills: Sequence[tuple[float, str]] = ()) -> pd.DataFrame:  # fmt: skip
         """Start every agent at a common t0, resolve dependencies (and run the driver)
         until all flows are settled, ``timeout_s`` passed or ``should_stop()`` is true;
         collect and return the merged flows table. ``on_start(t0_ns)`` is called once
-        t0 is fixed (fault injection times itself from it)."""
+        t0 is fixed (fault injection times itself from it). ``agent_kills``: ``(at_s,
+        host)`` — that host's agent dies at t0 + at_s (``killed`` records each)."""
         if self.flows is not None:
             raise FleetError("a fleet runs its schedule once; make a new AgentFleet")
         if self.workers is None:
@@ -222,6 +225,7 @@ class AgentFleet:
             stopped=self.stopped,
         )  # fmt: skip
         t0 = self.t0_ns = time.monotonic_ns() + int(self.start_delay_s * 1e9)
+        coord.kills = sorted((t0 + int(at * 1e9), host) for at, host in agent_kills)
         if on_start is not None:
             on_start(t0)
         cpu0 = time.thread_time()
@@ -233,6 +237,7 @@ class AgentFleet:
         finally:
             sys.setswitchinterval(switch)
         self.coordinator_cpu_s = time.thread_time() - cpu0
+        self.killed = coord.killed
         self.events_handled = coord.messages_handled
         sent, received, cc = self._collect()
         now = time.monotonic_ns()
