@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -63,6 +65,7 @@ class ControllerProcess:
         self.detect_ms = dict(detect_ms or {})
         self.proc: subprocess.Popen | None = None
         self.client = ChannelClient(str(self.socket))
+        self._release = threading.Event()  # lets a keeper thread (``_popen``) end
         self.lives = 0  # processes started so far
         self.down = False  # killed on purpose (crash), not yet restarted
         self._past_events: list[dict] = []  # the event logs of earlier processes
@@ -90,7 +93,7 @@ class ControllerProcess:
         self.lives += 1
         self.down = False
         with open(self.run_dir / "controller.stderr", "a") as stderr:
-            self.proc = subprocess.Popen(
+            self.proc = self._popen(
                 [sys.executable, "-m", "controller.main", str(config), str(self.port),
                  str(self.log)],
                 stdout=subprocess.DEVNULL, stderr=stderr,
@@ -106,6 +109,30 @@ class ControllerProcess:
             except (OSError, ValueError):
                 time.sleep(0.1)
         raise ControllerError(f"controller did not open its channel in {timeout_s:g} s")
+
+    def _popen(self, args: list[str], **kw: Any) -> subprocess.Popen:
+        """``Popen`` from a thread that lives as long as the process should: the kernel's
+        parent-death signal fires when the *thread* that started a child exits, so a
+        controller restarted from the fault injector's thread is started from a keeper
+        thread that waits until the process is stopped or crashed."""
+        if threading.current_thread() is threading.main_thread():
+            return subprocess.Popen(args, **kw)
+        started: queue.Queue[subprocess.Popen | BaseException] = queue.Queue()
+        release = self._release = threading.Event()
+
+        def keep() -> None:
+            try:
+                started.put(subprocess.Popen(args, **kw))
+            except BaseException as exc:  # handed to the caller
+                started.put(exc)
+                return
+            release.wait()
+
+        threading.Thread(target=keep, name="controller-keeper", daemon=True).start()
+        got = started.get()
+        if isinstance(got, BaseException):
+            raise got
+        return got
 
     def wait_ready(self, timeout_s: float = 30.0) -> dict:
         """Wait until every switch connected and every rule is acknowledged;
@@ -150,6 +177,7 @@ class ControllerProcess:
         self.proc.kill()
         self.proc.wait(timeout=10)
         self.proc = None
+        self._release.set()
         self.socket.unlink(missing_ok=True)
         self.down = True
         return t_ns
@@ -179,6 +207,7 @@ class ControllerProcess:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
         self.proc = None
+        self._release.set()
         self.socket.unlink(missing_ok=True)
         self._copy_log()
 

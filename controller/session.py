@@ -106,6 +106,7 @@ class ControllerSession:
         self._unsent_reroute: dict[str, Any] | None = None
         self.state = FabricState()
         self.installed = RuleSet()
+        self._install_sent = False  # a port state learned after it is sent: a reroute
         self.placements = 0
         self.ready_ns: int | None = None
         self._compute()  # a bad policy or parameter fails here, before any switch
@@ -167,6 +168,7 @@ class ControllerSession:
             changes = SwitchChanges(rules_add=flows, groups_add=groups)
             out.append(self._acknowledged(SwitchMessages(name, changes, wipe=True)))
         self.installed = rules
+        self._install_sent = True
         self._placed.clear()
         self._holds.clear()
         self._event("install", reason=reason, rules=len(rules.rules), groups=len(rules.groups),
@@ -233,7 +235,7 @@ class ControllerSession:
         if new_state == self.state:
             return []
         self.state = new_state
-        if self.ready_ns is None:  # the first install will use the new state
+        if not self._install_sent:  # the first install will use the new state
             return []
         out, changed = self._apply(self._compute())
         stale = adaptive.stale_placements(

@@ -279,7 +279,7 @@ class Coordinator:
         w = self.workers.of_host.get(host)
         error = "" if w is not None and w.client is not None else f"no agent runs on {host}"
         if not error:
-            self._post(w, "stop_host", host=host, why=f"killed at {(due_ns - self._t0) / 1e9:g} s")
+            self._post(w, "kill_host", host=host, why=f"killed at {(due_ns - self._t0) / 1e9:g} s")
         self.fail_host(host, why)
         self.killed.append({"node": host, "due_ns": due_ns, "t_start_ns": start,
                             "t_ns": time.monotonic_ns(), "ok": not error,

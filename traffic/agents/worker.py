@@ -15,7 +15,8 @@ connections); ``start {t0_ns}`` (rows with after == -1 are sent at ``t0_ns +
 t``); ``release {group, t_ns}`` (the completion group finished at ``t_ns``: its
 waiting rows are sent at ``t_ns + t``; no reply); ``add {rows}`` (a live driver's
 rows at absolute ``t``; no reply); ``stop_host {host}`` (that host's agent dies: its
-sockets close, its rows fail); ``status``; ``collect {path}`` (write the
+sockets close, its rows fail; ``kill_host {host, why}`` is the same posted mid-run,
+without a reply); ``status``; ``collect {path}`` (write the
 records, ``traffic.agents.records``); ``stop``. ``subscribe`` turns the
 connection into an event stream: lines ``{"ev": [...]}`` with items ``["r",
 flow_id, t_end_ns]`` (a message fully received here), ``["s", flow_id]`` (a
@@ -127,6 +128,10 @@ class Worker:
                         continue
                     if cmd == "release":
                         self._release(int(msg["group"]), int(msg["t_ns"]))
+                        continue
+                    if cmd == "kill_host":  # an agent_kill, posted mid-run: no reply
+                        ep = self.endpoints[msg["host"]]
+                        ep.close(f"agent on {ep.name} {msg.get('why', 'killed')}")
                         continue
                     reply = {"ok": True} | await self._command(msg)
                 except Exception as exc:  # a bad command is answered, never fatal

@@ -30,6 +30,8 @@ def fault_timings(
     out = []
     events = sorted(controller, key=lambda e: e.get("t_ns", 0))
     for f in applied:
+        if "link" not in f or f["event"] not in PORT_EVENT:
+            continue  # controller and agent faults: no port event to time
         t0 = int(f.get("t_start_ns", f["t_ns"]))
         ends = _ends(f["link"], fabric)
         want = PORT_EVENT.get(f["event"])
