@@ -1,6 +1,7 @@
 """Run the fidelity and cost benchmarks, each against its alternative in the same run.
 
     sudo kvfabric bench [--quick] [NAME ...]      (or: python -m benchmarks ...)
+    sudo kvfabric bench soak [--minutes N]       (endurance: only when named; default 30)
 
 Each prints its table and writes benchmarks/results/<name>.json (``--quick``:
 benchmarks/results/quick/<name>.json, never over a full run's figures); a summary
@@ -31,7 +32,10 @@ BENCHMARKS = {  # name -> module (each has run(quick) -> record)
     "reroute": "reroute",
     "controller-timing": "controller_timing",
     "scale-64": "scale",
+    "soak": "soak",
 }
+ON_REQUEST = {"soak"}  # too long for "all": run only when named
+TIMED = {"soak"}  # take --minutes
 
 
 def summary(records: list[dict]) -> None:
@@ -51,25 +55,45 @@ def summary(records: list[dict]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a few minutes in all")
+    ap.add_argument("--minutes", type=int, metavar="N",
+                    help="soak: traffic minutes (default 30, --quick 2; at least 2)")  # fmt: skip
     ap.add_argument("names", nargs="*", metavar="NAME",
-                    help=f"benchmarks to run (default all): {', '.join(BENCHMARKS)}")  # fmt: skip
+                    help=f"benchmarks to run (default all but {', '.join(sorted(ON_REQUEST))}): "
+                         f"{', '.join(BENCHMARKS)}")  # fmt: skip
     args = ap.parse_args(argv)
-    unknown = [n for n in args.names if n not in BENCHMARKS]
-    if unknown:
-        ap.error(f"unknown benchmark(s) {unknown}; allowed: {', '.join(BENCHMARKS)}")
+    problem = usage_problem(args.names, args.minutes)
+    if problem:
+        ap.error(problem)
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
-    return run_benchmarks(args.names, quick=args.quick)
+    return run_benchmarks(args.names, quick=args.quick, minutes=args.minutes)
 
 
-def run_benchmarks(names: list[str], quick: bool = False) -> int:
-    """Run ``names`` (default all), write each record, print the summary table; exit 1
-    if any failed to run (``kvfabric bench`` and ``python -m benchmarks``)."""
+def usage_problem(names: list[str], minutes: int | None) -> str:
+    """Why ``names`` and ``--minutes`` cannot be run, or "" when they can."""
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        return f"unknown benchmark(s) {unknown}; allowed: {', '.join(BENCHMARKS)}"
+    if minutes is not None and not TIMED & set(names):
+        return f"--minutes applies to {', '.join(sorted(TIMED))}: name it"
+    if minutes is not None:
+        from .soak import MIN_MINUTES
+
+        if minutes < MIN_MINUTES:
+            return f"--minutes {minutes}: at least {MIN_MINUTES} (the first minute is warm-up)"
+    return ""
+
+
+def run_benchmarks(names: list[str], quick: bool = False, minutes: int | None = None) -> int:
+    """Run ``names`` (default all but ``ON_REQUEST``), write each record, print the
+    summary table; exit 1 if any failed to run (``kvfabric bench`` and ``python -m
+    benchmarks``). ``minutes``: the duration of the ``TIMED`` ones."""
     records, failed = [], []
-    for name in names or list(BENCHMARKS):
+    for name in names or [n for n in BENCHMARKS if n not in ON_REQUEST]:
         module = importlib.import_module(f"benchmarks.{BENCHMARKS[name]}")
+        options = {"minutes": minutes} if name in TIMED and minutes is not None else {}
         t0 = time.monotonic()
         try:
-            record = module.run(quick=quick)
+            record = module.run(quick=quick, **options)
         except Exception:
             traceback.print_exc()
             failed.append(name)

@@ -20,6 +20,14 @@ def bench_names() -> list[str]:
     return list(BENCHMARKS)
 
 
+def bench_default_help() -> str:
+    try:
+        from benchmarks.__main__ import ON_REQUEST
+    except ImportError:
+        return "default all"
+    return f"default all but {', '.join(sorted(ON_REQUEST))}"
+
+
 def add_parsers(sub: Any) -> None:
     e = sub.add_parser("estimate", help="what theory predicts for each run of a spec (no root)")
     e.add_argument("spec", help="SPEC.yaml or the name of a bundled spec (kvfabric list)")
@@ -37,9 +45,11 @@ def add_parsers(sub: Any) -> None:
 
     b = sub.add_parser("bench", help="fidelity and cost benchmarks (benchmarks/README.md)")
     b.add_argument("names", nargs="*", metavar="NAME",
-                   help=f"default all: {', '.join(bench_names())}")  # fmt: skip
+                   help=f"{bench_default_help()}: {', '.join(bench_names())}")  # fmt: skip
     b.add_argument("--quick", action="store_true",
                    help="a few minutes in all (writes benchmarks/results/quick/)")  # fmt: skip
+    b.add_argument("--minutes", type=int, metavar="N",
+                   help="soak: how long the traffic runs (default 30, --quick 2)")  # fmt: skip
     b.set_defaults(handler=cmd_bench)
 
 
@@ -63,6 +73,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     unknown = [n for n in args.names if n not in names]
     if unknown:
         raise UsageError(f"no benchmark {unknown[0]!r}: allowed {', '.join(names)}")
-    from benchmarks.__main__ import run_benchmarks
+    from benchmarks.__main__ import run_benchmarks, usage_problem
 
-    return run_benchmarks(args.names, quick=args.quick)
+    problem = usage_problem(args.names, args.minutes)
+    if problem:
+        raise UsageError(problem)
+    return run_benchmarks(args.names, quick=args.quick, minutes=args.minutes)
