@@ -9,6 +9,10 @@ one ``add`` per worker per batch, ``timer_lead_ns`` before they are due. The
 run-time commands (``add``, ``release``) have no reply and go through a
 per-worker outbox written without blocking, so a busy worker never holds the
 coordinator (and the next decision) up.
+
+``received_log`` and ``tracker.failures`` only grow, one item per flow that settled,
+in order, so another thread can follow the run by slicing them (``progress``) without
+a lock and without the loop doing anything for it but one ``list.append`` per receipt.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ class Coordinator:
         self.driver, self.timer_lead_ns, self.udp_grace_ns = driver, timer_lead_ns, udp_grace_ns
         self.stopped = stopped  # host -> why its agent is gone
         self.live: list[Message] = []
+        self.received_log: list[list] = []  # each first receipt's event: ["r", fid, t_end, ...]
         self._live_ids: set[int] = set()
         self.messages_handled = 0
         self._outbox: dict[str, bytearray] = {}
@@ -143,6 +148,8 @@ class Coordinator:
             tag, fid = item[0], item[1]
             if tag == "r":
                 fresh = tracker.state.get(fid) not in (None, "done", "failed")
+                if fresh:
+                    self.received_log.append(item)
                 for group, t_done, released in tracker.received(fid, item[2]):
                     hosts = {self.src_of[f] for f in released}
                     owners = {self.workers.of_host[h].name: self.workers.of_host[h] for h in hosts}

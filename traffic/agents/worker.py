@@ -18,7 +18,8 @@ rows at absolute ``t``; no reply); ``stop_host {host}`` (that host's agent dies:
 sockets close, its rows fail); ``status``; ``collect {path}`` (write the
 records, ``traffic.agents.records``); ``stop``. ``subscribe`` turns the
 connection into an event stream: lines ``{"ev": [...]}`` with items ``["r",
-flow_id, t_end_ns]`` (a message fully received here), ``["s", flow_id]`` (a
+flow_id, t_end_ns, t_send_ns]`` (a message fully received here; ``t_send_ns`` from its
+header), ``["s", flow_id]`` (a
 UDP datagram sent) and ``["f", flow_id, error]`` (failed). A TCP message's
 completion is its receiver's ``r``; its sender reports only failures.
 
@@ -269,7 +270,7 @@ class Worker:
         fid = fields[F_FLOW]
         self.recv_records[fid] = Received(fid, t_end, HEADER_LEN + fields[F_LEN], fields[F_TSEND],
                                           peer, True, "")  # fmt: skip
-        self._emit(["r", fid, t_end])
+        self._emit(["r", fid, t_end, fields[F_TSEND]])
 
     def partial(self, fields: tuple, got: int, total: int, peer: str, why: str) -> None:
         fid = fields[F_FLOW]
