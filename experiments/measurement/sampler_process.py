@@ -12,6 +12,14 @@ its socket, and on ``stop`` (a line on stdin, or its stdin closing) stops them a
 writes ``<name>.parquet`` and ``samplers.json`` (rates, resolution, errors) to the
 output folder. It dies with its parent. A sampler that failed is reported by
 ``stop()`` as ``SamplerError``, as the thread samplers do.
+
+With ``chunks_dir`` (the run's folder) the child also saves each sampler's new rows
+there every ``flush_s`` seconds, and the rest at ``stop`` (``experiments.output.chunks``:
+``<run>/partial/<name>/``), so a run killed with SIGKILL keeps its samples up to the last
+second. The saving runs on the child's main thread, which otherwise only waits for
+``stop``: a flush holds this process's GIL for a few milliseconds a second, which can
+delay one queue tick (skipped, never caught up: ``samplers``), and the coordinator's
+process not at all.
 """
 
 from __future__ import annotations
@@ -40,10 +48,16 @@ class SamplerProcess:
 
     def __init__(self, out_dir: str | os.PathLike, queue_ports: dict[str, tuple[str, int]],
                  queue_hz: float = 200.0, link_ports: dict[str, tuple[str, int]] | None = None,
-                 link_hz: float = 10.0, cpu_hz: float | None = 10.0) -> None:  # fmt: skip
+                 link_hz: float = 10.0, cpu_hz: float | None = 10.0,
+                 chunks_dir: str | os.PathLike | None = None,
+                 flush_s: float = 1.0) -> None:  # fmt: skip
         self.out = Path(out_dir)
+        if not flush_s > 0:
+            raise ValueError(f"flush_s={flush_s!r}; must be > 0")
+        saved = None if chunks_dir is None else str(Path(chunks_dir).resolve())
         self.config = {
             "out": str(self.out.resolve()),
+            "chunks": {"dir": saved, "flush_s": flush_s} if saved else None,
             "queues": {"ports": queue_ports, "rate_hz": queue_hz} if queue_ports else None,
             "links": {"ports": link_ports, "rate_hz": link_hz} if link_ports else None,
             "cpu": {"rate_hz": cpu_hz} if cpu_hz else None,
@@ -141,6 +155,45 @@ def _readline(proc: subprocess.Popen, timeout_s: float) -> str:
     return proc.stdout.readline()
 
 
+class _Saver:
+    """Each sampler's rows not yet saved, appended as one chunk per sampler (``chunks``:
+    ``{dir, flush_s}``, or ``None``: nothing is saved)."""
+
+    def __init__(self, chunks: dict[str, Any] | None, samplers: dict[str, Any]) -> None:
+        self.samplers = samplers
+        self.flush_s = float(chunks["flush_s"]) if chunks else None
+        self.writers: dict[str, Any] = {}
+        self.failed: set[str] = set()
+        if chunks:
+            from experiments.output.chunks import ChunkWriter
+
+            try:
+                self.writers = {n: ChunkWriter(chunks["dir"], n) for n in samplers}
+            except OSError as exc:
+                print(f"cannot save rows to the run folder: {exc}", file=sys.stderr, flush=True)
+
+    def save(self, only: str | None = None) -> None:
+        for name, writer in self.writers.items():
+            if name in self.failed or (only is not None and name != only):
+                continue
+            try:
+                writer.append(self.samplers[name].table(start=writer.rows))
+            except Exception as exc:  # a full disk costs the live copy, never the samples
+                self.failed.add(name)
+                print(f"{name}: saving its rows to the run folder failed, given up: {exc}",
+                      file=sys.stderr, flush=True)  # fmt: skip
+
+
+def _stop_asked(timeout_s: float | None) -> bool:
+    """Whether stdin said ``stop`` (or closed) within ``timeout_s`` (``None``: wait)."""
+    import select
+
+    if timeout_s is not None and not select.select([sys.stdin], [], [], timeout_s)[0]:
+        return False
+    sys.stdin.readline()
+    return True
+
+
 def main(argv: list[str]) -> int:
     from topologies.system import die_with_parent
 
@@ -160,14 +213,17 @@ def main(argv: list[str]) -> int:
             s.stop(raise_error=False)
         return 1
     print("ready", flush=True)
+    saver = _Saver(config.get("chunks"), samplers)
     with contextlib.suppress(KeyboardInterrupt):
-        sys.stdin.readline()  # "stop", or EOF when the parent is gone
+        while not _stop_asked(saver.flush_s):  # "stop", or EOF when the parent is gone
+            saver.save()
     rates = {}
     for name, s in samplers.items():
         try:
             s.stop()
         except SamplerError as exc:
             errors.append(str(exc))
+        saver.save(name)
         s.table().to_parquet(out / f"{name}.parquet")
         rates[name] = s.rates()
     (out / "samplers.json").write_text(json.dumps({"rates": rates, "errors": errors}))

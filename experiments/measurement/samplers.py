@@ -223,7 +223,9 @@ class Sampler:
     def _close(self) -> None:  # pragma: no cover - trivial default
         pass
 
-    def table(self) -> pd.DataFrame:
+    def table(self, start: int = 0) -> pd.DataFrame:
+        """The rows sampled so far, from row ``start`` on (a caller saving rows as they
+        come asks for those after the ones it has); safe while the sampler runs."""
         raise NotImplementedError
 
 
@@ -259,11 +261,11 @@ class _PortSampler(Sampler):
             nl, self._nl = self._nl, None
             nl.close()
 
-    def table(self) -> pd.DataFrame:
+    def table(self, start: int = 0) -> pd.DataFrame:
         width = len(self._columns) - 1  # node and port come from one index
         # A slice is a copy taken under the GIL: safe while the thread appends (a
         # buffer view would make its next extend fail), cut to whole rows.
-        snap = self._rows[: len(self._rows) // width * width]
+        snap = self._rows[start * width : len(self._rows) // width * width]
         data = np.frombuffer(snap, dtype=np.int64).reshape(-1, width)
         idx = data[:, 1]
         nodes = np.asarray([self.ports[n][0] for n in self._names], dtype=object)
@@ -367,14 +369,14 @@ class CpuSampler(Sampler):
         self._steal.append(min(100.0, 100.0 * steal_sum / total_sum) if total_sum > 0 else 0.0)
         self._max.append(min(100.0, max(pcts, default=0.0)))
 
-    def table(self) -> pd.DataFrame:
+    def table(self, start: int = 0) -> pd.DataFrame:
         n = len(self._max)  # appended last: the other two lists have at least n
         return pd.DataFrame(
             {
-                "t_ns": np.asarray(self._t[:n], dtype=np.int64),
-                "cpu_pct": np.asarray(self._pct[:n], dtype=np.float64),
-                "max_core_pct": np.asarray(self._max[:n], dtype=np.float64),
-                "steal_pct": np.asarray(self._steal[:n], dtype=np.float64),
+                "t_ns": np.asarray(self._t[start:n], dtype=np.int64),
+                "cpu_pct": np.asarray(self._pct[start:n], dtype=np.float64),
+                "max_core_pct": np.asarray(self._max[start:n], dtype=np.float64),
+                "steal_pct": np.asarray(self._steal[start:n], dtype=np.float64),
             },
             columns=CPU_COLUMNS,
         )

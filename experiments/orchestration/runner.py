@@ -37,9 +37,10 @@ from experiments.measurement.samplers import SamplerError
 from experiments.orchestration.envelope import DEFAULT, Envelope, figures, machine_identity
 from experiments.orchestration.envelope import load as load_envelope
 from experiments.orchestration.faults import agent_kills, rate_changes
+from experiments.orchestration.live import LiveTables, live_record
 from experiments.orchestration.plan import TrafficPlan, controller_params, traffic_plan
 from experiments.orchestration.runtime import FaultInjector, RunLock, StopFlag, env_info
-from experiments.output import results
+from experiments.output import chunks, results
 from experiments.spec.faults import detect_delays
 from experiments.spec.load import RunSpec, Spec, resolved_yaml
 from topologies import Fabric
@@ -182,7 +183,9 @@ def execute(p: Prepared, out_root: Path, stop: StopFlag, progress: Any = None) -
     base = {"experiment": run.experiment, "run_id": run_dir.name, "label": run.label,
             "seed": run.seed, "point": run.point, "scale": run.resolved["scale"]["bandwidth"],
             "started": started.isoformat(timespec="seconds")}  # fmt: skip
-    results.write_json(run_dir, "summary", base | {"partial": True, "error": "run in progress"})
+    results.write_json(run_dir, "summary", base | {"partial": True, "error": "run in progress",
+                       "live_tables": live_record(run.resolved["sampler"]["flush_s"],
+                                                  run.resolved["agents"]["flush_s"])})  # fmt: skip
     rec = Recorded()
     scratch = Path(tempfile.mkdtemp(prefix="kvf-run-"))  # short paths for Unix sockets
     task = progress.add_task(f"{run.label}: building", total=None) if progress else None
@@ -277,6 +280,7 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
         if not p.fabric.node(e.node).is_host
     }
     samplers = SamplerProcess(scratch / "samplers", ports, r["sampler"]["rate_hz"],
+                              chunks_dir=run_dir, flush_s=r["sampler"]["flush_s"],
                               link_ports=ports)  # fmt: skip
     faults = FaultInjector(net, r["faults"], controller)
     cap = r["capture"]
@@ -292,7 +296,7 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
         fleet = AgentFleet(net, run_dir, p.plan.schedule, r["scale"]["bandwidth"],
                            cc=r["agents"]["cc"], connection=r["agents"]["connection"],
                            processes=r["agents"]["processes"], driver=p.plan.driver)  # fmt: skip
-        with fleet:
+        with fleet, LiveTables(run_dir, fleet, p.plan.driver, r["agents"]["flush_s"]):
             t_start = [0.0]
 
             def started(t0_ns: int) -> None:
@@ -393,14 +397,30 @@ def _keep_logs(scratch: Path, run_dir: Path) -> None:
             shutil.copy2(path, logs / path.name)
 
 
+def write_tables(run_dir: Path, rec: Recorded) -> dict[str, str]:
+    """Each table of the run: the complete one if the run has it (its chunks, saved as the
+    run went, are then dropped), else what its chunks hold, gathered into the table (the
+    run stopped before it had the complete one: an error, a second Ctrl-C, a sampler
+    process that died). Returns table -> ``complete`` or ``recovered``; a table with
+    neither is left out."""
+    sources: dict[str, str] = {}
+    for name in TABLES:
+        table = rec.tables.get(name)
+        if table is not None and (len(table) or not chunks.chunk_paths(run_dir, name)):
+            results.write_table(run_dir, name, table)
+            sources[name] = "complete"
+        elif chunks.compact(run_dir, name) is not None:
+            rec.tables[name] = results.read_table(run_dir, name)
+            sources[name] = "recovered"
+        chunks.discard(run_dir, name)
+    return sources
+
+
 def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
             stop: StopFlag) -> dict[str, Any]:  # fmt: skip
     """Write the tables, judge fidelity, compute metrics, write summary and report."""
     r = p.run.resolved
-    for name in TABLES:
-        table = rec.tables.get(name)
-        if table is not None:
-            results.write_table(run_dir, name, table)
+    sources = write_tables(run_dir, rec)
     results.write_json(run_dir, "events", rec.events)
     empty = pd.DataFrame()
     t = {name: rec.tables.get(name, empty) for name in TABLES}
@@ -446,6 +466,7 @@ def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
         "estimate": predicted,
         "envelope": p.envelope_record(),
         "compute": compute_provenance(r),
+        "tables": sources,
     }
     results.write_json(run_dir, "summary", summary)
     try:

@@ -29,6 +29,7 @@ from typing import Any
 from experiments.analysis.headline import headline, question
 from experiments.analysis.summary import summarize
 from experiments.output import plots
+from experiments.output.recovery import never_finished, unfinished_lines
 from experiments.output.results import NotARunError, ResultsError, Run, load_run
 from experiments.output.timeline import TIMELINE, write_timeline
 from topologies.shaping import DEFAULT_MTU, frame_bytes
@@ -135,7 +136,8 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path | None = None) -> Path:
 
 def run_metrics(run: Run) -> dict[str, Any]:
     """The run's metrics: summary.json's, or recomputed from the tables when the
-    summary has none (a run interrupted before it could summarise)."""
+    summary has none (a run interrupted before it could summarise, or killed: then the
+    tables are the recovered ones, ``recovery``)."""
     metrics = run.summary.get("metrics")
     if metrics:
         return metrics
@@ -145,6 +147,10 @@ def run_metrics(run: Run) -> dict[str, Any]:
         return summarize(run.flows, run.requests, run.tokens, run.queues, run.spec, run.links)
     except (ValueError, KeyError):  # a spec too incomplete to summarise against
         return {}
+    except Exception:  # tables cut short by a kill: a report, never a crash
+        if never_finished(run):
+            return {}
+        raise
 
 
 def key_metrics(run: Run) -> dict[str, Any]:
@@ -175,6 +181,7 @@ def _write_single(run: Run, out: Path) -> Path:
     m = run_metrics(run)
     lines = [f"# {_title(run)}", ""]
     lines += _verdict_lines(run)
+    lines += unfinished_lines(run, computed=bool(m))
     lines += _question_lines(run)
     lines += _headline_lines(m, run.summary.get("estimate"), _run_scale(run))
     lines += _check_lines(run)
@@ -268,7 +275,7 @@ def _verdict_lines(run: Run) -> list[str]:
             "only the time until it stopped; do not compare its numbers with complete runs.",
             "",
         ]
-    if s.get("error"):
+    if s.get("error") and not never_finished(run):
         lines += [f"> **The run failed:** {s['error']}", ""]
     if not isinstance(fid, dict) or "ok" not in fid:
         lines += ["**Fidelity: not judged** (summary.json has no fidelity verdict).", ""]

@@ -12,6 +12,12 @@ table or summary: a reader sees the old file, the new one, or none. Any table ma
 absent or empty (an interrupted run); readers get ``None`` or an empty frame and must
 cope. The file layout is the results contract of the design (``spec.yaml``,
 ``env.json``, ``summary.json``, ``events.json`` and one parquet file per table).
+
+While a run goes on, its tables grow as chunks in ``partial/`` (:mod:`.chunks`); the
+end of the run replaces them by the parquet files. A run killed before its end (SIGKILL,
+power loss) has only the chunks: :func:`read_table` then returns what they hold, and
+``Run.recovered`` names the tables that came from chunks, so a reader knows they stop
+where the run was killed.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import yaml
+
+from experiments.output import chunks
 
 __all__ = [
     "TABLES",
@@ -157,11 +165,13 @@ def to_jsonable(obj: Any) -> Any:
 
 
 def read_table(run_dir: Path, name: str) -> pd.DataFrame | None:
-    """The table ``run_dir/<name>.parquet``, or ``None`` when the run did not write it.
-    An unreadable file is a :class:`ResultsError` naming it."""
+    """The table ``run_dir/<name>.parquet``; without it, what the table's chunks hold (a
+    run killed before its end, :mod:`.chunks`); ``None`` when the run has neither. An
+    unreadable file is a :class:`ResultsError` naming it (an unreadable chunk is skipped)."""
     path = Path(run_dir) / _file_name(name, ".parquet")
     if not path.is_file():
-        return None
+        recovered = chunks.read_chunks(run_dir, path.stem)
+        return recovered.frame if recovered is not None else None
     try:
         return pd.read_parquet(path, engine="pyarrow")
     except Exception as exc:  # pyarrow raises several unrelated types for a corrupt file
@@ -188,18 +198,33 @@ def is_run_dir(path: Path) -> bool:
 class Run:
     """One run's results. ``summary`` is summary.json, ``spec`` the resolved spec.yaml
     (``{}`` if absent), ``events`` events.json (``{}`` if absent). Tables are read on
-    first access and are ``None`` when the run did not write them."""
+    first access and are ``None`` when the run did not write them. ``recovered``: the
+    tables that come from the chunks of a run that did not finish (read from chunks now,
+    or gathered from them at the run's end, summary.json ``tables``), sorted."""
 
     path: Path
     summary: dict[str, Any]
     spec: dict[str, Any] = field(default_factory=dict)
     events: dict[str, Any] = field(default_factory=dict)
+    recovered: tuple[str, ...] = ()
     _tables: dict[str, pd.DataFrame | None] = field(default_factory=dict, repr=False)
+    _skipped: dict[str, list[str]] = field(default_factory=dict, repr=False)
 
     def table(self, name: str) -> pd.DataFrame | None:
         if name not in self._tables:
-            self._tables[name] = read_table(self.path, name)
+            found = None
+            if not (self.path / _file_name(name, ".parquet")).is_file():
+                found = chunks.read_chunks(self.path, name)
+            if found is not None:
+                self._tables[name], self._skipped[name] = found.frame, found.skipped
+            else:
+                self._tables[name] = read_table(self.path, name)
         return self._tables[name]
+
+    def skipped_chunks(self, name: str) -> list[str]:
+        """The chunks of a recovered table that could not be read (cut short by the kill),
+        each with why; read the table first."""
+        return list(self._skipped.get(name, []))
 
     @property
     def flows(self) -> pd.DataFrame | None:
@@ -264,7 +289,16 @@ def load_run(run_dir: Path) -> Run:
         spec = loaded if isinstance(loaded, dict) else {}
     events = read_json(path, "events")
     return Run(path=path, summary=summary, spec=spec,
-               events=events if isinstance(events, dict) else {})  # fmt: skip
+               events=events if isinstance(events, dict) else {},
+               recovered=_recovered(path, summary))  # fmt: skip
+
+
+def _recovered(path: Path, summary: dict[str, Any]) -> tuple[str, ...]:
+    on_disk = {t for t in chunks.chunked_tables(path) if not (path / f"{t}.parquet").is_file()}
+    sources = summary.get("tables")
+    gathered = {t for t, how in sources.items() if how == "recovered"} if isinstance(
+        sources, dict) else set()  # fmt: skip
+    return tuple(sorted(on_disk | gathered))
 
 
 # ---- helpers -------------------------------------------------------------------------------

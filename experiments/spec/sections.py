@@ -322,6 +322,12 @@ SPEC = section(
                         "auto",
                         "agent worker processes: one per CPU (auto), one per host, or N",
                     ),
+                    "flush_s": Field(
+                        number(gt=0, le=3600),
+                        2.0,
+                        "seconds between saves of the finished flows, requests and tokens to "
+                        "the run folder while it runs (a killed run keeps them)",
+                    ),
                 }
             ),
             {},
@@ -332,7 +338,13 @@ SPEC = section(
                 {
                     "rate_hz": Field(
                         number(gt=0, le=10_000), 200.0, "queue samples per second per shaped egress"
-                    )
+                    ),
+                    "flush_s": Field(
+                        number(gt=0, le=3600),
+                        1.0,
+                        "seconds between saves of the samples to the run folder while it runs "
+                        "(a killed run keeps them)",
+                    ),
                 }
             ),  # fmt: skip
             {},

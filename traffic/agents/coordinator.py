@@ -9,6 +9,10 @@ one ``add`` per worker per batch, ``timer_lead_ns`` before they are due. The
 run-time commands (``add``, ``release``) have no reply and go through a
 per-worker outbox written without blocking, so a busy worker never holds the
 coordinator (and the next decision) up.
+
+``received_log`` and ``tracker.failures`` only grow, one item per flow that settled,
+in order, so another thread can follow the run by slicing them (``progress``) without
+a lock and without the loop doing anything for it but one ``list.append`` per receipt.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ class Coordinator:
         self.kills = sorted(kills or [])  # (t_ns, host): that host's agent dies then
         self.killed: list[dict[str, Any]] = []  # what each kill did, when
         self.live: list[Message] = []
+        self.received_log: list[list] = []  # each first receipt's event: ["r", fid, t_end, ...]
         self._live_ids: set[int] = set()
         self.messages_handled = 0
         self._outbox: dict[str, bytearray] = {}
@@ -152,6 +157,8 @@ class Coordinator:
             tag, fid = item[0], item[1]
             if tag == "r":
                 fresh = tracker.state.get(fid) not in (None, "done", "failed")
+                if fresh:
+                    self.received_log.append(item)
                 for group, t_done, released in tracker.received(fid, item[2]):
                     hosts = {self.src_of[f] for f in released}
                     owners = {self.workers.of_host[h].name: self.workers.of_host[h] for h in hosts}

@@ -139,6 +139,7 @@ class AgentFleet:
         self.stopped: dict[str, str] = {}  # host -> why its agent is gone
         self.flows: pd.DataFrame | None = None
         self.t0_ns: int | None = None
+        self.coordinator: Coordinator | None = None  # while and after ``run``: ``progress``
         self.coordinator_cpu_s: float | None = None
         self.events_handled = 0
         self.killed: list[dict[str, Any]] = []  # agent_kills carried out (Coordinator.killed)
@@ -224,6 +225,7 @@ class AgentFleet:
             timer_lead_ns=self.timer_lead_ns, udp_grace_ns=int(self.udp_grace_s * 1e9),
             stopped=self.stopped,
         )  # fmt: skip
+        self.coordinator = coord
         t0 = self.t0_ns = time.monotonic_ns() + int(self.start_delay_s * 1e9)
         coord.kills = sorted((t0 + int(at * 1e9), host) for at, host in agent_kills)
         if on_start is not None:

@@ -19,7 +19,8 @@ sockets close, its rows fail; ``kill_host {host, why}`` is the same posted mid-r
 without a reply); ``status``; ``collect {path}`` (write the
 records, ``traffic.agents.records``); ``stop``. ``subscribe`` turns the
 connection into an event stream: lines ``{"ev": [...]}`` with items ``["r",
-flow_id, t_end_ns]`` (a message fully received here), ``["s", flow_id]`` (a
+flow_id, t_end_ns, t_send_ns]`` (a message fully received here; ``t_send_ns`` from its
+header), ``["s", flow_id]`` (a
 UDP datagram sent) and ``["f", flow_id, error]`` (failed). A TCP message's
 completion is its receiver's ``r``; its sender reports only failures.
 
@@ -274,7 +275,7 @@ class Worker:
         fid = fields[F_FLOW]
         self.recv_records[fid] = Received(fid, t_end, HEADER_LEN + fields[F_LEN], fields[F_TSEND],
                                           peer, True, "")  # fmt: skip
-        self._emit(["r", fid, t_end])
+        self._emit(["r", fid, t_end, fields[F_TSEND]])
 
     def partial(self, fields: tuple, got: int, total: int, peer: str, why: str) -> None:
         fid = fields[F_FLOW]

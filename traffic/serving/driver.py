@@ -625,6 +625,17 @@ class ServingDriver(TieredDecode):
     def tokens_table(self) -> pd.DataFrame:
         return tokens_frame(self.requests)
 
+    def settled_tables(self, seen: set[int]) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+        """The requests and tokens tables of the requests settled (served or failed) whose
+        ids are not in ``seen``, which is updated; ``None`` if there are none. Called from
+        another thread while the run goes on: a settled request changes no more, and the
+        list of requests is fixed when the driver is made."""
+        new = [r for r in self.requests if r.rid not in seen and r.settled]
+        if not new:
+            return None
+        seen.update(r.rid for r in new)
+        return requests_frame(new), tokens_frame(new)
+
     def cache_stats(self) -> dict:
         """The prefix pool's statistics (events.json) and, with ``kv_tiers``, the bytes
         each lower tier still holds at the end, per place."""

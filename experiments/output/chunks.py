@@ -1,0 +1,176 @@
+"""A table saved while it grows, so a run that is killed keeps what it had recorded.
+
+    writer = ChunkWriter(run_dir, "queues")
+    writer.append(rows)                     # <run>/partial/queues/000001.parquet
+    writer.append(more_rows)                # .../000002.parquet
+    recovered = read_chunks(run_dir, "queues")   # a killed run: every whole chunk
+    compact(run_dir, "queues")              # <run>/queues.parquet; the chunks are removed
+
+A run's tables are complete only at its end (``results.write_table``). Until then the
+processes that record them append their new rows every second or two as one chunk: a
+parquet file written under a hidden temporary name, fsynced, then renamed to
+``<seq>.parquet`` (``seq`` counts up from 1, six digits). A chunk is therefore whole or
+absent whatever kills the writer; earlier chunks are never opened again. A chunk that
+cannot be read all the same (a power loss can leave a renamed file empty or cut short)
+is skipped and named in ``Recovered.skipped``, never fatal: the chunks before and after
+it are still read. ``<run>/partial/`` holds nothing else but ``clock.json`` (the run's
+t0, once it is fixed), so a reader can place the recovered rows in the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+__all__ = [
+    "PARTIAL",
+    "ChunkWriter",
+    "Recovered",
+    "chunk_paths",
+    "chunked_tables",
+    "compact",
+    "discard",
+    "read_chunks",
+    "read_clock",
+    "write_clock",
+]
+
+PARTIAL = "partial"  # the folder in a run directory that holds the chunks
+CLOCK = "clock.json"
+_CHUNK = re.compile(r"^(\d+)\.parquet$")
+
+
+class ChunkWriter:
+    """Appends frames of one table to ``<run_dir>/partial/<table>/`` (see the module
+    docstring). Not thread-safe: one writer per table, called from one thread. A writer
+    opened on a folder that already has chunks numbers its own after them."""
+
+    def __init__(self, run_dir: str | os.PathLike, table: str) -> None:
+        self.table = table
+        self.folder = Path(run_dir) / PARTIAL / table
+        self.folder.mkdir(parents=True, exist_ok=True)
+        existing = [_seq(p) for p in chunk_paths(run_dir, table)]
+        self.seq = max(existing, default=0)
+        self.rows = 0  # rows this writer appended
+
+    def append(self, frame: pd.DataFrame) -> Path | None:
+        """Write ``frame`` (its index is not stored) as the next chunk; returns its path,
+        or ``None`` for an empty frame (nothing is written)."""
+        if frame is None or len(frame) == 0:
+            return None
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        self.seq += 1
+        path = self.folder / f"{self.seq:06d}.parquet"
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=self.folder)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                pq.write_table(table, fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        self.rows += len(frame)
+        return path
+
+
+@dataclass
+class Recovered:
+    """What the chunks of one table hold: ``frame`` concatenates every readable chunk in
+    order; ``chunks`` counts those, ``skipped`` names the unreadable ones (and why)."""
+
+    table: str
+    frame: pd.DataFrame
+    chunks: int
+    skipped: list[str] = field(default_factory=list)
+
+
+def chunk_paths(run_dir: str | os.PathLike, table: str) -> list[Path]:
+    """The finished chunks of ``table``, in the order they were written (temporary files
+    of a chunk being written are not listed)."""
+    folder = Path(run_dir) / PARTIAL / table
+    if not folder.is_dir():
+        return []
+    return sorted((p for p in folder.iterdir() if _CHUNK.match(p.name)), key=_seq)
+
+
+def chunked_tables(run_dir: str | os.PathLike) -> list[str]:
+    """The tables that have at least one chunk in ``run_dir``, sorted."""
+    root = Path(run_dir) / PARTIAL
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and chunk_paths(run_dir, p.name))
+
+
+def read_chunks(run_dir: str | os.PathLike, table: str) -> Recovered | None:
+    """Every readable chunk of ``table`` concatenated, or ``None`` when it has no chunk."""
+    paths = chunk_paths(run_dir, table)
+    if not paths:
+        return None
+    frames, skipped = [], []
+    for path in paths:
+        try:
+            frames.append(pq.read_table(path).to_pandas())
+        except (OSError, pa.ArrowException) as exc:  # empty, cut short or not parquet
+            skipped.append(f"{path.name}: {exc}")
+    frames = [f for f in frames if len(f)]
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return Recovered(table, frame, len(paths) - len(skipped), skipped)
+
+
+def compact(run_dir: str | os.PathLike, table: str) -> Path | None:
+    """Write the chunks of ``table`` as ``<run_dir>/<table>.parquet`` (atomically, as
+    ``results.write_table`` does) and remove them; returns the path, or ``None`` when
+    the table has no chunk."""
+    from experiments.output.results import write_table  # results reads chunks too
+
+    recovered = read_chunks(run_dir, table)
+    if recovered is None:
+        return None
+    path = write_table(Path(run_dir), table, recovered.frame)
+    discard(run_dir, table)
+    return path
+
+
+def discard(run_dir: str | os.PathLike, table: str) -> None:
+    """Remove the chunks of ``table`` (its complete table was written); ``partial/``
+    goes too once it holds no table's chunks."""
+    root = Path(run_dir) / PARTIAL
+    shutil.rmtree(root / table, ignore_errors=True)
+    if root.is_dir() and not any(p.is_dir() for p in root.iterdir()):
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def write_clock(run_dir: str | os.PathLike, t0_ns: int) -> None:
+    """Record the run's t0 (``time.monotonic_ns()``) beside the chunks."""
+    root = Path(run_dir) / PARTIAL
+    root.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{CLOCK}.", suffix=".tmp", dir=root)
+    with os.fdopen(fd, "w") as fh:
+        json.dump({"t0_ns": int(t0_ns)}, fh)
+    os.replace(tmp, root / CLOCK)
+
+
+def read_clock(run_dir: str | os.PathLike) -> int | None:
+    """The t0 recorded by :func:`write_clock`, if any."""
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        return int(json.loads((Path(run_dir) / PARTIAL / CLOCK).read_text())["t0_ns"])
+    return None
+
+
+def _seq(path: Path) -> int:
+    match = _CHUNK.match(path.name)
+    return int(match.group(1)) if match else 0
