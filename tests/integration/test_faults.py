@@ -132,3 +132,73 @@ def test_a_crashed_controller_leaves_the_flows_a_restarted_one_resyncs_and_an_ag
     assert flows.loc[dead, "error"].str.contains("killed").all()
     assert flows.loc[(flows["dst"] == "h2") & (at > 4.25), "ok"].all()
     assert faults["agent_kill"]["node"] == "h3" and faults["agent_kill"]["late_ms"] < 20
+
+
+KILLED = """
+    name: faults
+    seed: 3
+    duration_s: 14
+    fabric: {kind: rail_optimized, servers: 4, gpus_per_server: 2, spines: 1,
+             rail_gbps: 400, spine_gbps: 400, nvlink_gbps: 3600, buffer_pkts: 64}
+    workloads:
+      - kind: serving
+        model: llama-3-8b
+        gpu: h100
+        prefill: {servers: [0, 1], tp: 1}
+        decode: {servers: [2, 3], tp: 1}
+        router: round_robin
+        arrivals:
+          synthetic: {duration_s: 13, rate_per_s: 4, input_tokens: 2000, output_tokens: 16}
+      - {kind: probe, pairs: [[gpu0_0, gpu2_0]], rate_hz: 50, size_bytes: 200}
+    """
+
+
+def test_a_runner_killed_with_sigkill_keeps_its_tables_up_to_the_last_save(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from experiments.output.results import load_run
+    from tests.integration.test_chaos import _leftovers
+
+    spec = tmp_path / "killed.yaml"
+    spec.write_text(textwrap.dedent(KILLED))
+    out = tmp_path / "results"
+    proc = subprocess.Popen([sys.executable, "-m", "experiments.cli.main", "run", str(spec),
+                             "--out", str(out), "--quiet"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not list(out.glob("faults/*/partial/clock.json")):
+            assert time.monotonic() < deadline and proc.poll() is None, "the traffic never started"
+            time.sleep(0.2)
+        time.sleep(6.0)  # six seconds of traffic: several saves of every table
+        killed_ns = time.monotonic_ns()
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    (run_dir,) = [p for p in out.glob("faults/*") if p.is_dir()]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["partial"] is True and summary["error"] == "run in progress"
+    run = load_run(run_dir)
+    assert {"queues", "links", "cpu", "flows", "requests", "tokens"} <= set(run.recovered)
+    t0 = json.loads((run_dir / "partial" / "clock.json").read_text())["t0_ns"]
+    queues, flows = run.queues, run.flows
+    assert (killed_ns - queues["t_ns"].max()) / 1e9 < 2.5  # samplers saved every second
+    assert (killed_ns - flows["t_end_ns"].max()) / 1e9 < 3.5  # flows every two seconds
+    assert (flows["t_end_ns"].max() - t0) / 1e9 > 3.0
+    assert flows["flow_id"].is_unique and flows["fct_ms"].notna().all()
+    assert len(run.requests) >= 8  # 4 per second for the seconds before the kill
+    clean = subprocess.run([sys.executable, "-m", "experiments.cli.main", "clean"],
+                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert clean.returncode == 0, clean.stderr[-2000:]
+    report = subprocess.run([sys.executable, "-m", "experiments.cli.main", "report",
+                             str(run_dir)], capture_output=True, text=True,
+                            timeout=120)  # fmt: skip
+    assert report.returncode == 0, report.stderr[-2000:]
+    text = (run_dir / "report.md").read_text()
+    assert "never finished" in text and "were not computed" in text
+    assert "flows: " in text and "s after t0" in text  # what was recovered, up to when
+    assert not _leftovers()  # the fabric the killed runner left is gone
