@@ -274,7 +274,11 @@ def _short_names(keys: list[str]) -> dict[str, str]:
     return {k: (n if last.count(n) == 1 else k) for k, n in zip(keys, last, strict=True)}
 
 
-def _label_value(value: Any) -> str:
+def _label_value(value: Any, key: str = "") -> str:
+    if key == "faults" and isinstance(value, list):  # a fault timeline: its events in order
+        events = [next((k for k in f if k not in ("at_s", "detect_ms")), "?") for f in value
+                  if isinstance(f, dict)]  # fmt: skip
+        return "+".join(events) or "none"
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, float):
@@ -295,7 +299,7 @@ def expand(spec: Spec, repeat: int = 1) -> list[RunSpec]:
     runs: list[RunSpec] = []
     for values in itertools.product(*(spec.sweep[k] for k in keys)):
         point = dict(zip(keys, values, strict=True))
-        shown = [f"{names[k]}={_label_value(v)}" for k, v in point.items() if k != "seed"]
+        shown = [f"{names[k]}={_label_value(v, k)}" for k, v in point.items() if k != "seed"]
         try:
             resolved = validate(_point_raw(spec.raw, point), spec.base_dir)
         except SpecError as exc:

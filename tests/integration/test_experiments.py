@@ -123,7 +123,7 @@ def test_a_slower_spine_raises_ttft(tmp_path):
 
 
 def test_traffic_recovers_after_a_spine_link_fails(tmp_path):
-    runs = run(tmp_path, "link-failure", "duration_s=5",
+    runs = run(tmp_path, "link-failure", "duration_s=5", "sweep={}",
                "faults=[{at_s: 1.5, link_down: [rail1, spine0]}]",
                "workloads.0.arrivals.synthetic.duration_s=4.5")  # fmt: skip
     info = runs["base"]
