@@ -91,7 +91,9 @@ def _back_to_rate(f: Mapping[str, Any]) -> str:
         return "–"
     if f.get("min_mbps_after") is None and back is None:
         return "idle before" if pre < IDLE_MBPS else "–"
-    return _fmt(back) if back is not None else "**not back before the run ended**"
+    if back is None:
+        return "**not back before the run ended**"
+    return f"≤ {_fmt(back)}" if not f.get("dip_pct") else _fmt(back)  # no dip: the resolution
 
 
 def _rates(f: Mapping[str, Any]) -> str:

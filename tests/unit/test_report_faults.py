@@ -38,7 +38,8 @@ def test_the_data_plane_table_shows_the_outage_the_dip_and_what_was_hit(tmp_path
     assert "| 3 | link_down | leaf0–spine0 | – | – | – |" in text  # the controller side
     assert ("| 3 | link_down | 45 | 4 (1 pair) | 500 | 40 → 10 (−75%) | 1,000 | 4 (3 failed) | "
             "0.0038 | 3 (1 unserved) | 120 / 40 |") in text  # fmt: skip
-    assert "| 4 | link_up | no probe lost (next sent 5) | 0 |" in text
+    # no dip: 200 ms is only the first window's end, an upper bound
+    assert "| 4 | link_up | no probe lost (next sent 5) | 0 | ≤ 200 | 31, no dip |" in text
     assert "the failed flows' errors: ConnectionResetError × 2; timed out × 1" in text
 
 
