@@ -9,13 +9,12 @@ one ``ip link`` per end, so time zero is at most that command's few milliseconds
 the figures are upper bounds. Detection is immediate here (the veth's carrier), unlike a
 real switch's loss-of-signal or BFD timers.
 
-One row per spec fault: the link operations of one ``switch_down`` / ``switch_up`` (same
-switch and ``at_s``) are one row, and so are the cycles of one ``link_flap`` (rows of the
-link each at most a half period after the previous); ``links`` lists every link. Its port
-events are those on its links' ends from its time zero until the next fault's; its
-reroutes those logged from the first to the last of them (the reroute of a port event
-carries that event's instant), and its last rule and acknowledgement are the last
-reroute's. The data-plane side of each row is :mod:`.fault_impact`'s.
+One row per spec fault (:mod:`.fault_groups`): the link operations of one ``switch_down``
+/ ``switch_up`` are one row, and so are the cycles of one ``link_flap``; ``links`` lists
+every link. Its port events are those on its links' ends from its time zero until the
+next fault's; its reroutes those logged from the first to the last of them (the reroute
+of a port event carries that event's instant), and its last rule and acknowledgement are
+the last reroute's. The data-plane side of each row is :mod:`.fault_impact`'s.
 """
 
 from __future__ import annotations
@@ -25,11 +24,17 @@ from typing import Any
 
 import pandas as pd
 
+from experiments.analysis.metrics.fault_groups import (
+    SWITCH_FAULTS,
+    fault_groups,
+    kind_of,
+    recovery,
+    time_zero,
+    undone_by,
+)
 from experiments.analysis.metrics.fault_impact import impact, ms_after
 
 PORT_EVENT = {"link_down": "port_down", "link_up": "port_up"}
-SWITCH_FAULTS = ("switch_down", "switch_up")
-FLAP_SLACK_S = 1e-3  # injector at_s are exact, this only absorbs float sums
 
 
 def fault_timings(
@@ -55,8 +60,8 @@ def fault_timings(
     for i, group in enumerate(groups):
         horizon = starts[i + 1] if i + 1 < len(starts) else None
         row = _describe(group) | _control_plane(group, starts[i], horizon, events, fabric)
-        undo = _undone_by(groups, i)
-        end = _recovery(group, undo)
+        undo = undone_by(groups, i)
+        end = recovery(group, undo)
         if row["fault"] == "controller_down":
             ready = undo and undo[0].get("ready_ns")
             row["no_controller_ms"] = ms_after(starts[i], ready)
@@ -66,45 +71,8 @@ def fault_timings(
     return out
 
 
-def fault_groups(applied: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
-    """The applied rows (events.json ``faults``, in time order) of each spec fault."""
-    groups: list[list[Mapping[str, Any]]] = []
-    for f in applied:
-        kind = _kind(f)
-        same = next((g for g in reversed(groups) if _kind(g[0]) == kind
-                     and (kind != "link_flap" or sorted(g[0]["link"]) == sorted(f["link"]))),
-                    None)  # fmt: skip
-        if same is not None and (
-            (kind in SWITCH_FAULTS and _same_switch_op(same, f))
-            or (kind == "link_flap" and _continues_flap(same, f))
-        ):
-            same.append(f)
-        else:
-            groups.append([f])
-    return groups
-
-
-def time_zero(group: Sequence[Mapping[str, Any]]) -> int:
-    return min(int(f.get("t_start_ns", f["t_ns"])) for f in group)
-
-
-def _kind(f: Mapping[str, Any]) -> str:
-    return str(f.get("fault") or f["event"])
-
-
-def _same_switch_op(group: list[Mapping[str, Any]], f: Mapping[str, Any]) -> bool:
-    return group[0].get("at_s") == f.get("at_s") and group[0]["link"][0] == f["link"][0]
-
-
-def _continues_flap(group: list[Mapping[str, Any]], f: Mapping[str, Any]) -> bool:
-    if len(group) == 1:
-        return f["event"] == "link_up"
-    half = float(group[1]["at_s"]) - float(group[0]["at_s"])
-    return float(f["at_s"]) - float(group[-1]["at_s"]) <= half + FLAP_SLACK_S
-
-
 def _describe(group: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    first, kind = group[0], _kind(group[0])
+    first, kind = group[0], kind_of(group[0])
     links = [list(f["link"]) for f in group if f.get("link")]
     unique = [lk for i, lk in enumerate(links) if lk not in links[:i]]
     row: dict[str, Any] = {
@@ -145,42 +113,6 @@ def _control_plane(group: Sequence[Mapping[str, Any]], t0: int, horizon: int | N
         "last_rule_sent_ms": ms_after(t0, reroute and reroute.get("t_last_sent_ns")),
         "installed_ms": ms_after(t0, reroute and reroute.get("t_installed_ns")),
     }
-
-
-UNDO = {"link_down": "link_up", "switch_down": "switch_up",
-        "controller_down": "controller_up", "link_degrade": "link_degrade"}  # fmt: skip
-
-
-def _undone_by(groups: Sequence[Sequence[Mapping[str, Any]]],
-               i: int) -> Sequence[Mapping[str, Any]] | None:  # fmt: skip
-    """The later fault that undid ``groups[i]``: the next ``link_up`` of a ``link_down``'s
-    link, ``switch_up`` of its switch, ``link_degrade`` of its link, ``controller_up``."""
-    first = groups[i][0]
-    undo = UNDO.get(_kind(first))
-    for later in groups[i + 1 :]:
-        f = later[0]
-        if _kind(f) != undo:
-            continue
-        if undo == "controller_up":
-            return later
-        if undo == "switch_up" and f["link"][0] == first["link"][0]:
-            return later
-        if undo != "switch_up" and sorted(f["link"]) == sorted(first["link"]):
-            return later
-    return None
-
-
-def _recovery(group: Sequence[Mapping[str, Any]],
-              undo: Sequence[Mapping[str, Any]] | None) -> int | None:  # fmt: skip
-    """When the fault ended: the undoing fault's time zero (a controller's ready instant,
-    else its row's), a flap's last operation; None when nothing undid it."""
-    if _kind(group[0]) == "link_flap":
-        return int(group[-1]["t_ns"])
-    if undo is None:
-        return None
-    if _kind(undo[0]) == "controller_up":
-        return int(undo[0].get("ready_ns") or undo[0]["t_ns"])
-    return time_zero(undo)
 
 
 def _ends(links: Sequence[Sequence[str]], fabric: Any) -> set[tuple[str, int]] | None:
