@@ -78,7 +78,8 @@ def summarize(
     ``serving.prefix_cache`` and, for layer-pipelined transfers, ``serving.pipelining``:
     ``metrics.kv``; ``serving.kv_tiers`` with ``kv_tiers``: ``metrics.tiers``;
     ``serving.peak_second``: ``metrics.bursts``); ``faults``
-    (``metrics.faults.fault_timings``, from ``events``: the run's events.json).
+    (``metrics.faults.fault_timings``, from ``events``: the run's events.json, with
+    the data-plane side of ``metrics.fault_impact`` from the flows, links and requests).
     """
     scale = _scale(resolved_spec)
     flows, requests, tokens, queues, links = map(
@@ -99,7 +100,8 @@ def summarize(
     applied = (events or {}).get("faults") or []
     if applied:
         out["faults"] = fault_timings(applied, (events or {}).get("controller") or [],
-                                      _fabric(resolved_spec))  # fmt: skip
+                                      _fabric(resolved_spec), flows=flows, links=links,
+                                      requests=requests)  # fmt: skip
     pairs = resolved_spec.get("noisy_neighbour") or []
     if pairs and _has_rows(flows):
         out["noisy_neighbour"] = [

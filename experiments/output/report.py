@@ -197,20 +197,11 @@ def _write_single(run: Run, out: Path) -> Path:
 
 
 def _fault_lines(m: dict[str, Any]) -> list[str]:
-    """Per fault: the controller's timings from the instant of the fault."""
-    faults = m.get("faults") or []
-    if not faults:
-        return []
-    lines = ["## Faults", "",
-             "Milliseconds from the fault injector's timestamp (upper bounds: it includes "
-             "the `ip link` command itself; detection is the veth's carrier, instant).", "",
-             "| at (s) | fault | link | controller heard | last rule sent | all acknowledged |",
-             "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
-    for f in faults:
-        lines.append(f"| {_fmt(f.get('at_s'))} | {f['event']} | {'–'.join(f['link'])} | "
-                     f"{_fmt(f.get('detected_ms'))} | {_fmt(f.get('last_rule_sent_ms'))} | "
-                     f"{_fmt(f.get('installed_ms'))} |")  # fmt: skip
-    return [*lines, ""]
+    """Per fault: the controller's timings and what the traffic felt, from the instant
+    of the fault (:mod:`experiments.output.fault_report`)."""
+    from experiments.output.fault_report import fault_lines  # it builds on this module
+
+    return fault_lines(m)
 
 
 def _capture_lines(run: Run) -> list[str]:
