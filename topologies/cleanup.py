@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,6 +117,30 @@ def remove_prefix(prefix: str, record: RunRecord | None = None) -> list[str]:
     return removed
 
 
+SCRATCH_PREFIX = "kvf-run-"
+
+
+def scratch_dir() -> Path:
+    """A run's own temporary folder (short, for Unix sockets), named after the process
+    that owns it (``kvf-run-<pid>-<start>-``), so ``clean`` can tell one a killed run
+    left from one in use."""
+    me = psutil.Process()
+    stamp = f"{SCRATCH_PREFIX}{me.pid}-{int(me.create_time() * 100)}-"
+    return Path(tempfile.mkdtemp(prefix=stamp))
+
+
+def stale_scratch(root: Path | None = None) -> list[Path]:
+    """Scratch folders (``scratch_dir``) whose owning process is gone."""
+    out = []
+    for path in sorted((root or Path(tempfile.gettempdir())).glob(f"{SCRATCH_PREFIX}*")):
+        parts = path.name[len(SCRATCH_PREFIX):].split("-")
+        if len(parts) < 3 or not (parts[0].isdigit() and parts[1].isdigit()):
+            continue  # not one of ours (an older run's name): left alone
+        if not _alive(int(parts[0]), int(parts[1]) / 100):
+            out.append(path)
+    return out
+
+
 def clean(force: bool = False) -> tuple[list[str], list[str]]:
     """Remove leftovers of kvfabric runs that are no longer running.
 
@@ -130,4 +155,7 @@ def clean(force: bool = False) -> tuple[list[str], list[str]]:
             skipped.append(f"run {prefix} (pid {record.owner_pid} is still running)")
             continue
         removed += remove_prefix(prefix, record)
+    for path in stale_scratch():
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(f"directory {path}")
     return removed, skipped

@@ -45,6 +45,7 @@ from experiments.spec.faults import detect_delays
 from experiments.spec.load import RunSpec, Spec, resolved_yaml
 from topologies import Fabric
 from topologies.builder import Controller, FabricNetwork
+from topologies.cleanup import scratch_dir
 from topologies.qos import class_plan
 from topologies.shaping import egress_plan
 from traffic.agents import AgentFleet
@@ -187,7 +188,7 @@ def execute(p: Prepared, out_root: Path, stop: StopFlag, progress: Any = None) -
                        "live_tables": live_record(run.resolved["sampler"]["flush_s"],
                                                   run.resolved["agents"]["flush_s"])})  # fmt: skip
     rec = Recorded()
-    scratch = Path(tempfile.mkdtemp(prefix="kvf-run-"))  # short paths for Unix sockets
+    scratch = scratch_dir()  # short paths for Unix sockets; kvfabric clean knows it
     task = progress.add_task(f"{run.label}: building", total=None) if progress else None
 
     def say(text: str, **kw: Any) -> None:
