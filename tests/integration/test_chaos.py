@@ -19,7 +19,7 @@ import pytest
 
 from experiments.orchestration.runtime import RunLock
 from experiments.output.results import load_run
-from topologies.cleanup import bridges, interfaces
+from topologies.cleanup import bridges, interfaces, stale_scratch
 from topologies.naming import owned
 
 pytestmark = pytest.mark.root
@@ -64,7 +64,8 @@ def _alive(procs: list[psutil.Process]) -> list[str]:
 
 
 def _leftovers() -> list[str]:
-    return [n for n in bridges() + interfaces() if owned(n)]
+    """kvfabric's bridges and interfaces, and scratch folders no live run owns."""
+    return [n for n in bridges() + interfaces() if owned(n)] + [str(p) for p in stale_scratch()]
 
 
 def test_twenty_interruptions_leave_nothing_behind(tmp_path):
