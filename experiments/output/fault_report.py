@@ -19,7 +19,9 @@ def fault_lines(m: Mapping[str, Any]) -> list[str]:
         return []
     lines = ["## Faults", "",
              "Milliseconds from the fault injector's timestamp (upper bounds: it includes "
-             "the `ip link` command itself; detection is the veth's carrier, instant).", "",
+             "the `ip link` command itself; detection is the veth's carrier, instant, plus "
+             "the fault's `detect_ms`; – where the controller logged nothing for it, as for "
+             "a failure while no controller ran).", "",
              "| at (s) | fault | where | controller heard | last rule sent | all acknowledged |",
              "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
     for f in faults:
