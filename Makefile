@@ -2,7 +2,8 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
-APT_PACKAGES := mininet openvswitch-switch iperf3 iputils-ping ethtool tcpdump tshark python3-venv
+APT_PACKAGES := mininet openvswitch-switch iperf3 iputils-ping ethtool tcpdump tshark python3-venv \
+	python3-cryptography
 # The binary each Debian package provides, to decide idempotently what is missing.
 APT_CHECKS := mn:mininet ovs-vsctl:openvswitch-switch iperf3:iperf3 ping:iputils-ping \
               ethtool:ethtool tcpdump:tcpdump tshark:tshark
@@ -36,6 +37,7 @@ apt: .setup-root
 	@missing=""; \
 	for pair in $(APT_CHECKS); do command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair##*:}"; done; \
 	/usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || missing="$$missing python3-venv"; \
+	/usr/bin/python3 -c 'import cryptography' 2>/dev/null || missing="$$missing python3-cryptography"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections; \

@@ -1,8 +1,10 @@
-"""Entry point of the controller process: ``python -m controller.main CONFIG PORT``.
+"""Entry point of the controller process: ``python -m controller.main CONFIG PORT LOG
+[TLS_FOLDER]``.
 
 os-ken 4.x ships no manager command; the app is started with
 ``AppManager.run_apps`` after os-ken's configuration is parsed. It listens for
-switches on 127.0.0.1 only (os-ken's default would be every address).
+switches on 127.0.0.1 only (os-ken's default would be every address), in plain
+TCP or, given a run's PKI folder (``controller.tls``), in TLS only.
 
 Every ERROR-or-worse log record of the process (any logger: the app's guarded
 handlers, os-ken's event loop, parser and hub threads) is written to the log
@@ -17,10 +19,26 @@ import logging
 import os
 import signal
 import sys
+from pathlib import Path
+
+
+def listen_args(port: int, tls_folder: str | None = None) -> list[str]:
+    """os-ken's options: plain TCP on loopback, or, with a run's PKI
+    (``controller.tls``), TLS only (no plain listener at all), requiring a switch
+    certificate the run's CA signed."""
+    args = ["--ofp-listen-host", "127.0.0.1"]
+    if tls_folder is None:
+        return [*args, "--ofp-tcp-listen-port", str(port)]
+    folder = Path(tls_folder)
+    return [*args, "--ofp-ssl-listen-port", str(port),
+            "--ctl-privkey", str(folder / "controller.key"),
+            "--ctl-cert", str(folder / "controller.pem"),
+            "--ca-certs", str(folder / "ca.pem")]  # fmt: skip
 
 
 def main(argv: list[str]) -> int:
     config, port, logfile = argv[0], int(argv[1]), argv[2]
+    tls_folder = argv[3] if len(argv) > 3 else None
     logging.basicConfig(
         filename=logfile, level=logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -32,10 +50,7 @@ def main(argv: list[str]) -> int:
     from os_ken import cfg
     from os_ken.base.app_manager import AppManager
 
-    cfg.CONF(
-        args=["--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port", str(port)],
-        project="os_ken",
-    )
+    cfg.CONF(args=listen_args(port, tls_folder), project="os_ken")
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     AppManager.run_apps(["controller.app"])
     return 0

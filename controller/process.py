@@ -28,6 +28,7 @@ from topologies.system import die_with_parent
 from .adaptive import poll_interval
 from .channel import ChannelClient
 from .policy import compute
+from .tls import TlsFiles
 
 LOG_COPY_ENV = "KVFABRIC_CONTROLLER_LOGS"
 
@@ -51,6 +52,7 @@ class ControllerProcess:
         params: dict[str, Any] | None = None,
         poll_s: float = 0.2,
         detect_ms: dict[tuple[str, int], float] | None = None,
+        tls: TlsFiles | None = None,
     ) -> None:
         compute(fabric, policy, params=params)  # a bad policy fails here, before any process starts
         poll_interval({"poll_s": poll_s})
@@ -63,6 +65,7 @@ class ControllerProcess:
         self.log = self.run_dir / "controller.log"
         self.poll_s = poll_s
         self.detect_ms = dict(detect_ms or {})
+        self.tls = tls  # a run's PKI: OpenFlow over TLS only (controller.tls)
         self.proc: subprocess.Popen | None = None
         self.client = ChannelClient(str(self.socket))
         self._release = threading.Event()  # lets a keeper thread (``_popen``) end
@@ -95,7 +98,7 @@ class ControllerProcess:
         with open(self.run_dir / "controller.stderr", "a") as stderr:
             self.proc = self._popen(
                 [sys.executable, "-m", "controller.main", str(config), str(self.port),
-                 str(self.log)],
+                 str(self.log), *([str(self.tls.folder)] if self.tls else [])],
                 stdout=subprocess.DEVNULL, stderr=stderr,
                 preexec_fn=die_with_parent,  # gone with a runner killed by SIGKILL
             )  # fmt: skip

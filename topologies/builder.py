@@ -61,6 +61,9 @@ class Controller:
 
     host: str = "127.0.0.1"
     port: int = 6653
+    # OpenFlow over TLS: the switches' private key, their certificate and the CA's
+    # (a run's PKI, ``controller.tls``); Open vSwitch's one SSL setting holds them
+    tls: tuple[str, str, str] | None = None
 
 
 class RuleInstaller(Protocol):
@@ -111,6 +114,7 @@ class FabricNetwork:
         self.record: RunRecord | None = None
         self.workdir: Path | None = None
         self._tx = TxBuffer()
+        self._ssl_set = False  # Open vSwitch's SSL setting is this run's (``_set_ssl``)
         # the userspace datapath's transmit buffer: {"before", "now"} bytes (None: unchanged)
         self.tx_buffer: dict[str, int] | None = None
 
@@ -159,6 +163,9 @@ class FabricNetwork:
                 except Exception as exc:  # fall through to the scoped sweep
                     log.warning("Mininet stop failed (%s); sweeping by prefix", exc)
                 self.net = None
+            if self._ssl_set:
+                run(["ovs-vsctl", "del-ssl"])
+                self._ssl_set = False
             leftovers = remove_prefix(self.names.prefix, self.record)
             if leftovers:
                 log.info("swept after stop: %s", ", ".join(leftovers))
@@ -191,11 +198,14 @@ class FabricNetwork:
             waitConnected=False,
         )
         if self.controller is not None:
+            if self.controller.tls is not None:
+                self._set_ssl(self.controller.tls)
             net.addController(
                 "c0",
                 controller=RemoteController,
                 ip=self.controller.host,
                 port=self.controller.port,
+                protocol="ssl" if self.controller.tls else "tcp",
             )
         assert self.names is not None
         for node in self.fabric.nodes:
@@ -220,6 +230,13 @@ class FabricNetwork:
             )
         net.build()
         net.start()
+
+    def _set_ssl(self, files: tuple[str, str, str]) -> None:
+        """Point Open vSwitch's SSL setting at the run's switch key and certificates
+        (removed in ``stop``; ``kvfabric clean`` removes one whose files are gone)."""
+        proc = run(["ovs-vsctl", "set-ssl", *files])
+        self._check((proc.stdout, proc.stderr, proc.returncode), "ovs-vsctl set-ssl")
+        self._ssl_set = True
 
     def _record_processes(self) -> None:
         import psutil

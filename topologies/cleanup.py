@@ -133,7 +133,7 @@ def stale_scratch(root: Path | None = None) -> list[Path]:
     """Scratch folders (``scratch_dir``) whose owning process is gone."""
     out = []
     for path in sorted((root or Path(tempfile.gettempdir())).glob(f"{SCRATCH_PREFIX}*")):
-        parts = path.name[len(SCRATCH_PREFIX):].split("-")
+        parts = path.name[len(SCRATCH_PREFIX) :].split("-")
         if len(parts) < 3 or not (parts[0].isdigit() and parts[1].isdigit()):
             continue  # not one of ours (an older run's name): left alone
         if not _alive(int(parts[0]), int(parts[1]) / 100):
@@ -158,4 +158,19 @@ def clean(force: bool = False) -> tuple[list[str], list[str]]:
     for path in stale_scratch():
         shutil.rmtree(path, ignore_errors=True)
         removed.append(f"directory {path}")
+    removed += _stale_ssl()
     return removed, skipped
+
+
+def _stale_ssl() -> list[str]:
+    """Open vSwitch's SSL setting, if a killed run left it pointing at its removed
+    PKI (``kvf-tls-`` folders: ``controller.tls``)."""
+    if not shutil.which("ovs-vsctl"):
+        return []
+    proc = run(["ovs-vsctl", "-t", "5", "get-ssl"])
+    key = next((line.split(":", 1)[1].strip() for line in proc.stdout.splitlines()
+                if line.startswith("Private key:")), "")  # fmt: skip
+    if "kvf-tls-" not in key or Path(key).exists():
+        return []
+    run(["ovs-vsctl", "-t", "5", "del-ssl"])
+    return [f"Open vSwitch SSL setting (a dead run's {key})"]

@@ -12,6 +12,7 @@ complete summary only at the end, so nothing half-written looks complete.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import tempfile
@@ -27,6 +28,7 @@ import pandas as pd
 
 from controller.policy import compute
 from controller.process import ControllerProcess
+from controller.tls import RunPKI
 from experiments.analysis.estimates import estimate
 from experiments.analysis.fidelity import verdict
 from experiments.analysis.summary import summarize
@@ -217,7 +219,8 @@ def fabric_up(fabric: Fabric, resolved: dict[str, Any], scratch: Path,
               say: Callable[..., None] = lambda *a, **k: None,
               ) -> Iterator[tuple[ControllerProcess, FabricNetwork]]:  # fmt: skip
     """The spec's controller (own process) and fabric, every rule installed; both are
-    released on exit, whatever happens. ``kvfabric run`` and ``kvfabric cli`` use it."""
+    released on exit, whatever happens (and a run's TLS PKI, ``controller.tls``, with
+    them). ``kvfabric run`` and ``kvfabric cli`` use it."""
     scale, ctl = resolved["scale"]["bandwidth"], resolved["controller"]
     params = controller_params(resolved)
     qos = (
@@ -226,15 +229,26 @@ def fabric_up(fabric: Fabric, resolved: dict[str, Any], scratch: Path,
         else None
     )
     detect = detect_delays(resolved["faults"], fabric)
-    with ControllerProcess(fabric, ctl["policy"], scratch / "controller", params,
-                           detect_ms=detect) as proc:  # fmt: skip
+    with contextlib.ExitStack() as stack:
+        tls = stack.enter_context(RunPKI(parent=scratch)) if ctl["tls"] else None
+        proc = stack.enter_context(
+            ControllerProcess(
+                fabric, ctl["policy"], scratch / "controller", params, detect_ms=detect, tls=tls
+            )
+        )
+        switch_tls = (
+            (str(tls.path("switch.key")), str(tls.path("switch.pem")), str(tls.path("ca.pem")))
+            if tls
+            else None
+        )
         say("building the fabric")
-        with FabricNetwork(fabric, scale, controller=Controller(port=proc.port), qos=qos,
-                           mtu=resolved["scale"]["mtu"]) as net:  # fmt: skip
-            say("waiting for the controller")
-            proc.wait_ready(timeout_s=60)
-            yield proc, net
-            say("tearing down")
+        net = stack.enter_context(FabricNetwork(
+            fabric, scale, controller=Controller(port=proc.port, tls=switch_tls), qos=qos,
+            mtu=resolved["scale"]["mtu"]))  # fmt: skip
+        say("waiting for the controller")
+        proc.wait_ready(timeout_s=60)
+        yield proc, net
+        say("tearing down")
 
 
 def _carry_out(p: Prepared, run_dir: Path, scratch: Path, stop: StopFlag, rec: Recorded,

@@ -23,6 +23,7 @@ from experiments.spec.schema import (
     SpecError,
     anything,
     bad,
+    boolean,
     capture_point,
     choice,
     either,
@@ -204,6 +205,10 @@ CONTROLLER = section(
         "policy": Field(
             choice(POLICIES), "shortest_path", "the routing policy the controller installs"
         ),
+        "tls": Field(
+            boolean(), False, "OpenFlow over TLS only, with a CA made for the run and removed "
+            "with it (what switches on other machines use)"
+        ),  # fmt: skip
         "tenants": Field(
             mapping(name_text(), list_of(host(), 1, distinct=True)),
             {},
