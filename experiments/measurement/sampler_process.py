@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any, Self
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from experiments.measurement.samplers import CpuSampler, LinkSampler, QueueSampler, SamplerError
 
@@ -172,12 +174,40 @@ class _Saver:
             except OSError as exc:
                 print(f"cannot save rows to the run folder: {exc}", file=sys.stderr, flush=True)
 
+    def write(self, name: str, path: Path) -> None:
+        """The whole table of sampler ``name`` as one parquet file: its saved chunks,
+        streamed one at a time (never all in memory), then the rows still held."""
+        sampler, writer = self.samplers[name], self.writers.get(name)
+        rest = pa.Table.from_pandas(sampler.table(start=writer.rows if writer else 0),
+                                    preserve_index=False)  # fmt: skip
+        if writer is None or writer.rows == 0:
+            pq.write_table(rest, path)
+            return
+        from experiments.output.chunks import chunk_paths
+
+        out: pq.ParquetWriter | None = None
+        try:
+            for chunk in chunk_paths(writer.folder.parent.parent, name):
+                table = pq.read_table(chunk)
+                out = out or pq.ParquetWriter(path, table.schema)
+                out.write_table(table)
+            if out is None:
+                pq.write_table(rest, path)
+            elif rest.num_rows:
+                out.write_table(rest.cast(out.schema))
+        finally:
+            if out is not None:
+                out.close()
+
     def save(self, only: str | None = None) -> None:
         for name, writer in self.writers.items():
             if name in self.failed or (only is not None and name != only):
                 continue
+            sampler = self.samplers[name]
             try:
-                writer.append(self.samplers[name].table(start=writer.rows))
+                writer.append(sampler.table(start=writer.rows))
+                if hasattr(sampler, "forget"):  # saved: memory stays flat on a long run
+                    sampler.forget(writer.rows)
             except Exception as exc:  # a full disk costs the live copy, never the samples
                 self.failed.add(name)
                 print(f"{name}: saving its rows to the run folder failed, given up: {exc}",
@@ -224,7 +254,7 @@ def main(argv: list[str]) -> int:
         except SamplerError as exc:
             errors.append(str(exc))
         saver.save(name)
-        s.table().to_parquet(out / f"{name}.parquet")
+        saver.write(name, out / f"{name}.parquet")
         rates[name] = s.rates()
     (out / "samplers.json").write_text(json.dumps({"rates": rates, "errors": errors}))
     return 0

@@ -241,6 +241,7 @@ class _PortSampler(Sampler):
         self.ports = dict(ports)
         self._names = list(self.ports)  # row index -> interface name
         self._rows = array("q")  # t_ns, port index, then the counters, per row
+        self._dropped = 0  # rows forgotten from the front (saved elsewhere: ``forget``)
         self._nl: Netlink | None = None
         self._by_index: dict[int, int] = {}  # ifindex -> row index
 
@@ -261,8 +262,21 @@ class _PortSampler(Sampler):
             nl, self._nl = self._nl, None
             nl.close()
 
+    def forget(self, upto: int) -> None:
+        """Drop the rows before row ``upto`` (counted from the first ever sampled) from
+        memory, once they are saved: a long run's samples then cost disk, not memory.
+        ``table`` afterwards starts at ``upto``. Call it from one thread."""
+        width = len(self._columns) - 1
+        n = min(upto - self._dropped, len(self._rows) // width)
+        if n > 0:
+            del self._rows[: n * width]  # whole rows: the sampling thread extends by rows
+            self._dropped += n
+
     def table(self, start: int = 0) -> pd.DataFrame:
         width = len(self._columns) - 1  # node and port come from one index
+        if start < self._dropped:
+            raise ValueError(f"rows before {self._dropped} were forgotten (saved): start={start}")
+        start -= self._dropped
         # A slice is a copy taken under the GIL: safe while the thread appends (a
         # buffer view would make its next extend fail), cut to whole rows.
         snap = self._rows[start * width : len(self._rows) // width * width]

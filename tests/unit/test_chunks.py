@@ -141,13 +141,24 @@ def test_saved_sampler_rows_are_each_saved_once(tmp_path):
 
     saver = _Saver({"dir": str(tmp_path), "flush_s": 1.0}, {"queues": q})
     tick(1)
-    saver.save()
     tick(2)
+    every = q.table()  # what the sampler holds before anything is saved
+    saver.save()
     tick(3)
     saver.save()
     saver.save()  # nothing new: no chunk
     assert len(chunks.chunk_paths(tmp_path, "queues")) == 2
-    pd.testing.assert_frame_equal(read_table(tmp_path, "queues"), q.table())
+    saved = read_table(tmp_path, "queues")
+    assert len(saved) == 6 and saved.iloc[:4].equals(every)
+    assert len(q._rows) == 0  # saved rows leave memory: a long run's sampler stays flat
+    with pytest.raises(ValueError, match="forgotten"):
+        q.table()
+    tick(4)  # sampled after the last save, at stop
+    whole = tmp_path / "queues-whole.parquet"
+    saver.write("queues", whole)  # the chunks streamed, then what is still held
+    got = pd.read_parquet(whole)
+    assert got["t_ns"].tolist() == [1, 1, 2, 2, 3, 3, 4, 4]
+    pd.testing.assert_frame_equal(got.iloc[:6], saved)
 
 
 def test_write_tables_gathers_the_chunks_of_a_table_the_run_never_completed(tmp_path):

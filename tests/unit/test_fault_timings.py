@@ -45,3 +45,23 @@ def test_a_fault_the_controller_never_heard_of_has_no_timings():
     (row,) = fault_timings(applied, _events(10**12), fabric)
     assert row["detected_ms"] is None and row["last_rule_sent_ms"] is None
     assert row["clock"] == "t_ns"  # an old run: timed from when the injector finished
+
+
+def test_a_failure_while_no_controller_ran_is_detected_when_the_restarted_one_learns_it():
+    t0 = 10**12
+    fabric = spine_leaf(spines=1, leaves=2, hosts_per_leaf=2)
+    lk = fabric.link_between("leaf0", "spine0")
+    applied = [
+        {"at_s": 3.0, "event": "controller_down", "target": "controller", "t_start_ns": t0,
+         "t_ns": t0 + MS},
+        {"at_s": 3.5, "event": "link_down", "link": ["leaf0", "spine0"],
+         "t_start_ns": t0 + 500 * MS, "t_ns": t0 + 504 * MS},
+        {"at_s": 4.5, "event": "controller_up", "target": "controller",
+         "t_start_ns": t0 + 1500 * MS, "t_ns": t0 + 2100 * MS, "ready_ns": t0 + 2090 * MS},
+    ]  # fmt: skip
+    learned = t0 + 2080 * MS  # the restarted controller read the port's state
+    controller = [{"event": "port_down", "switch": "leaf0", "port": lk.port_of("leaf0"),
+                   "t_ns": learned, "life": 2}]  # fmt: skip
+    rows = {r["fault"]: r for r in fault_timings(applied, controller, fabric)}
+    assert rows["link_down"]["detected_ms"] == 1580.0  # not lost behind controller_up
+    assert rows["controller_down"]["no_controller_ms"] == 2090.0

@@ -59,7 +59,8 @@ def fault_timings(
     out = []
     for i, group in enumerate(groups):
         horizon = starts[i + 1] if i + 1 < len(starts) else None
-        row = _describe(group) | _control_plane(group, starts[i], horizon, events, fabric)
+        until = _same_links_next(groups, starts, i)
+        row = _describe(group) | _control_plane(group, starts[i], until, events, fabric)
         undo = undone_by(groups, i)
         end = recovery(group, undo)
         if row["fault"] == "controller_down":
@@ -69,6 +70,18 @@ def fault_timings(
                       flows=flows, links=links, requests=requests)  # fmt: skip
         out.append(row)
     return out
+
+
+def _same_links_next(groups: Sequence[Sequence[Mapping[str, Any]]], starts: Sequence[int],
+                     i: int) -> int | None:  # fmt: skip
+    """When the next fault on any of group ``i``'s links starts: its port events are
+    the control plane's until then, even if another fault came between (a controller
+    restarted while the link was down learns of it later)."""
+    links = {tuple(sorted(f["link"])) for f in groups[i] if f.get("link")}
+    for j in range(i + 1, len(groups)):
+        if links & {tuple(sorted(f["link"])) for f in groups[j] if f.get("link")}:
+            return starts[j]
+    return None
 
 
 def _describe(group: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
