@@ -61,7 +61,14 @@ def test_a_failure_while_no_controller_ran_is_detected_when_the_restarted_one_le
     ]  # fmt: skip
     learned = t0 + 2080 * MS  # the restarted controller read the port's state
     controller = [{"event": "port_down", "switch": "leaf0", "port": lk.port_of("leaf0"),
-                   "t_ns": learned, "life": 2}]  # fmt: skip
+                   "t_ns": learned, "life": 2},
+                  {"event": "install", "t_ns": learned + 1 * MS, "life": 2},
+                  {"event": "ready", "t_ns": t0 + 2090 * MS, "life": 2},
+                  {"event": "reroute", "t_ns": t0 + 4000 * MS, "t_last_sent_ns": t0 + 4003 * MS,
+                   "life": 2}]  # fmt: skip
     rows = {r["fault"]: r for r in fault_timings(applied, controller, fabric)}
     assert rows["link_down"]["detected_ms"] == 1580.0  # not lost behind controller_up
+    # its rules went out in the restarted controller's install, acknowledged at ready
+    assert rows["link_down"]["last_rule_sent_ms"] == 1581.0
+    assert rows["link_down"]["installed_ms"] == 1590.0
     assert rows["controller_down"]["no_controller_ms"] == 2090.0

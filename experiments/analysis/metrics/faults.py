@@ -114,9 +114,12 @@ def _control_plane(group: Sequence[Mapping[str, Any]], t0: int, horizon: int | N
     reroute = None
     if ports:
         lo, hi = ports[0]["t_ns"], ports[-1]["t_ns"]
-        reroutes = [e for e in events if e.get("event") == "reroute" and e["t_ns"] >= lo]
+        reroutes = [e for e in events if e.get("event") in ("reroute", "install")
+                    and e["t_ns"] >= lo and (horizon is None or e["t_ns"] < horizon)]  # fmt: skip
         within = [e for e in reroutes if e["t_ns"] <= hi]
         reroute = within[-1] if within else next(iter(reroutes), None)
+        if reroute is not None and reroute["event"] == "install":
+            reroute = _as_reroute(reroute, events)
     heard = None
     if wanted and fabric is not None:
         heard = sum(any(_on(e, _ends([lk], fabric)) for e in ports) for lk in links)
@@ -126,6 +129,14 @@ def _control_plane(group: Sequence[Mapping[str, Any]], t0: int, horizon: int | N
         "last_rule_sent_ms": ms_after(t0, reroute and reroute.get("t_last_sent_ns")),
         "installed_ms": ms_after(t0, reroute and reroute.get("t_installed_ns")),
     }
+
+
+def _as_reroute(install: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> dict:
+    """A (restarted) controller's whole install as the reroute that carried the fault:
+    sent when it was computed, acknowledged when the controller was next ready."""
+    ready = next((e for e in events if e.get("event") == "ready"
+                  and e["t_ns"] >= install["t_ns"]), None)  # fmt: skip
+    return {"t_last_sent_ns": install["t_ns"], "t_installed_ns": ready and ready["t_ns"]}
 
 
 def _ends(links: Sequence[Sequence[str]], fabric: Any) -> set[tuple[str, int]] | None:
