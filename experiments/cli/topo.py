@@ -1,20 +1,28 @@
-"""``kvfabric topo list`` and ``kvfabric topo show KIND k=v ...``: fabrics as data,
-with what a fabric asks of this machine at a bandwidth scale (no root)."""
+"""``kvfabric topo list`` and ``kvfabric topo show KIND k=v ...|SPEC``: fabrics as data,
+with what a fabric asks of this machine at a bandwidth scale, and with ``--servers`` its
+placement on several machines (a spec's: with its plan's traffic across them; no root)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 from rich.table import Table
 
 from experiments.cli.common import EXIT_OK, console, say, scale_arg, unhonoured
+from experiments.cli.topo_placement import parse_servers, placement_info, print_placement
 from experiments.orchestration import envelope
 from topologies import Fabric, FabricError, defaults, make_fabric
 from topologies.generators import GENERATORS, parse_param
+from topologies.placement import MachineShare, Placement, place
 from topologies.shaping import emulated_rate_bps, switching_demand_mbps
+
+if TYPE_CHECKING:
+    from experiments.orchestration.crossing import CrossTraffic
+    from experiments.spec.load import RunSpec
 
 TOPO_HINT = "see 'kvfabric topo list' for each fabric's parameters and defaults"
 
@@ -24,9 +32,19 @@ def add_parsers(sub: Any) -> None:
     tsub = t.add_subparsers(dest="topo_command", required=True)
     tsub.add_parser("list", help="fabric kinds and their parameters")
     ts = tsub.add_parser("show", help="one fabric: counts, links, oversubscription, bisection")
-    ts.add_argument("kind", help=f"one of {', '.join(GENERATORS)}")
+    ts.add_argument(
+        "kind",
+        help=f"one of {', '.join(GENERATORS)}, or a spec (SPEC.yaml or "
+        "a bundled spec's name: its fabric and, with --servers, its traffic)",
+    )
     ts.add_argument("params", nargs="*", metavar="k=v", help="generator parameters")
-    ts.add_argument("--scale", default="1e-4", help="bandwidth scale in (0, 1] (default 1e-4)")
+    ts.add_argument("--scale", help="bandwidth scale in (0, 1] (default 1e-4; a spec's own)")
+    ts.add_argument(
+        "--servers",
+        metavar="N|a,b,...",
+        help="place the fabric on N machines (or these names; name=Mbit/s gives "
+        "a machine's switch-hop capacity, default this machine's envelope)",
+    )
     ts.add_argument("--json", action="store_true")
     t.set_defaults(handler=cmd_topo)
 
@@ -58,14 +76,40 @@ def _topo_list() -> int:
     return EXIT_OK
 
 
+def _is_spec(argument: str) -> bool:
+    from experiments.spec.load import bundled_names
+
+    if argument in GENERATORS:
+        return False
+    return (
+        argument.endswith((".yaml", ".yml"))
+        or Path(argument).is_file()
+        or (argument in bundled_names())
+    )
+
+
 def cmd_topo(args: argparse.Namespace) -> int:
     if args.topo_command == "list":
         return _topo_list()
-    scale = scale_arg(args.scale)
-    try:
-        fabric = _fabric_from_args(args.kind, args.params)
-    except FabricError as exc:
-        raise FabricError(f"{exc} ({TOPO_HINT})") from None
+    run, base_dir = None, None
+    if _is_spec(args.kind):
+        from experiments.spec.load import expand, load_spec, locate
+
+        if args.params:
+            raise FabricError(
+                f"topo show {args.kind}: a spec's fabric comes from the spec; "
+                f"k=v parameters ({args.params[0]}) are for fabric kinds"
+            )
+        spec = load_spec(locate(args.kind))
+        run, base_dir = expand(spec)[0], spec.base_dir
+        fabric = run.fabric()
+        scale = scale_arg(args.scale or str(run.resolved["scale"]["bandwidth"]))
+    else:
+        scale = scale_arg(args.scale or "1e-4")
+        try:
+            fabric = _fabric_from_args(args.kind, args.params)
+        except FabricError as exc:
+            raise FabricError(f"{exc} ({TOPO_HINT})") from None
     info = fabric.summary()
     demand = switching_demand_mbps(fabric, scale)
     env, why = envelope.load(envelope.machine_identity())
@@ -89,8 +133,16 @@ def cmd_topo(args: argparse.Namespace) -> int:
         fits=problem is None,
         problem=problem,
     )
+    placed = None
+    if args.servers is not None:
+        machines = parse_servers(args.servers, capacity)
+        placed = _placed(machines, run, base_dir, fabric, scale, env)
+    if placed is not None:
+        info["placement"] = placement_info(fabric, placed[0])
+        if placed[1] is not None:
+            info["placement"]["cross_traffic"] = placed[1].to_dict()
     if args.json:
-        print(json.dumps(info, indent=2))
+        print(json.dumps(info, indent=2, default=str))
         return EXIT_OK
     table = Table(title=f"{fabric.kind} " + " ".join(f"{k}={v}" for k, v in fabric.params.items()))
     table.add_column("what")
@@ -115,4 +167,25 @@ def cmd_topo(args: argparse.Namespace) -> int:
     say(f"envelope: {escape(env.source)}")
     if problem:
         say(f"[red]does not fit[/red]: {escape(problem)}")
+    if placed is not None:
+        print_placement(fabric, *placed)
     return EXIT_OK
+
+
+def _placed(machines: list[MachineShare], run: RunSpec | None, base_dir: Path | None,
+            fabric: Fabric, scale: float,
+            env: envelope.Envelope) -> tuple[Placement, CrossTraffic | None]:  # fmt: skip
+    """The fabric placed on ``machines`` and, for a spec's run, its plan's crossings."""
+    placement = place(fabric, machines, scale=scale)
+    if run is None:
+        return placement, None
+    from experiments.orchestration.crossing import cross_traffic
+    from experiments.orchestration.demand import plan_messages
+    from experiments.orchestration.plan import controller_params, traffic_plan
+
+    plan = traffic_plan(run.resolved, fabric, base_dir, env)
+    messages = plan_messages(plan.schedule, plan.driver, fabric, scale)
+    policy = run.resolved["controller"]["policy"]
+    crossing = cross_traffic(placement, fabric, messages, scale, policy,
+                             controller_params(run.resolved))  # fmt: skip
+    return placement, crossing

@@ -204,6 +204,29 @@ def driver_demand(driver: Any, fabric: Fabric, scale: float, connection: str = "
     return demand_of(table, connection, workload)
 
 
+MESSAGE_COLUMNS = ["src", "dst", "bytes", "scaled", "proto", "dscp", "t_start_ns"]
+
+
+def plan_messages(schedule: pd.DataFrame, driver: Any, fabric: Fabric,
+                  scale: float) -> pd.DataFrame:  # fmt: skip
+    """Every message of a plan with its start instant, placed as ``schedule_demand`` and
+    ``driver_demand`` place them (``MESSAGE_COLUMNS``; ``bytes`` real-equivalent). The
+    driver is run to its end under the fluid simulator: pass one no run will use."""
+    parts = []
+    if not schedule.empty:
+        if (schedule["after"] >= 0).any():
+            parts.append(_simulated_schedule(schedule, fabric, scale))
+        else:
+            parts.append(schedule.assign(t_start_ns=schedule["t_sched_ns"]))
+    if driver is not None:
+        flows = simulate(driver, fabric_rate(fabric, 1.0)).flows
+        if not flows.empty:
+            parts.append(flows.assign(scaled=True, proto="tcp", dscp=0))
+    if not parts:
+        return pd.DataFrame(columns=MESSAGE_COLUMNS)
+    return pd.concat([p[MESSAGE_COLUMNS] for p in parts], ignore_index=True)
+
+
 def _simulated_schedule(schedule: pd.DataFrame, fabric: Fabric, scale: float) -> pd.DataFrame:
     """Start instants of a schedule with completion groups, from the fluid simulator."""
     from traffic.workloads.replay import ScheduleDriver
