@@ -98,6 +98,8 @@ class RunPKI:
         self.files: TlsFiles | None = None
 
     def __enter__(self) -> TlsFiles:
+        if self.parent is not None:
+            self.parent.mkdir(parents=True, exist_ok=True)
         folder = Path(tempfile.mkdtemp(prefix="kvf-tls-", dir=self.parent))
         self.files = TlsFiles(folder)
         try:
