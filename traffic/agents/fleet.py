@@ -143,6 +143,7 @@ class AgentFleet:
         self.coordinator_cpu_s: float | None = None
         self.events_handled = 0
         self.killed: list[dict[str, Any]] = []  # agent_kills carried out (Coordinator.killed)
+        self.t_end_ns: int | None = None  # when the run's loop ended (before collecting)
 
     # ----- lifetime -----------------------------------------------------------------
     def __enter__(self) -> AgentFleet:
@@ -237,6 +238,7 @@ class AgentFleet:
             with no_full_collections(), thread_priority(self.priority):
                 ended = coord.run(t0, time.monotonic_ns() + int(timeout_s * 1e9), should_stop)
         finally:
+            self.t_end_ns = time.monotonic_ns()  # the traffic's end, before the collection
             sys.setswitchinterval(switch)
         self.coordinator_cpu_s = time.thread_time() - cpu0
         self.killed = coord.killed
