@@ -206,8 +206,10 @@ CONTROLLER = section(
             choice(POLICIES), "shortest_path", "the routing policy the controller installs"
         ),
         "tls": Field(
-            boolean(), False, "OpenFlow over TLS only, with a CA made for the run and removed "
-            "with it (what switches on other machines use)"
+            boolean(),
+            False,
+            "OpenFlow over TLS only, with a CA made for the run and removed "
+            "with it (what switches on other machines use)",
         ),  # fmt: skip
         "tenants": Field(
             mapping(name_text(), list_of(host(), 1, distinct=True)),
