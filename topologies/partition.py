@@ -59,7 +59,8 @@ class _Search:
             self.adjacent[a].append((b, w))
             self.adjacent[b].append((a, w))
 
-    def key(self, part: list[int]) -> tuple[float, ...]:
+    def tally(self, part: list[int]) -> tuple[list[int], list[int], int]:
+        """Each part's load and item count, and the cut weight, of ``part``."""
         per_part = [0] * self.parts
         count = [0] * self.parts
         for item, p in enumerate(part):
@@ -67,7 +68,10 @@ class _Search:
             count[p] += 1
         cut = sum(w for a, peers in enumerate(self.adjacent) for b, w in peers
                   if a < b and part[a] != part[b])  # fmt: skip
-        return self._key(per_part, count, cut)
+        return per_part, count, cut
+
+    def key(self, part: list[int]) -> tuple[float, ...]:
+        return self._key(*self.tally(part))
 
     def _key(self, per_part: list[int], count: list[int], cut: int) -> tuple[float, ...]:
         empty = sum(c == 0 for c in count)
@@ -84,13 +88,7 @@ class _Search:
                    for b, w in self.adjacent[item])  # fmt: skip
 
     def improve(self, part: list[int]) -> list[int]:
-        per_part = [0] * self.parts
-        count = [0] * self.parts
-        for item, p in enumerate(part):
-            per_part[p] += self.loads[item]
-            count[p] += 1
-        cut = sum(w for a, peers in enumerate(self.adjacent) for b, w in peers
-                  if a < b and part[a] != part[b])  # fmt: skip
+        per_part, count, cut = self.tally(part)
         items = range(len(part) - 1, -1, -1)  # on a tie, the later item moves
         while True:
             best = self._key(per_part, count, cut)
