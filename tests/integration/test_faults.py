@@ -68,7 +68,6 @@ def test_a_link_that_trains_down_carries_its_new_rate_and_is_judged_by_it(tmp_pa
     assert fct_s > 3.3, fct_s  # 3 MB at 10 Mbit/s would end by 2.4 s; the degrade slows it
     check = summary["fidelity"]["checks"]["dequeue_rate"]
     assert check["ok"], check  # each stretch judged by the rate in force then
-    assert "leaf0@5M" in check["detail"] or "port(s) judged" in check["detail"]
 
 
 CONTROL = """
