@@ -9,6 +9,11 @@ Every ``flush_s`` seconds a thread of the runner appends, as one chunk each
 their tokens; the run's t0 goes to ``partial/clock.json`` once it is fixed. The
 complete tables written at the end of the run replace the chunks.
 
+Once a chunk of flows is on disk the coordinator may forget those flows
+(``FlowProgress.saved``): the fleet reads them back from the chunks for the run's final
+table (``AgentFleet.saved_flows``), so the runner's memory follows the flows in flight,
+not the length of the run.
+
 Why a thread, and why it is harmless to the coordinator: the coordinator's state lives
 in this process, and the loop must not do this work itself. The thread takes only what
 is new (list slices, no copy of the run so far), in Python steps that hand the GIL back
@@ -27,7 +32,7 @@ import os
 import threading
 from typing import Any, Self
 
-from experiments.output.chunks import ChunkWriter, write_clock
+from experiments.output.chunks import ChunkWriter, read_chunks, write_clock
 from traffic.agents.progress import FlowProgress
 
 log = logging.getLogger("kvfabric.live")
@@ -54,25 +59,38 @@ class LiveTables:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.failed: str | None = None
+        fleet.saved_flows = self.saved_flows
 
     def save(self) -> None:
         """One flush: what settled since the previous one."""
         if not self._clock_written and self.fleet.t0_ns is not None:
             write_clock(self.run_dir, self.fleet.t0_ns)
             self._clock_written = True
-        self._append("flows", self.progress.take())
+        flows = self.progress.take()
+        if self._append("flows", flows):
+            self.progress.saved(flows)
         if self.driver is not None:
             tables = self.driver.settled_tables(self._seen_requests)
             if tables is not None:
                 self._append("requests", tables[0])
                 self._append("tokens", tables[1])
 
-    def _append(self, name: str, frame: Any) -> None:
+    def _append(self, name: str, frame: Any) -> bool:
+        """Save ``frame`` as the next chunk of table ``name``; True if it was saved."""
         if frame is None or not len(frame):
-            return
+            return False
         if name not in self.writers:
             self.writers[name] = ChunkWriter(self.run_dir, name)
         self.writers[name].append(frame)
+        return True
+
+    def saved_flows(self) -> Any:
+        """Every flow saved so far (the fleet's final table reads back the flows its
+        coordinator forgot), or ``None``."""
+        recovered = read_chunks(self.run_dir, "flows")
+        if recovered is not None and recovered.skipped:
+            log.warning("saved flows that could not be read back: %s", recovered.skipped)
+        return None if recovered is None else recovered.frame
 
     def _loop(self) -> None:
         while not self._stop.wait(self.flush_s):

@@ -10,9 +10,13 @@ run-time commands (``add``, ``release``) have no reply and go through a
 per-worker outbox written without blocking, so a busy worker never holds the
 coordinator (and the next decision) up.
 
-``received_log`` and ``tracker.failures`` only grow, one item per flow that settled,
-in order, so another thread can follow the run by slicing them (``progress``) without
-a lock and without the loop doing anything for it but one ``list.append`` per receipt.
+Another thread follows the run (``progress``) without a lock and without the loop doing
+anything for it but one append per receipt: ``received_log`` is a deque the loop
+appends each flow's first receipt to and the follower pops from, ``tracker.failures``
+a list that only grows (failures are few), and ``live`` maps a live flow id to its
+message. Once the follower has saved a settled flow it puts the id in ``saved``; at
+each check the loop forgets up to ``FORGET_PER_CHECK`` of them (``forget``), so what
+it holds follows the flows in flight, not the run's length.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import logging
 import selectors
 import socket
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +39,7 @@ from .wire import decode, encode
 log = logging.getLogger("kvfabric.fleet")
 
 CHECK_NS = 50_000_000  # how often the loop asks whether the run is settled
+FORGET_PER_CHECK = 200  # saved flows forgotten per check: 4,000/s, ~0.2 ms a check
 
 
 class Coordinator:
@@ -51,8 +57,10 @@ class Coordinator:
         self.stopped = stopped  # host -> why its agent is gone
         self.kills = sorted(kills or [])  # (t_ns, host): that host's agent dies then
         self.killed: list[dict[str, Any]] = []  # what each kill did, when
-        self.live: list[Message] = []
-        self.received_log: list[list] = []  # each first receipt's event: ["r", fid, t_end, ...]
+        self.live: dict[int, Message] = {}  # a live driver's flows, until forgotten
+        self.received_log: deque[list] = deque()  # first receipts: ["r", fid, t_end, t_send]
+        self.saved: deque[int] = deque()  # flow ids saved by the follower: to forget
+        self.forgotten = 0
         self._live_ids: set[int] = set()
         self.messages_handled = 0
         self._outbox: dict[str, bytearray] = {}
@@ -118,10 +126,12 @@ class Coordinator:
                         fid = tracker.failures[told_failed]
                         told_failed += 1
                         if fid in self._live_ids:
-                            self._dispatch(driver.on_failed(fid, tracker.errors[fid], now))
+                            self._dispatch(driver.on_failed(fid, tracker.errors.get(fid, ""),
+                                                            now))  # fmt: skip
                 self._flush_all()
                 if now >= next_check:
                     next_check = now + CHECK_NS
+                    self._forget_saved()
                     for w in self.workers.all:
                         if w.client is not None and w.proc.poll() is not None:
                             self.worker_gone(w)
@@ -169,7 +179,7 @@ class Coordinator:
                     self._dispatch(self.driver.on_received(fid, item[2]))
             elif tag == "s":
                 tracker.sent(fid, now)
-                dst = self.dst_of[fid]
+                dst = self.dst_of.get(fid)  # None: received, saved and forgotten already
                 if dst in self.stopped:
                     tracker.failed(fid, f"sent, but {self.stopped[dst]} before receiving it")
             elif tag == "f":
@@ -185,7 +195,7 @@ class Coordinator:
             self.tracker.add(m.flow_id, m.proto == "udp", m.t_ns)
             self._live_ids.add(m.flow_id)
             self.src_of[m.flow_id], self.dst_of[m.flow_id] = m.src, m.dst
-            self.live.append(m)
+            self.live[m.flow_id] = m
             if m.src in self.stopped or m.dst in self.stopped:
                 gone = m.src if m.src in self.stopped else m.dst
                 self.tracker.failed(m.flow_id, self.stopped[gone])
@@ -198,6 +208,19 @@ class Coordinator:
                     self.tracker.failed(row["fid"], self.stopped.get(row["src"], "no agent"))
                 continue
             self._post(w, "add", rows=rows)
+
+    def _forget_saved(self) -> None:
+        """Forget settled flows the follower has saved: their rows are on disk, and the
+        final table reads them back (``AgentFleet.saved_flows``)."""
+        saved, tracker = self.saved, self.tracker
+        for _ in range(min(FORGET_PER_CHECK, len(saved))):
+            fid = saved.popleft()
+            if tracker.forget(fid):
+                self.src_of.pop(fid, None)
+                self.dst_of.pop(fid, None)
+                self.live.pop(fid, None)
+                self._live_ids.discard(fid)
+                self.forgotten += 1
 
     # ----- talking to workers -----------------------------------------------------------
     def _post(self, w: WorkerProcess, cmd: str, **kw: Any) -> None:

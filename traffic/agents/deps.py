@@ -6,7 +6,9 @@ received; its completion instant is the latest receiver timestamp among its
 messages. Rows with ``after == g`` are released at that instant (rows with
 ``after == -1`` at the run's t0) and sent ``t_sched_ns`` after their release.
 
-Every flow moves ``waiting -> released -> sent -> done`` or ends ``failed``.
+Every flow moves ``waiting -> released -> sent -> done`` or ends ``failed``; a
+settled flow outside any group can then be forgotten (``forget``: a long run's
+settled flows are saved as it goes, and need not be held).
 A UDP datagram that was sent but not received within a grace period counts as
 lost. A group with a failed or lost member never completes, and neither do
 the groups that wait for it: the run is *settled* once every flow is done,
@@ -30,11 +32,11 @@ class DependencyTracker:
         udp: Sequence[bool],
     ) -> None:
         order = sorted(range(len(flow_ids)), key=lambda i: flow_ids[i])
-        self.order = [int(flow_ids[i]) for i in order]
+        ids = [int(flow_ids[i]) for i in order]
         self.barrier = {int(flow_ids[i]): int(barrier[i]) for i in order}
         self.after = {int(flow_ids[i]): int(after[i]) for i in order}
         self.udp = {int(flow_ids[i]) for i in order if udp[i]}
-        self.state = dict.fromkeys(self.order, WAITING)
+        self.state = dict.fromkeys(ids, WAITING)  # every flow of the run, in flow id order
         self.release_ns: dict[int, int] = {}
         self.t_end: dict[int, int] = {}
         self.sent_at: dict[int, int] = {}
@@ -42,7 +44,7 @@ class DependencyTracker:
         self.group_left: dict[int, int] = {}
         self.group_t: dict[int, int] = {}
         self.waiters: dict[int, list[int]] = {}
-        for fid in self.order:
+        for fid in ids:
             g = self.barrier[fid]
             if g >= 0:
                 self.group_left[g] = self.group_left.get(g, 0) + 1
@@ -72,7 +74,7 @@ class DependencyTracker:
     # ----- events ---------------------------------------------------------------------
     def start(self, t0_ns: int) -> list[int]:
         """Release the rows that wait for nothing; returns their flow ids."""
-        out = [f for f in self.order if self.after[f] < 0 and self.state[f] == WAITING]
+        out = [f for f, s in self.state.items() if self.after[f] < 0 and s == WAITING]
         for fid in out:
             self._release(fid, t0_ns)
         return out
@@ -99,7 +101,6 @@ class DependencyTracker:
         for no group and belongs to none."""
         if fid in self.state:
             raise ValueError(f"flow id {fid} is already in the run")
-        self.order.append(fid)
         self.barrier[fid] = self.after[fid] = -1
         if udp:
             self.udp.add(fid)
@@ -124,10 +125,23 @@ class DependencyTracker:
             return []
         t_done = self.group_t[g]
         self.completed[g] = t_done
-        released = [w for w in self.waiters.get(g, []) if self.state[w] == WAITING]
+        released = [w for w in self.waiters.get(g, []) if self.state.get(w) == WAITING]
         for w in released:
             self._release(w, t_done)
         return [(g, t_done, released)]
+
+    def forget(self, fid: int) -> bool:
+        """Drop a settled flow that belongs to no completion group (its row is saved
+        elsewhere): nothing here needs it any more, and ``outcomes`` leaves it out.
+        A group's members stay, since the group's fate depends on them. True if
+        dropped."""
+        if self.state.get(fid) not in (DONE, FAILED) or self.barrier[fid] >= 0:
+            return False
+        del self.state[fid], self.barrier[fid], self.after[fid]
+        self.udp.discard(fid)
+        for known in (self.release_ns, self.t_end, self.sent_at, self.errors):
+            known.pop(fid, None)
+        return True
 
     def _release(self, fid: int, t_ns: int) -> None:
         self.state[fid] = RELEASED
@@ -138,7 +152,7 @@ class DependencyTracker:
     def dead_groups(self, now_ns: int, grace_ns: int) -> dict[int, str]:
         """Groups that can no longer complete, with the reason."""
         dead: dict[int, str] = {}
-        for fid in self.order:
+        for fid in self.state:
             g = self.barrier[fid]
             if g < 0 or g in dead:
                 continue
@@ -156,7 +170,7 @@ class DependencyTracker:
         if self.active:
             return False
         dead = None
-        for fid in self.order:
+        for fid in self.state:
             s = self.state[fid]
             if s in (DONE, FAILED):
                 continue
@@ -173,14 +187,15 @@ class DependencyTracker:
     def outcomes(
         self, now_ns: int, grace_ns: int, ended: str | bool = ""
     ) -> dict[int, tuple[bool, str]]:
-        """``{flow_id: (ok, error)}`` at the end of the run; nothing is dropped silently.
+        """``{flow_id: (ok, error)}`` at the end of the run for every flow not forgotten;
+        nothing is dropped silently.
         ``ended`` says how the run ended early ("timed out after 60 s"), if it did."""
         dead = self.dead_groups(now_ns, grace_ns)
         if ended is True:
             ended = "timed out"
         end = f"before the run {ended}" if ended else "before the run ended"
         out: dict[int, tuple[bool, str]] = {}
-        for fid in self.order:
+        for fid in self.state:
             s = self.state[fid]
             if s == DONE:
                 out[fid] = (True, "")

@@ -15,6 +15,15 @@ stopped on exit (stop, terminate, kill), also on Ctrl-C. Nothing is printed;
 logging goes to ``kvfabric.fleet`` and each worker's log to
 ``<run_dir>/agents/worker-<i>.log``.
 
+Memory follows the flows in flight, not the run's length: each worker spills its
+finished records to ``<run_dir>/agents/worker-<i>.spill.jsonl`` every ``spill_s``
+(``spill``) and merges them back at collect; and when a caller saves the settled
+flows as the run goes (``experiments.orchestration.live.LiveTables`` sets
+``saved_flows``), the coordinator forgets each flow once saved and the final table
+reads those rows back, laying the workers' records over them (``merge.with_records``).
+Either way the table is the same. What stays: the planned schedule (allocated at
+start), a completion group's members (its fate depends on them) and failures.
+
 ``net`` needs ``fabric`` (hosts with ``name``, ``ip``, ``server``) and
 optionally ``netns(host)``, the path of a host's network namespace
 (``topologies.builder.FabricNetwork`` has both; without ``netns`` every host's
@@ -28,7 +37,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +48,10 @@ from ..workloads.schedule import validate_schedule
 from .coordinator import Coordinator
 from .deps import DependencyTracker
 from .launcher import FleetError, Workers, assign_hosts
-from .merge import agent_rows, flows_table, live_frame, plan, tenant_codes
+from .merge import agent_rows, flows_table, live_frame, plan, tenant_codes, with_records
 from .pauses import no_full_collections
 from .records import Received, Sent, read_records
+from .spill import SPILL_S
 from .wire import CONNECTIONS
 from .worker import PRIORITIES, thread_priority
 
@@ -51,6 +61,14 @@ PER_HOST = "per_host"
 # Threads of this process (the samplers) take the GIL from the coordinator for at most
 # this long, not Python's default 5 ms: the coordinator's next decision waits on it.
 SWITCH_INTERVAL_S = 0.0005
+
+
+def in_run_order(flows: pd.DataFrame, planned: pd.DataFrame) -> pd.DataFrame:
+    """``flows`` in the order of the run: the planned rows as planned, then the live
+    driver's in flow id order (the order a driver hands them out)."""
+    position = pd.Series(range(len(planned)), index=planned["flow_id"].to_numpy())
+    key = flows["flow_id"].map(position).fillna(len(planned) + flows["flow_id"])
+    return flows.iloc[key.to_numpy().argsort(kind="stable")].reset_index(drop=True)
 
 
 def available_cc() -> list[str]:
@@ -95,6 +113,9 @@ class AgentFleet:
     - ``ready_timeout_s``, ``start_delay_s`` (t0 = now + this), ``udp_grace_s``
       (a datagram not received this long after it was sent is lost),
       ``stop_grace_s`` (terminate, then kill).
+    - ``spill_s``: each worker moves its finished records to a file in the agents
+      folder this often (``spill``), so its memory does not grow with the run; ``None``
+      keeps them in memory until they are collected. The flows table is the same.
     """
 
     def __init__(self, net: Any, run_dir: str | os.PathLike, schedule: pd.DataFrame,
@@ -102,7 +123,8 @@ class AgentFleet:
                  processes: int | str | None = None, ready_timeout_s: float = 20.0,
                  start_delay_s: float = 0.3, udp_grace_s: float = 0.5,
                  stop_grace_s: float = 3.0, priority: str = "rt",
-                 driver: Driver | None = None, timer_lead_ms: float = 5.0) -> None:  # fmt: skip
+                 driver: Driver | None = None, timer_lead_ms: float = 5.0,
+                 spill_s: float | None = SPILL_S) -> None:  # fmt: skip
         if connection not in CONNECTIONS:
             raise ValueError(f"connection={connection!r}; allowed: {', '.join(CONNECTIONS)}")
         if priority not in PRIORITIES:
@@ -135,6 +157,9 @@ class AgentFleet:
         self.ready_timeout_s, self.start_delay_s = ready_timeout_s, start_delay_s
         self.udp_grace_s, self.stop_grace_s = udp_grace_s, stop_grace_s
         self.priority = priority
+        if spill_s is not None and not spill_s > 0:
+            raise ValueError(f"spill_s={spill_s!r}; must be > 0, or None (no spilling)")
+        self.spill_s = spill_s
         self.workers: Workers | None = None
         self.stopped: dict[str, str] = {}  # host -> why its agent is gone
         self.flows: pd.DataFrame | None = None
@@ -144,6 +169,9 @@ class AgentFleet:
         self.events_handled = 0
         self.killed: list[dict[str, Any]] = []  # agent_kills carried out (Coordinator.killed)
         self.t_end_ns: int | None = None  # when the run's loop ended (before collecting)
+        # Set by whoever saves settled flows during the run (``progress.FlowProgress``'s
+        # caller): returns those rows, so the coordinator may forget the flows saved.
+        self.saved_flows: Callable[[], pd.DataFrame | None] | None = None
 
     # ----- lifetime -----------------------------------------------------------------
     def __enter__(self) -> AgentFleet:
@@ -168,7 +196,8 @@ class AgentFleet:
                   for h in group] for group in self.groups]  # fmt: skip
         agents_dir = self.run_dir / "agents"
         self.workers = w = Workers(agents_dir, specs, self.cc, self.connection, self.priority,
-                                   self.ready_timeout_s, self.stop_grace_s)  # fmt: skip
+                                   self.ready_timeout_s, self.stop_grace_s,
+                                   self.spill_s)  # fmt: skip
         w.start()
         for wp in w.all:
             rows = agent_rows(self.planned, wp.hosts, self.ips)
@@ -246,10 +275,33 @@ class AgentFleet:
         sent, received, cc = self._collect()
         now = time.monotonic_ns()
         outcomes = tracker.outcomes(now, int(self.udp_grace_s * 1e9), ended)
-        live = live_frame(coord.live, self.scale) if coord.live else None
-        self.flows = flows_table(p, live, outcomes, tracker.release_ns, tracker.t_end, sent,
-                                 received, cc or self.cc, self.connection)  # fmt: skip
+        held = p[p["flow_id"].isin(list(outcomes))] if coord.forgotten else p
+        live = live_frame(list(coord.live.values()), self.scale) if coord.live else None
+        flows = flows_table(held, live, outcomes, tracker.release_ns, tracker.t_end, sent,
+                            received, cc or self.cc, self.connection)  # fmt: skip
+        if coord.forgotten:
+            flows = self._with_saved(flows, outcomes.keys(), coord.forgotten, sent, received,
+                                     cc or self.cc)  # fmt: skip
+        self.flows = in_run_order(flows, p)
         return self.flows
+
+    def _with_saved(self, flows: pd.DataFrame, held: Iterable[int], forgotten: int,
+                    sent: list[Sent], received: list[Received],
+                    cc: str) -> pd.DataFrame:  # fmt: skip
+        """``flows`` and the rows of the flows the coordinator forgot once they were
+        saved (``saved_flows``), with the workers' records laid over those."""
+        assert self.saved_flows is not None
+        saved = self.saved_flows()
+        if saved is None or not len(saved):
+            log.warning("%d flows were saved and forgotten, but none could be read back",
+                        forgotten)  # fmt: skip
+            return flows
+        saved = saved[~saved["flow_id"].isin(list(held))]  # a flow held is in ``flows``
+        if len(saved) < forgotten:
+            log.warning("%d flows were saved and forgotten, %d could be read back", forgotten,
+                        len(saved))  # fmt: skip
+        saved = with_records(saved, sent, received, cc, self.connection)  # chunks keep dtypes
+        return pd.concat([flows, saved], ignore_index=True) if len(flows) else saved
 
     def _collect(self) -> tuple[list[Sent], list[Received], str]:
         assert self.workers is not None

@@ -3,7 +3,8 @@
 ``assign_hosts`` (pure) splits the hosts of a run into at most ``processes``
 groups, keeping each GPU server's hosts in one worker. ``Workers`` starts one
 ``traffic.agents.worker`` process per group in this machine's root namespace
-(each enters its hosts' namespaces only to make their sockets), waits until each
+(each enters its hosts' namespaces only to make their sockets; with ``spill_s``, each
+spills its finished records to ``<agents>/<name>.spill.jsonl``), waits until each
 answers on its control socket, and stops them all on ``close`` (stop, then
 terminate, then kill), also after a failure half-way. Each worker dies with the
 process that started it (``PR_SET_PDEATHSIG``), so a runner killed with SIGKILL
@@ -117,8 +118,9 @@ class Workers:
 
     def __init__(self, agents_dir: Path, groups: list[list[dict[str, Any]]], cc: str,
                  connection: str, priority: str, ready_timeout_s: float = 20.0,
-                 stop_grace_s: float = 3.0) -> None:  # fmt: skip
+                 stop_grace_s: float = 3.0, spill_s: float | None = None) -> None:  # fmt: skip
         self.agents_dir = agents_dir
+        self.spill_s = spill_s  # None: each worker keeps its records until collect
         self.groups = groups
         self.cc, self.connection, self.priority = cc, connection, priority
         self.ready_timeout_s, self.stop_grace_s = ready_timeout_s, stop_grace_s
@@ -143,11 +145,15 @@ class Workers:
             hosts_file.write_text(json.dumps(specs))
             control = str(self._sock_dir / f"{name}.sock")
             log_path = here / f"{name}.log"
+            spill = []
+            if self.spill_s:
+                spill = ["--spill", str(here / f"{name}.spill.jsonl"), "--spill-s",
+                         f"{self.spill_s:g}"]  # fmt: skip
             with open(log_path, "wb") as logf:
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "traffic.agents.worker", "--hosts", str(hosts_file),
                      "--control", control, "--cc", self.cc, "--connection", self.connection,
-                     "--priority", self.priority],
+                     "--priority", self.priority, *spill],
                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=logf, env=env,
                 )  # fmt: skip
             w = WorkerProcess(name, [s["name"] for s in specs], proc, control, log_path)

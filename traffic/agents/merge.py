@@ -7,6 +7,8 @@ row per message (pure: no process, no socket).
 - ``flows_table``: planned rows, the driver's messages, the coordinator's
   outcome of each flow and the workers' ``Sent``/``Received`` records -> the
   ``flows.parquet`` table (``FLOW_COLUMNS``), one row per message.
+- ``with_records``: the workers' records laid over rows of that table (rows saved
+  during the run, before the records were collected).
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ FLOW_COLUMNS = [
     "t_release_ns", "t_sched_ns", "t_issue_ns", "t_start_ns", "t_end_ns",
     "fct_ms", "lateness_ms", "issue_lateness_ms", "ok", "error", "cc", "connection",
 ]  # fmt: skip
-_NS_COLUMNS = ["t_release_ns", "t_issue_ns", "t_start_ns", "t_end_ns"]
 _PLAN_COLUMNS = ["flow_id", "kind", "tenant", "src", "dst", "bytes", "bytes_emulated", "dscp",
                  "proto", "request_id", "layer", "chunk", "round", "step", "barrier", "after",
                  "t_sched_ns"]  # fmt: skip
@@ -101,27 +102,11 @@ def flows_table(planned: pd.DataFrame, live: pd.DataFrame | None,
     """One row per message (``FLOW_COLUMNS``): the plan, what happened and when.
 
     ``outcomes``/``release_ns``/``t_end``: the coordinator's view (``deps``);
-    ``sent``/``received``: every worker's records. The error shown is the most
-    precise one: the sender's, else the receiver's, else the coordinator's."""
+    ``sent``/``received``: every worker's records (``with_records``)."""
     p = planned[_PLAN_COLUMNS]
     if live is not None and len(live):
         p = pd.concat([p, live[_PLAN_COLUMNS]], ignore_index=True)
-    by_sent = {r.flow_id: r for r in sent}
-    by_recv = {r.flow_id: r for r in received}
-    cols: dict[str, list] = {c: [] for c in (*_NS_COLUMNS, "ok", "error")}
-    for fid in p["flow_id"].tolist():
-        s, r = by_sent.get(fid), by_recv.get(fid)
-        ok, err = outcomes[fid]
-        if not ok and s is not None and s.error:
-            err = s.error
-        elif not ok and r is not None and r.error:
-            err = r.error
-        cols["t_release_ns"].append(release_ns.get(fid))
-        cols["t_issue_ns"].append(s.t_issue_ns if s else None)
-        cols["t_start_ns"].append(s.t_start_ns if s else (r.t_send_ns if r else None))
-        cols["t_end_ns"].append(t_end.get(fid) if ok else None)
-        cols["ok"].append(ok)
-        cols["error"].append(err)
+    fids = p["flow_id"].tolist()
     out = pd.DataFrame({
         "flow_id": p["flow_id"].to_numpy(), "kind": p["kind"].to_numpy(),
         "tenant": p["tenant"].to_numpy(), "src": p["src"].to_numpy(),
@@ -131,17 +116,47 @@ def flows_table(planned: pd.DataFrame, live: pd.DataFrame | None,
     })  # fmt: skip
     for c in ("request_id", "layer", "chunk", "round", "step", "barrier", "after"):
         out[c] = p[c].to_numpy()
-    for c in _NS_COLUMNS:
-        out[c] = pd.array(cols[c], dtype="Int64")
+    settled = [outcomes[fid] for fid in fids]
+    ok = [o[0] for o in settled]
+    out["t_release_ns"] = pd.array([release_ns.get(fid) for fid in fids], dtype="Int64")
     out["t_sched_ns"] = out["t_release_ns"] + p["t_sched_ns"].to_numpy()
+    ends = [t_end.get(fid) if good else None for fid, good in zip(fids, ok, strict=True)]
+    out["t_end_ns"] = pd.array(ends, dtype="Int64")
+    out["ok"] = np.asarray(ok, dtype=bool)
+    out["error"] = [o[1] for o in settled]
+    return with_records(out, sent, received, cc, connection)
+
+
+def with_records(flows: pd.DataFrame, sent: Iterable[Sent], received: Iterable[Received],
+                 cc: str, connection: str) -> pd.DataFrame:  # fmt: skip
+    """``flows`` (the coordinator's columns) with what the workers recorded laid over
+    it, and the columns that follow: ``t_issue_ns`` and ``t_start_ns`` from the sender
+    (the receiver's header instant if the sender recorded none), the most precise
+    error of a failed flow (the sender's, else the receiver's, else the coordinator's),
+    ``fct_ms``, the two latenesses, ``cc`` and ``connection``."""
+    by_sent = {r.flow_id: r for r in sent}
+    by_recv = {r.flow_id: r for r in received}
+    issue, start, errors = [], [], []
+    for fid, ok, err in zip(flows["flow_id"].tolist(), flows["ok"].tolist(),
+                            flows["error"].tolist(), strict=True):  # fmt: skip
+        s, r = by_sent.get(fid), by_recv.get(fid)
+        if not ok and s is not None and s.error:
+            err = s.error
+        elif not ok and r is not None and r.error:
+            err = r.error
+        issue.append(s.t_issue_ns if s else None)
+        start.append(s.t_start_ns if s else (r.t_send_ns if r else None))
+        errors.append(err)
+    out = flows.copy()
+    out["t_issue_ns"] = pd.array(issue, dtype="Int64")
+    out["t_start_ns"] = pd.array(start, dtype="Int64")
     out["fct_ms"] = _ms(out["t_end_ns"] - out["t_start_ns"])
     out["lateness_ms"] = _ms(out["t_start_ns"] - out["t_sched_ns"])
     # The agent's own lag: start also waits for a persistent connection that is
     # still busy with earlier messages (head-of-line blocking, as in any transport
     # library), which is the workload's behaviour, not the emulator's.
     out["issue_lateness_ms"] = _ms(out["t_issue_ns"] - out["t_sched_ns"])
-    out["ok"] = np.asarray(cols["ok"], dtype=bool)
-    out["error"] = cols["error"]
+    out["error"] = errors
     out["cc"] = cc
     out["connection"] = connection
     return out[FLOW_COLUMNS]

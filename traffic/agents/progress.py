@@ -2,16 +2,22 @@
 
     progress = FlowProgress(fleet)
     rows = progress.take()        # flows settled since the last take (FLOW_COLUMNS), or None
+    progress.saved(rows)          # they are on disk: the coordinator may forget them
 
 The coordinator's loop is the run's latency-critical path, so nothing here runs in it:
-``take`` only slices lists the loop appends to (``Coordinator.received_log``,
-``DependencyTracker.failures``, ``Coordinator.live``), which are append-only and whose
-slices CPython copies in one step, and reads single dictionary entries. Each flow comes
-out once, when it settles (received in full, or failed), through the same
+``take`` pops what the loop appended to ``Coordinator.received_log`` (a deque), slices
+``DependencyTracker.failures`` (append-only; CPython copies a slice in one step), and
+reads single dictionary entries (``Coordinator.live``, the tracker's instants). Each
+flow comes out once, when it settles (received in full, or failed), through the same
 ``merge.flows_table`` as the run's final table. What only the workers know is missing
 until then: ``t_issue_ns`` (so ``issue_lateness_ms``) is null, ``t_start_ns`` is the
 instant in the message's header (the final table's fallback, equal to the sender's
-``t_start_ns``), and a failure's error is the coordinator's, not the sender's own.
+``t_start_ns``), and a failure's error is the coordinator's, not the sender's own;
+the final table lays the workers' records over these rows (``merge.with_records``).
+
+``saved`` hands the flow ids of rows the caller has saved to the coordinator, which
+then forgets them; it does so only when the fleet can read those rows back at the end
+(``fleet.saved_flows`` is set), so the final table still has every flow.
 """
 
 from __future__ import annotations
@@ -29,10 +35,7 @@ class FlowProgress:
 
     def __init__(self, fleet: Any) -> None:
         self.fleet = fleet
-        self._received = 0  # items of received_log taken
         self._failed = 0  # items of tracker.failures taken
-        self._live = 0  # items of coordinator.live seen
-        self._messages: dict[int, Any] = {}  # live flow id -> its Message
         self._planned: pd.DataFrame | None = None
 
     def take(self) -> pd.DataFrame | None:
@@ -42,15 +45,10 @@ class FlowProgress:
         if coord is None:
             return None
         tracker = coord.tracker
-        # The logs first, then the live messages: a live flow is in ``live`` before it
-        # can be received or fail, so each flow taken has its message.
-        received = coord.received_log[self._received :]
+        log = coord.received_log
+        received = [log.popleft() for _ in range(len(log))]
         failed = tracker.failures[self._failed :]
-        fresh = coord.live[self._live :]
-        self._received += len(received)
         self._failed += len(failed)
-        self._live += len(fresh)
-        self._messages.update((m.flow_id, m) for m in fresh)
         if not received and not failed:
             return None
         outcomes = {item[1]: (True, "") for item in received}
@@ -60,14 +58,22 @@ class FlowProgress:
                    for item in received if len(item) > 3]  # fmt: skip
         release = {fid: tracker.release_ns.get(fid) for fid in outcomes}
         release = {fid: t for fid, t in release.items() if t is not None}
-        live = [self._messages[f] for f in outcomes if f in self._messages]
-        static = [f for f in outcomes if f not in self._messages]
+        # A live flow is in ``live`` before it can be received or fail.
+        messages = {f: coord.live.get(f) for f in outcomes}
+        live = [m for m in messages.values() if m is not None]
+        static = [f for f, m in messages.items() if m is None]
         planned = self._plan().loc[static] if static else self._plan().iloc[:0]
         fleet = self.fleet
         return flows_table(planned.reset_index(drop=True),
                            live_frame(live, fleet.scale) if live else None, outcomes,
                            release, t_end, [], records, fleet.cc,
                            fleet.connection)  # fmt: skip
+
+    def saved(self, flows: pd.DataFrame) -> None:
+        """``flows`` (rows ``take`` returned) are saved: the coordinator may forget them."""
+        coord = self.fleet.coordinator
+        if coord is not None and getattr(self.fleet, "saved_flows", None) is not None:
+            coord.saved.extend(flows["flow_id"].tolist())
 
     def _plan(self) -> pd.DataFrame:
         if self._planned is None:

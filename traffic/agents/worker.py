@@ -17,7 +17,7 @@ waiting rows are sent at ``t_ns + t``; no reply); ``add {rows}`` (a live driver'
 rows at absolute ``t``; no reply); ``stop_host {host}`` (that host's agent dies: its
 sockets close, its rows fail; ``kill_host {host, why}`` is the same posted mid-run,
 without a reply); ``status``; ``collect {path}`` (write the
-records, ``traffic.agents.records``); ``stop``. ``subscribe`` turns the
+records, ``traffic.agents.records``, the spilled ones included); ``stop``. ``subscribe`` turns the
 connection into an event stream: lines ``{"ev": [...]}`` with items ``["r",
 flow_id, t_end_ns, t_send_ns]`` (a message fully received here; ``t_send_ns`` from its
 header), ``["s", flow_id]`` (a
@@ -25,7 +25,10 @@ UDP datagram sent) and ``["f", flow_id, error]`` (failed). A TCP message's
 completion is its receiver's ``r``; its sender reports only failures.
 
 Rows fire from one heap of due instants behind one timer, so a million rows
-cost one timer, not a million.
+cost one timer, not a million. With ``--spill FILE`` the finished records go to that
+file every ``--spill-s`` seconds once the run has started (``spill``), so the worker
+holds only the records of the last seconds; ``status`` tells how many it holds
+(``held``, and ``held_peak`` at any spill) and how many it has written (``spilled``).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from .host import Endpoint, describe_error, now_ns
 from .kernel import PreciseSelector, set_timer_slack
 from .pauses import no_full_collections
 from .records import Received, Records, Sent, write_records
+from .spill import SPILL_S, Spill, read_spill
 from .wire import CONNECTIONS, F_FLOW, F_LEN, F_TSEND, HEADER_LEN, decode, encode
 
 log = logging.getLogger("kvfabric.agent")
@@ -59,7 +63,8 @@ class Worker:
     """The agent of every host in ``hosts`` (see the module docstring)."""
 
     def __init__(self, hosts: list[dict[str, Any]], control: str, cc: str = "cubic",
-                 connection: str = "persistent") -> None:  # fmt: skip
+                 connection: str = "persistent", spill: str | None = None,
+                 spill_s: float = SPILL_S) -> None:  # fmt: skip
         if connection not in CONNECTIONS:
             raise ValueError(f"connection={connection!r}; allowed: {', '.join(CONNECTIONS)}")
         self.host_specs = hosts
@@ -71,7 +76,12 @@ class Worker:
         self.recv_records: dict[int, Received] = {}
         self.subscribers: list[asyncio.StreamWriter] = []
         self.events: list[list] = []
-        self.counts = {"released": 0, "fired": 0, "framing_errors": 0}
+        self.counts = {"released": 0, "fired": 0, "framing_errors": 0, "sent_ok": 0,
+                       "sent_failed": 0, "received": 0, "held_peak": 0,
+                       "spilled": 0}  # fmt: skip
+        self.spill = Spill(spill) if spill else None
+        self.spill_s = spill_s
+        self._writing = False
         self.due: list[tuple[int, int, dict]] = []  # (t_ns, seq, row)
         self._seq = 0
         self._timer: asyncio.TimerHandle | None = None
@@ -169,18 +179,19 @@ class Worker:
             self._quiet_gc.__enter__()  # until the worker stops: no full collection mid-run
             t0 = int(msg["t0_ns"])
             self._schedule([(t0 + r["t"], r) for r in self.rows if r["after"] < 0])
+            if self.spill is not None and self.spill_s > 0:
+                self.loop.call_later(self.spill_s, self._spill_due)
             return {}
         if cmd == "stop_host":
             ep = self.endpoints[msg["host"]]
             ep.close(f"agent on {ep.name} {msg.get('why', 'stopped')}")
             return {}
         if cmd == "status":
-            ok = sum(1 for r in self.sent_records.values() if r.ok)
-            return self.counts | {"rows": len(self.rows), "sent_ok": ok,
-                                  "sent_failed": len(self.sent_records) - ok,
-                                  "received": len(self.recv_records), "due": len(self.due),
+            return self.counts | {"rows": len(self.rows), "held": self._held(),
+                                  "due": len(self.due),
                                   "t_ns": now_ns()}  # fmt: skip
         if cmd == "collect":
+            self._gather_spill()
             records = Records(list(self.endpoints), self.cc, list(self.sent_records.values()),
                               list(self.recv_records.values()))  # fmt: skip
             write_records(msg["path"], records)
@@ -251,6 +262,61 @@ class Worker:
             self._fire(row, t_sched)
         self._arm()
 
+    # ----- spilling (``spill``) ----------------------------------------------------------
+    def _held(self) -> int:
+        queued = len(self.spill.queued) if self.spill else 0
+        return len(self.sent_records) + len(self.recv_records) + queued
+
+    def _spill_due(self) -> None:
+        """Every ``spill_s``: hand what finished since the last time to the spill file."""
+        if self.spill is None or not self.spill_s > 0:
+            return
+        self.loop.call_later(self.spill_s, self._spill_due)
+        self.counts["held_peak"] = max(self.counts["held_peak"], self._held())
+        if not self.sent_records and not self.recv_records:
+            return
+        self.spill.take(self.sent_records, self.recv_records)
+        self.sent_records, self.recv_records = {}, {}
+        if not self._writing:
+            self._writing = True
+            self.loop.call_soon(self._spill_batch)
+
+    def _spill_batch(self) -> None:
+        """One batch per turn of the loop: the sockets are served between batches."""
+        if self.spill is None:  # collected meanwhile
+            return
+        try:
+            more = self.spill.write()
+        except OSError as exc:  # a full disk: what is queued stays in memory, for collect
+            log.warning("spilling records to %s failed, no more spills: %s", self.spill.path,
+                        exc)  # fmt: skip
+            self.spill_s = 0.0
+            return
+        self.counts["spilled"] = self.spill.written
+        if more:
+            self.loop.call_soon(self._spill_batch)
+        else:
+            self._writing = False
+
+    def _gather_spill(self) -> None:
+        """Everything spilled back into memory for ``collect`` (the run is over), and
+        no more spilling: the file, oldest first, then the queue, then what is held."""
+        spill, self.spill = self.spill, None
+        if spill is None:
+            return
+        spill.close()
+        sent, recv = read_spill(spill.path)
+        for rec in spill.queued:
+            if isinstance(rec, Sent):
+                sent[rec.flow_id] = rec
+            else:
+                recv[rec.flow_id] = rec
+        self.sent_records = sent | self.sent_records
+        self.recv_records = recv | self.recv_records
+        self._writing = False
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(spill.path)  # the records file now holds every record
+
     def _fire(self, row: dict, t_sched: int) -> None:
         self.counts["fired"] += 1
         ep = self.endpoints[row["src"]]
@@ -262,17 +328,20 @@ class Worker:
     # ----- what endpoints report (host.Sink) ------------------------------------------
     def sent(self, row: dict, t_sched: int, t_issue: int, t_start: int) -> None:
         fid = row["fid"]
+        self.counts["sent_ok"] += 1
         self.sent_records[fid] = Sent(fid, t_sched, t_issue, t_start, row["bytes"], True, "")
         if row["proto"] == "udp":
             self._emit(["s", fid])
 
     def failed(self, row: dict, t_sched: int, t_issue: int, t_start: int, error: str) -> None:
         fid = row["fid"]
+        self.counts["sent_failed"] += 1
         self.sent_records[fid] = Sent(fid, t_sched, t_issue, t_start, row["bytes"], False, error)
         self._emit(["f", fid, error])
 
     def received(self, fields: tuple, t_end: int, peer: str) -> None:
         fid = fields[F_FLOW]
+        self.counts["received"] += 1
         self.recv_records[fid] = Received(fid, t_end, HEADER_LEN + fields[F_LEN], fields[F_TSEND],
                                           peer, True, "")  # fmt: skip
         self._emit(["r", fid, t_end, fields[F_TSEND]])
@@ -332,6 +401,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--control", required=True, help="Unix socket path for control")
     p.add_argument("--cc", default="cubic")
     p.add_argument("--connection", default="persistent", choices=CONNECTIONS)
+    p.add_argument("--spill", help="append finished records to this file during the run")
+    p.add_argument("--spill-s", type=float, default=SPILL_S, help="seconds between spills")
     p.add_argument("--log-level", default="INFO")
     p.add_argument("--priority", default="normal", choices=PRIORITIES,
                    help="normal; nice (-10); rt (SCHED_FIFO 1): prompter wake-ups")  # fmt: skip
@@ -343,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
         set_timer_slack(1)
     with open(args.hosts) as fh:
         hosts = json.load(fh)
-    worker = Worker(hosts, args.control, args.cc, args.connection)
+    worker = Worker(hosts, args.control, args.cc, args.connection, args.spill, args.spill_s)
     loop = asyncio.SelectorEventLoop(PreciseSelector())
     try:
         loop.run_until_complete(worker.serve())
