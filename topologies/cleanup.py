@@ -159,7 +159,10 @@ def clean(force: bool = False) -> tuple[list[str], list[str]]:
         shutil.rmtree(path, ignore_errors=True)
         removed.append(f"directory {path}")
     removed += _stale_ssl()
-    return removed, skipped
+    from .cluster.local import clean_clusters  # a local cluster's record sits in STATE_DIR too
+
+    cluster_removed, cluster_skipped = clean_clusters(force)
+    return removed + cluster_removed, skipped + cluster_skipped
 
 
 def _stale_ssl() -> list[str]:
