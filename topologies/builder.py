@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import logging
 import signal
+import subprocess
 import tempfile
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -260,35 +261,33 @@ class FabricNetwork:
             if self.mtu != DEFAULT_MTU:
                 cmds = [["link", "set", "dev", self.intf(host.name, port), "mtu", str(self.mtu)]
                         for port in sorted(self._ports(host.name))] + cmds  # fmt: skip
-            batch = self.workfile(f"ip-{host.name}.batch", batch_text(cmds))
-            self._check(mn.pexec("ip", "-batch", str(batch)), f"static ARP/routes on {host.name}")
-        for sw in self.fabric.switches:
-            for port in self._ports(sw.name):
-                # Best effort: some offloads are fixed on veth; the qdisc sees MTU packets anyway.
-                run(["ethtool", "-K", self.intf(sw.name, port), *SWITCH_OFFLOADS])
+            self._check(self.host_exec(host.name, ["ip", "-batch", "-"], batch_text(cmds)),
+                        f"static ARP/routes on {host.name}")  # fmt: skip
+        for place, switches in self.by_place(sw.name for sw in self.fabric.switches).items():
+            # Best effort: some offloads are fixed on veth; the qdisc sees MTU packets anyway.
+            line = "; ".join(f"ethtool -K {self.intf(sw, port)} {' '.join(SWITCH_OFFLOADS)}"
+                             for sw in switches for port in self._ports(sw))  # fmt: skip
+            self.run_at(place, ["sh", "-c", f"{line} 2>/dev/null; true"], timeout=120)
         if self.mtu != DEFAULT_MTU:
             self._switch_mtu()
 
     def _switch_mtu(self) -> None:
         """Jumbo frames on every switch port: the kernel's MTU, and Open vSwitch's
         ``mtu_request`` so that the datapath receives whole frames."""
-        ports = [self.intf(sw.name, p) for sw in self.fabric.switches for p in self._ports(sw.name)]
-        batch = self.workfile("ip-switches-mtu.batch",
-                              batch_text([["link", "set", "dev", d, "mtu", str(self.mtu)]
-                                          for d in ports]))  # fmt: skip
-        proc = run(["ip", "-batch", str(batch)])
-        self._check((proc.stdout, proc.stderr, proc.returncode), "MTU on switch ports")
-        args = ["ovs-vsctl"]
-        for dev in ports:
-            args += ["--", "set", "interface", dev, f"mtu_request={self.mtu}"]
-        proc = run(args, timeout=120)
-        self._check((proc.stdout, proc.stderr, proc.returncode), "mtu_request on switch ports")
+        for place, switches in self.by_place(sw.name for sw in self.fabric.switches).items():
+            ports = [self.intf(sw, p) for sw in switches for p in self._ports(sw)]
+            text = batch_text([["link", "set", "dev", d, "mtu", str(self.mtu)] for d in ports])
+            self._check(self.run_at(place, ["ip", "-batch", "-"], text), "MTU on switch ports")
+            args = ["ovs-vsctl"]
+            for dev in ports:
+                args += ["--", "set", "interface", dev, f"mtu_request={self.mtu}"]
+            self._check(self.run_at(place, args, timeout=120), "mtu_request on switch ports")
 
     def _shape(self) -> None:
-        by_ns: dict[str, list[list[str]]] = defaultdict(list)
+        by_ns: dict[tuple[str, str], list[list[str]]] = defaultdict(list)
         for eg in self.plan:
             is_host = self.fabric.node(eg.node).is_host
-            ns = eg.node if is_host else ""
+            ns = (eg.node, "") if is_host else ("", self.place_of(eg.node))
             dev = self.intf(eg.node, eg.port)
             if self.qos is not None and not is_host:
                 # Switch egresses get one HTB class per traffic class; the leaf
@@ -296,13 +295,13 @@ class FabricNetwork:
                 by_ns[ns] += self.qos.commands(dev, eg.rate_bps, eg.buffer_pkts, self.mtu)
             else:
                 by_ns[ns] += htb_commands(dev, eg.rate_bps, eg.buffer_pkts, self.mtu)
-        for ns, cmds in by_ns.items():
-            batch = self.workfile(f"tc-{ns or 'switches'}.batch", batch_text(cmds))
-            if ns:
-                self._check(self.mn(ns).pexec("tc", "-batch", str(batch)), f"tc on {ns}")
+        for (host, place), cmds in by_ns.items():
+            text = batch_text(cmds)
+            if host:
+                self._check(self.host_exec(host, ["tc", "-batch", "-"], text), f"tc on {host}")
             else:
-                proc = run(["tc", "-batch", str(batch)], timeout=120)
-                self._check((proc.stdout, proc.stderr, proc.returncode), "tc on switch ports")
+                self._check(self.run_at(place, ["tc", "-batch", "-"], text, timeout=120),
+                            f"tc on switch ports{f' of {place}' if place else ''}")  # fmt: skip
 
     def _size_tx_buffer(self) -> None:
         """Room in OVS's one transmit socket for every shaped switch queue full at once
@@ -333,10 +332,9 @@ class FabricNetwork:
         for node, port in ((link.a, link.a_port), (link.b, link.b_port)):
             args = ["ip", "link", "set", "dev", self.intf(node, port), state]
             if self.fabric.node(node).is_host:
-                self._check(self.mn(node).pexec(*args), f"link {state} on {node}")
+                self._check(self.host_exec(node, args), f"link {state} on {node}")
             else:
-                proc = run(args)
-                self._check((proc.stdout, proc.stderr, proc.returncode), f"link {state} on {node}")
+                self._check(self.run_at(self.place_of(node), args), f"link {state} on {node}")
 
     def set_rate(self, a: str, b: str, gbps: float) -> None:
         """Shape both egresses of the link between ``a`` and ``b`` to ``gbps``
@@ -357,10 +355,36 @@ class FabricNetwork:
             what = f"rate {gbps:g} Gbit/s on {eg.node}"
             for args in classes:
                 if is_host:
-                    self._check(self.mn(eg.node).pexec("tc", *args), what)
+                    self._check(self.host_exec(eg.node, ["tc", *args]), what)
                 else:
-                    proc = run(["tc", *args])
-                    self._check((proc.stdout, proc.stderr, proc.returncode), what)
+                    self._check(self.run_at(self.place_of(eg.node), ["tc", *args]), what)
+
+    # ----- where commands run ------------------------------------------------
+    # One machine here: every switch-side command runs in this root namespace. A
+    # cluster (``topologies.cluster.network``) places each switch on a server.
+    def place_of(self, node: str) -> str:
+        """Where fabric node ``node``'s switch-side commands run ("" = this machine)."""
+        return ""
+
+    def by_place(self, nodes: Iterable[str]) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = defaultdict(list)
+        for name in nodes:
+            out[self.place_of(name)].append(name)
+        return dict(out)
+
+    def run_at(self, place: str, args: list[str], stdin: str | None = None,
+               timeout: float = 20) -> tuple[str, str, int]:  # fmt: skip
+        """Run ``args`` at ``place`` (``place_of``); ``stdin`` is its input."""
+        proc = run(args, timeout=timeout, input=stdin)
+        return proc.stdout, proc.stderr, proc.returncode
+
+    def host_exec(self, host: str, args: list[str], stdin: str | None = None,
+                  ) -> tuple[str, str, int]:  # fmt: skip
+        """Run ``args`` in host ``host``'s namespace (on its server), ``stdin`` its input."""
+        proc = self.mn(host).popen(*args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE)  # fmt: skip
+        out, err = proc.communicate(stdin.encode() if stdin is not None else None, timeout=60)
+        return out.decode(errors="replace"), err.decode(errors="replace"), proc.returncode
 
     # ----- names -----------------------------------------------------------
     def mn(self, name: str) -> Any:
