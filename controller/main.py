@@ -15,6 +15,7 @@ swallowed.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -22,12 +23,15 @@ import sys
 from pathlib import Path
 
 
-def listen_args(port: int, tls_folder: str | None = None) -> list[str]:
+def listen_args(port: int, tls_folder: str | None = None, host: str = "127.0.0.1") -> list[str]:
     """os-ken's options: plain TCP on loopback, or, with a run's PKI
     (``controller.tls``), TLS only (no plain listener at all), requiring a switch
-    certificate the run's CA signed."""
-    args = ["--ofp-listen-host", "127.0.0.1"]
+    certificate the run's CA signed. Only TLS may listen on another address than
+    loopback (a cluster's: switches on other servers)."""
+    args = ["--ofp-listen-host", host]
     if tls_folder is None:
+        if not host.startswith("127."):
+            raise ValueError(f"plain OpenFlow listens on loopback only, not {host}: use TLS")
         return [*args, "--ofp-tcp-listen-port", str(port)]
     folder = Path(tls_folder)
     return [*args, "--ofp-ssl-listen-port", str(port),
@@ -50,7 +54,9 @@ def main(argv: list[str]) -> int:
     from os_ken import cfg
     from os_ken.base.app_manager import AppManager
 
-    cfg.CONF(args=listen_args(port, tls_folder), project="os_ken")
+    with open(config) as fh:
+        host = json.load(fh).get("listen_host", "127.0.0.1")
+    cfg.CONF(args=listen_args(port, tls_folder, host), project="os_ken")
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     AppManager.run_apps(["controller.app"])
     return 0

@@ -53,6 +53,7 @@ class ControllerProcess:
         poll_s: float = 0.2,
         detect_ms: dict[tuple[str, int], float] | None = None,
         tls: TlsFiles | None = None,
+        listen_host: str = "127.0.0.1",
     ) -> None:
         compute(fabric, policy, params=params)  # a bad policy fails here, before any process starts
         poll_interval({"poll_s": poll_s})
@@ -66,6 +67,9 @@ class ControllerProcess:
         self.poll_s = poll_s
         self.detect_ms = dict(detect_ms or {})
         self.tls = tls  # a run's PKI: OpenFlow over TLS only (controller.tls)
+        if tls is None and not listen_host.startswith("127."):
+            raise ValueError(f"plain OpenFlow listens on loopback only, not {listen_host}")
+        self.listen_host = listen_host  # a cluster's address: switches on other servers
         self.proc: subprocess.Popen | None = None
         self.client = ChannelClient(str(self.socket))
         self._release = threading.Event()  # lets a keeper thread (``_popen``) end
@@ -92,6 +96,7 @@ class ControllerProcess:
             "fabric": self.fabric.to_dict(), "policy": self.policy, "params": self.params,
             "socket": str(self.socket), "poll_s": self.poll_s,
             "detect_ms": [[sw, port, ms] for (sw, port), ms in sorted(self.detect_ms.items())],
+            "listen_host": self.listen_host,
         }))  # fmt: skip
         self.lives += 1
         self.down = False

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -22,6 +23,7 @@ import psutil
 from .naming import owned
 from .system import run
 
+log = logging.getLogger("kvfabric.cleanup")
 STATE_DIR = Path(os.environ.get("KVFABRIC_STATE_DIR", "/run/kvfabric"))
 
 
@@ -34,6 +36,8 @@ class RunRecord:
     owner_started: float
     processes: list[tuple[int, float]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    # other servers of a cluster run: [user@host, ssh_config or None] (swept by ssh)
+    servers: list[list] = field(default_factory=list)
 
     @property
     def path(self) -> Path:
@@ -112,9 +116,31 @@ def remove_prefix(prefix: str, record: RunRecord | None = None) -> list[str]:
         if Path(path).exists():
             shutil.rmtree(path, ignore_errors=True)
             removed.append(f"directory {path}")
-    if record:
-        record.forget()
+    missed: list[str] = []
+    if record and record.servers:
+        swept, missed = _sweep_servers(prefix, record.servers)
+        removed += swept
+    if record and not missed:
+        record.forget()  # kept while a server could not be swept: clean tries it again
     return removed
+
+
+def _sweep_servers(prefix: str, servers: list[list]) -> tuple[list[str], list[str]]:
+    """Sweep a cluster run's other servers: (what was removed, the servers that could
+    not be reached, each with why)."""
+    from .cluster.ssh import Server
+    from .cluster.sweep import sweep_server
+
+    swept, missed = [], []
+    for dest, config in servers:
+        user, host = dest.split("@", 1)
+        try:
+            swept += sweep_server(Server(host, user, Path(config) if config else None), prefix)
+        except OSError as exc:
+            log.warning("run %s: server %s unreachable (%s); kvfabric clean tries again",
+                        prefix, dest, exc)  # fmt: skip
+            missed.append(f"{dest} ({exc})")
+    return swept, missed
 
 
 SCRATCH_PREFIX = "kvf-run-"
@@ -152,9 +178,13 @@ def clean(force: bool = False) -> tuple[list[str], list[str]]:
     for prefix in sorted(found):
         record = by_prefix.get(prefix)
         if record and record.owner_alive() and not force:
-            skipped.append(f"run {prefix} (pid {record.owner_pid} is still running)")
+            skipped.append(f"run {prefix} (pid {record.owner_pid} is still running); "
+                           "--force removes it")  # fmt: skip
             continue
         removed += remove_prefix(prefix, record)
+        if record and record.path.exists():
+            skipped.append(f"run {prefix}'s leftovers on {', '.join(d for d, _ in record.servers)}"
+                           ": a server did not answer; kvfabric clean tries again")  # fmt: skip
     for path in stale_scratch():
         shutil.rmtree(path, ignore_errors=True)
         removed.append(f"directory {path}")

@@ -83,7 +83,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
     for line in removed:
         say(f"removed {line}")
     for line in skipped:
-        say(f"[yellow]kept[/yellow] {line}; --force removes it")
+        say(f"[yellow]kept[/yellow] {line}")
     if not removed:
         say("nothing of kvfabric's was left behind")
     return EXIT_OK

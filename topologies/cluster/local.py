@@ -327,7 +327,8 @@ def clean_clusters(force: bool = False) -> tuple[list[str], list[str]]:
         if (building or (rec.state == "up" and rec.holders_alive())) and not force:
             skipped.append(f"local cluster {rec.prefix} ({len(rec.servers)} servers, "
                            f"{'being built' if building else 'up'}; "
-                           f"kvfabric cluster local down {rec.prefix} removes it)")  # fmt: skip
+                           f"kvfabric cluster local down {rec.prefix} removes it); "
+                           "--force removes it")  # fmt: skip
             continue
         removed += down(rec, say=lambda _line: None)
     orphans = {owned_cluster(n.removesuffix("p")) for n in _interfaces() + _netns_names()}

@@ -39,15 +39,19 @@ class Server:
     def __str__(self) -> str:
         return "localhost" if self.is_local else self.dest
 
-    def ssh_args(self) -> list[str]:
-        """``ssh`` and its options up to and including the destination."""
+    def ssh_options(self) -> list[str]:
+        """``ssh`` and its options, without the destination."""
         config = self.ssh_config
         if config is None:
             from .local import ssh_config_for
 
             config = ssh_config_for(self.host)
         opts = ["-F", str(config)] if config else []
-        return ["ssh", *opts, "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", self.dest]
+        return ["ssh", *opts, "-o", "BatchMode=yes", "-o", "ConnectTimeout=5"]
+
+    def ssh_args(self) -> list[str]:
+        """``ssh`` and its options up to and including the destination."""
+        return [*self.ssh_options(), self.dest]
 
     def command(self, args: Sequence[str] | str) -> list[str]:
         """The argv that runs ``args`` on this server (a shell line if a string)."""
@@ -56,11 +60,14 @@ class Server:
         line = args if isinstance(args, str) else " ".join(_quote(a) for a in args)
         return [*self.ssh_args(), line]
 
-    def run(self, args: Sequence[str] | str, timeout: float = 20) -> subprocess.CompletedProcess:
-        """Run a command there; never raises on a non-zero exit (ssh's own failure is 255)."""
+    def run(self, args: Sequence[str] | str, timeout: float = 20,
+            stdin: str | None = None) -> subprocess.CompletedProcess:  # fmt: skip
+        """Run a command there, ``stdin`` its input; never raises on a non-zero exit
+        (ssh's own failure is 255, a timeout 124)."""
+        feed: dict = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
         try:
             return subprocess.run(self.command(args), capture_output=True, text=True,
-                                  timeout=timeout, stdin=subprocess.DEVNULL)  # fmt: skip
+                                  timeout=timeout, **feed)  # fmt: skip
         except subprocess.TimeoutExpired as exc:
             return subprocess.CompletedProcess(exc.cmd, 124, "", f"timed out after {timeout} s")
 

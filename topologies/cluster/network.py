@@ -1,0 +1,191 @@
+"""One fabric over several servers: ``FabricNetwork`` built through Mininet Cluster
+Edition's classes (``topologies.cluster.nodes``), each node on the server a
+``Placement`` gave it, the links between servers as VXLAN tunnels (or the edition's
+ssh tap tunnels), shaped like every other link.
+
+What holds per server, as on one machine: every name carries the run prefix; the
+run's record lists the servers, so ``kvfabric clean`` sweeps each of them; ``stop``
+(on exit, on Ctrl-C, after a build failing half-way) tears down every server, and a
+server that cannot be reached is named in ``unreachable`` and in the log, its
+leftovers left to ``clean``. Switches reach the controller over OpenFlow with TLS
+(required once any server is remote): each server's Open vSwitch gets the run's
+switch certificate in a folder of the run's, removed at stop.
+
+Plain ``Mininet`` with the edition's node classes is used rather than its
+``MininetCluster``, whose pre-check exits the process on a failure and which makes
+``~/.ssh/mn`` in the user's home; kvfabric's own checks (``kvfabric doctor
+--cluster``) and placement (``topologies.placement``) take their place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Mapping, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from ..builder import BuildError, FabricNetwork
+from ..fabric import Fabric, port_mac
+from .ssh import Server
+from .sweep import tls_folder
+
+log = logging.getLogger("kvfabric.cluster")
+LINKS = ("vxlan", "ssh")
+
+
+class ClusterNetwork(FabricNetwork):
+    """``FabricNetwork`` with each node on ``machine_of[node]`` (a server's name,
+    ``str(server)``; ``localhost`` is this machine)."""
+
+    def __init__(self, fabric: Fabric, scale: float = 1e-4, *, servers: Sequence[Server],
+                 machine_of: Mapping[str, str], link: str = "vxlan",
+                 **kwargs: Any) -> None:  # fmt: skip
+        super().__init__(fabric, scale, **kwargs)
+        self.servers = {str(s): s for s in servers}
+        missing = [n.name for n in fabric.nodes if n.name not in machine_of]
+        unknown = sorted({m for m in machine_of.values() if m not in self.servers})
+        if missing or unknown:
+            raise ValueError(f"placement: nodes without a server {missing[:5]}, "
+                             f"servers not in the cluster {unknown}")  # fmt: skip
+        if link not in LINKS:
+            raise ValueError(f"link={link!r}: allowed {', '.join(LINKS)} (this kernel has no GRE)")
+        self.machine_of = dict(machine_of)
+        self.link = link
+        self.remote = sorted({m for m in self.machine_of.values() if not self.servers[m].is_local})
+        ctl = self.controller
+        if self.remote and ctl is not None and (ctl.tls is None or ctl.host.startswith("127.")):
+            raise ValueError("switches on other servers reach the controller over TLS on a "
+                             "cluster address: Controller(host=<coordinator's cluster address>, "
+                             "tls=...)")  # fmt: skip
+        self.unreachable: list[str] = []
+
+    # ----- where commands run ----------------------------------------------
+    def place_of(self, node: str) -> str:
+        machine = self.machine_of[node]
+        return "" if self.servers[machine].is_local else machine
+
+    def run_at(self, place: str, args: list[str], stdin: str | None = None,
+               timeout: float = 20) -> tuple[str, str, int]:  # fmt: skip
+        if not place:
+            return super().run_at(place, args, stdin, timeout)
+        proc = self.servers[place].run(args, timeout=timeout, stdin=stdin)
+        return proc.stdout, proc.stderr, proc.returncode
+
+    # ----- build ---------------------------------------------------------------
+    def start(self) -> None:
+        for name in self.remote:
+            proc = self.servers[name].run("true", timeout=15)
+            if proc.returncode != 0:
+                raise BuildError(f"server {name} cannot be reached by ssh: "
+                                 f"{proc.stderr.strip() or proc.returncode} "
+                                 f"(fix: kvfabric doctor --cluster {name})")  # fmt: skip
+        super().start()
+
+    def _create(self) -> None:
+        from mininet.log import setLogLevel
+        from mininet.net import Mininet
+        from mininet.node import RemoteController
+
+        from .nodes import ClusterHost, ClusterSwitch, RemoteVXLANLink
+
+        setLogLevel("error")
+        assert self.names is not None and self.record is not None and self.workdir is not None
+        self.record.servers = [[self.servers[m].dest, str(self.servers[m].ssh_config or "") or None]
+                               for m in self.remote]  # fmt: skip
+        self.record.save()
+        digest = hashlib.sha256(self.names.prefix.encode()).digest()
+        RemoteVXLANLink.vni_base = (int.from_bytes(digest[:2], "big") % 4000 + 1) << 12
+        RemoteVXLANLink.mtu = self.mtu
+        if self.link == "ssh":
+            from mininet.examples.cluster import RemoteSSHLink as link_cls
+        else:
+            link_cls = RemoteVXLANLink
+        switch_cls = partial(ClusterSwitch, datapath=self.datapath, protocols="OpenFlow13",
+                             failMode="secure")  # fmt: skip
+        self.net = net = Mininet(topo=None, build=False, controller=None, switch=switch_cls,
+                                 host=ClusterHost, link=link_cls, autoSetMacs=False,
+                                 autoStaticArp=False, waitConnected=False)  # fmt: skip
+        if self.controller is not None:
+            if self.controller.tls is not None:
+                self._set_ssl(self.controller.tls)
+            net.addController("c0", controller=RemoteController, ip=self.controller.host,
+                              port=self.controller.port,
+                              protocol="ssl" if self.controller.tls else "tcp")  # fmt: skip
+        for node in self.fabric.nodes:
+            name = self.names.node(node)
+            where = self._node_params(node.name)
+            if node.is_host:
+                net.addHost(name, ip=f"{node.ip}/8", mac=None, **where)
+            else:
+                net.addSwitch(name, dpid=f"{node.dpid:016x}", **where)
+        for link in self.fabric.links:
+            a, b = self.fabric.node(link.a), self.fabric.node(link.b)
+            params: dict[str, Any] = {}
+            if a.is_host:
+                params["addr1"] = port_mac(a.number, link.a_port)
+            if b.is_host:
+                params["addr2"] = port_mac(b.number, link.b_port)
+            net.addLink(self.names.node(a), self.names.node(b), port1=link.a_port,
+                        port2=link.b_port, **params)  # fmt: skip
+        net.build()
+        net.start()
+
+    def _node_params(self, node: str) -> dict[str, Any]:
+        server = self.servers[self.machine_of[node]]
+        if server.is_local:
+            return {"server": "localhost"}
+        assert self.workdir is not None
+        return {"server": server.host, "serverIP": server.host, "user": server.user,
+                "ssh_base": server.ssh_options(),
+                "controlPath": str(self.workdir / "ssh-%C")}  # fmt: skip
+
+    def _set_ssl(self, files: tuple[str, str, str]) -> None:
+        if any(self.servers[m].is_local for m in self.machine_of.values()):
+            super()._set_ssl(files)
+        assert self.names is not None
+        folder = tls_folder(self.names.prefix)
+        for name in self.remote:
+            server = self.servers[name]
+            copies = []
+            for path in files:
+                target = f"{folder}/{path.rsplit('/', 1)[-1]}"
+                text = Path(path).read_text()  # a key or certificate of the run's own PKI
+                proc = server.run(f"umask 077 && mkdir -p {folder} && cat > {target}",
+                                  stdin=text)  # fmt: skip
+                self._check((proc.stdout, proc.stderr, proc.returncode), f"TLS files on {name}")
+                copies.append(target)
+            proc = server.run(["ovs-vsctl", "set-ssl", *copies])
+            self._check((proc.stdout, proc.stderr, proc.returncode), f"ovs-vsctl set-ssl on {name}")
+
+    def _record_processes(self) -> None:
+        import psutil
+
+        assert self.record is not None
+        for node in self.net.hosts + self.net.switches:
+            local = getattr(node, "server", "localhost") == "localhost"
+            pid = node.pid if local else node.shell.pid  # a remote node: its local ssh
+            try:
+                self.record.processes.append((pid, psutil.Process(pid).create_time()))
+            except psutil.Error:
+                continue
+        self.record.save()
+
+    def _size_tx_buffer(self) -> None:
+        if any(self.servers[m].is_local for m in self.machine_of.values()):
+            super()._size_tx_buffer()
+        if self.remote:
+            log.warning("Open vSwitch's transmit buffer is not resized on %s: packets "
+                        "waiting in their shaped queues may be dropped where no queue counts "
+                        "them", ", ".join(self.remote))  # fmt: skip
+
+    # ----- teardown ------------------------------------------------------------
+    def stop(self) -> None:
+        """``FabricNetwork.stop``; its sweep of the run's prefix also sweeps every other
+        server (``cleanup.remove_prefix``). A server that did not answer is named in
+        ``unreachable``, and the run's record stays for ``kvfabric clean``."""
+        record = self.record if self.names is not None else None
+        super().stop()
+        if record is not None and record.path.exists():
+            self.unreachable = [dest for dest, _ in record.servers]
