@@ -195,8 +195,8 @@ def known_hosts_text(plan: LocalClusterPlan, public_keys: dict[int, str]) -> str
 
 def server_init_script(server: LocalServer, ovs_ctl: str, sshd: str) -> str:
     """What runs inside a server's new mount + UTS namespace: its hostname (and an
-    ``/etc/hosts`` naming it), private Open vSwitch folders, its Open vSwitch, then sshd in the foreground (the process
-    that holds the namespaces)."""
+    ``/etc/hosts`` naming it), private Open vSwitch folders, its Open vSwitch, then
+    sshd in the foreground (the process that holds the namespaces)."""
     hosts = server.directory / "hosts"  # its own name resolves (sudo asks for it)
     lines = ["set -e", f"hostname {server.hostname}",
              f"cp /etc/hosts {hosts} && echo '127.0.1.1 {server.hostname}' >> {hosts}",
