@@ -25,7 +25,7 @@ from .cleanup import RunRecord, remove_prefix, taken_prefixes
 from .fabric import Fabric, port_mac
 from .hostconfig import ip_commands
 from .naming import RunNames, new_prefix
-from .ovs_tx import TxBuffer, needed_bytes, packet_truesize
+from .ovs_tx import PIDFILE, TxBuffer, needed_bytes, packet_truesize
 from .qos import ClassPlan
 from .shaping import (
     DEFAULT_MTU,
@@ -305,24 +305,33 @@ class FabricNetwork:
 
     def _size_tx_buffer(self) -> None:
         """Room in OVS's one transmit socket for every shaped switch queue full at once
-        (``topologies.ovs_tx``: else OVS drops what no queue counts). The socket exists
-        once OVS has sent a packet: if it has not yet, one frame of the local
-        experimental ethertype goes out of a switch port first (its host ignores it)."""
+        (``topologies.ovs_tx``: else OVS drops what no queue counts)."""
+        self.tx_buffer = self._raise_tx("", PIDFILE)
+
+    def _raise_tx(self, place: str, pidfile: Path) -> dict[str, int] | None:
+        """Raise the transmit buffer of the ovs-vswitchd at ``pidfile``, which runs the
+        switches of ``place``. The socket exists once OVS has sent a packet: if it has
+        not yet, one frame of the local experimental ethertype goes out of a switch port
+        first (its host ignores it)."""
         classes = len(self.qos.classes) if self.qos is not None else 1
         limits = [eg.queue_pkts * classes for eg in self.plan
                   if not self.fabric.node(eg.node).is_host]  # fmt: skip
         size = needed_bytes(limits, packet_truesize(frame_bytes(self.mtu)))
-        self.tx_buffer = self._tx.raise_to(size)
-        if self.tx_buffer is None and self.fabric.switches:
-            sw = self.fabric.switches[0]
+        got = self._tx.raise_to(size, pidfile)
+        switches = [sw for sw in self.fabric.switches if self.place_of(sw.name) == place]
+        if got is None and switches:
+            sw = switches[0]
             port = self.fabric.links_of(sw.name)[0].port_of(sw.name)
             frame = "02000000000102000000000288b5" + "00" * 46
-            run(["ovs-ofctl", "-O", "OpenFlow13", "packet-out", self.bridge(sw.name),
-                 f"in_port=controller packet={frame} actions=output:{port}"])  # fmt: skip
-            self.tx_buffer = self._tx.raise_to(size)
-        if self.tx_buffer is None:
-            log.warning("Open vSwitch's transmit buffer is unchanged: packets waiting in "
-                        "shaped queues may be dropped where no queue counts them")  # fmt: skip
+            out = f"in_port=controller packet={frame} actions=output:{port}"
+            self.run_at(place, ["ovs-ofctl", "-O", "OpenFlow13", "packet-out",
+                                self.bridge(sw.name), out])  # fmt: skip
+            got = self._tx.raise_to(size, pidfile)
+        if got is None:
+            log.warning("Open vSwitch's transmit buffer is unchanged%s: packets waiting in "
+                        "shaped queues may be dropped where no queue counts them",
+                        f" on {place}" if place else "")  # fmt: skip
+        return got
 
     # ----- run-time operations --------------------------------------------
     def set_link(self, a: str, b: str, up: bool) -> None:

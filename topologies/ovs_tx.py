@@ -74,8 +74,8 @@ def needed_bytes(queue_limits: Iterable[int], truesize: int = PACKET_TRUESIZE) -
     return 2 * truesize * sum(queue_limits)
 
 
-def _vswitchd_pid() -> int:
-    return int(PIDFILE.read_text().split()[0])
+def _vswitchd_pid(pidfile: Path = PIDFILE) -> int:
+    return int(pidfile.read_text().split()[0])
 
 
 def _borrow(pid: int, inodes: set[str]) -> list[socket.socket]:
@@ -107,9 +107,11 @@ class TxBuffer:
     def __init__(self) -> None:
         self._old: list[tuple[socket.socket, int, int]] = []  # socket, option, old size
 
-    def raise_to(self, size: int) -> dict[str, int] | None:
+    def raise_to(self, size: int, pidfile: Path = PIDFILE) -> dict[str, int] | None:
+        """``pidfile``: the ovs-vswitchd whose socket it is (a local cluster's server
+        has its own)."""
         try:
-            pid = _vswitchd_pid()
+            pid = _vswitchd_pid(pidfile)
             socks = _borrow(pid, tx_socket_inodes(Path(f"/proc/{pid}/net/packet").read_text()))
         except (OSError, ValueError) as exc:
             log.warning("cannot size Open vSwitch's transmit buffer: %s", exc)

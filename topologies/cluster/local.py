@@ -112,6 +112,16 @@ def ssh_config_for(address: str) -> Path | None:
     return None
 
 
+def local_server_dir(address: str) -> Path | None:
+    """The folder of the running local cluster's server at ``address`` (its Open
+    vSwitch's run folder is ``ovs-run`` in it), or None."""
+    for rec in running_clusters():
+        for s in rec.plan().servers:
+            if s.address == address:
+                return s.directory
+    return None
+
+
 def _require() -> None:
     if not is_root():
         raise EnvironmentProblem("a local cluster needs root", "sudo kvfabric cluster local up N")

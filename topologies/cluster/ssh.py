@@ -47,7 +47,10 @@ class Server:
 
             config = ssh_config_for(self.host)
         opts = ["-F", str(config)] if config else []
-        return ["ssh", *opts, "-o", "BatchMode=yes", "-o", "ConnectTimeout=5"]
+        # a server that stops answering ends its connections within ~6 s, so nothing
+        # waits on it forever (teardown goes on without it)
+        alive = ["-o", "ServerAliveInterval=2", "-o", "ServerAliveCountMax=3"]
+        return ["ssh", *opts, "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", *alive]
 
     def ssh_args(self) -> list[str]:
         """``ssh`` and its options up to and including the destination."""
