@@ -71,3 +71,16 @@ def no_controller_traceback(controller_logs, tmp_path):
             + first[max(0, at - 300) : at + 3000],
             pytrace=False,
         )
+
+
+@pytest.fixture(scope="session")
+def local_cluster():
+    """A 2-server local cluster (``kvfabric cluster local up 2``) for the tests of one
+    fabric over several servers; removed at the end of the session."""
+    from topologies.cluster.local import down, up
+
+    rec = up(2)
+    try:
+        yield rec
+    finally:
+        down(rec)

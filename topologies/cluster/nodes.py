@@ -17,6 +17,7 @@ available as ``link: ssh``.
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from mininet.examples.cluster import RemoteGRELink, RemoteHost, RemoteLink, RemoteOVSSwitch
@@ -29,12 +30,19 @@ VXLAN_OVERHEAD = 50  # bytes the underlay carries beyond the inner IP packet
 
 class _SshOptions:
     """Set ``sshbase`` from the server's own ssh command before the edition's
-    ``RemoteMixin`` builds its ``sshcmd`` from it."""
+    ``RemoteMixin`` builds its ``sshcmd`` from it; and quote a remote command's
+    arguments, which ssh would otherwise join with spaces for the remote shell to
+    split again (``bash -c "a; b"`` arrived as ``bash -c a; b``)."""
 
     def __init__(self, name: str, ssh_base: list[str] | None = None, **kwargs: Any) -> None:
         if ssh_base is not None:
             self.sshbase = [*ssh_base, "-q", "-tt"]
         super().__init__(name, **kwargs)
+
+    def _popen(self, cmd: Any, sudo: bool = True, tt: bool = True, **params: Any) -> Any:
+        if getattr(self, "isRemote", False) and not isinstance(cmd, str):
+            cmd = [shlex.quote(str(c)) for c in cmd]
+        return super()._popen(cmd, sudo=sudo, tt=tt, **params)  # type: ignore[misc]
 
 
 class ClusterHost(_SshOptions, RemoteHost):
