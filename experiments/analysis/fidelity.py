@@ -121,6 +121,24 @@ def cpu_check(cpu: pd.DataFrame | None, max_pct: float = 90.0) -> Check:
     return make_check(ok, p95, max_pct, "%", detail)
 
 
+def servers_cpu_check(cpu: pd.DataFrame | None, max_pct: float = 90.0) -> Check:
+    """``cpu_check`` on each server of a cluster run (a ``server`` column: each server
+    sampled its own CPU): every one must pass; the worst stands for all, and the detail
+    names it. Without the column, ``cpu_check`` of the one machine."""
+    if cpu is None or cpu.empty or "server" not in cpu:
+        return cpu_check(cpu, max_pct)
+    each = {str(name): cpu_check(part, max_pct) for name, part in cpu.groupby("server")}
+    failed = sorted(n for n, c in each.items() if not c["ok"])
+    worst = max(each, key=lambda n: (not each[n]["ok"], each[n]["value"] or 0.0))
+    c = dict(each[worst])
+    c["ok"] = not failed
+    c["detail"] = (f"worst server {worst}: {c['detail']}"
+                   + (f"; failed on {', '.join(failed)}" if failed else
+                      f"; {len(each)} servers judged"))  # fmt: skip
+    c["by_server"] = {n: {"ok": v["ok"], "value": v["value"]} for n, v in each.items()}
+    return c
+
+
 # ----- dequeue rate ------------------------------------------------------------
 def busy_dequeue(
     queues: pd.DataFrame | None,
@@ -502,7 +520,7 @@ def verdict(
     th = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
     judged_queues, rates_bps = split_by_rate(queues, rates_bps, rate_changes or {})
     checks = {
-        "cpu": cpu_check(cpu, th["cpu_max_pct"]),
+        "cpu": servers_cpu_check(cpu, th["cpu_max_pct"]),
         "dequeue_rate": dequeue_rate_check(
             judged_queues, rates_bps, th["dequeue_rate_tolerance"], frame_bytes(mtu)
         ),  # fmt: skip

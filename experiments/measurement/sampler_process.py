@@ -75,19 +75,25 @@ class SamplerProcess:
         self.out.mkdir(parents=True, exist_ok=True)
         path = self.out / "samplers.config.json"
         path.write_text(json.dumps(self.config))
+        self.proc = self._popen(path)
+        self._await_ready()
+        return self
+
+    def _popen(self, path: Path) -> subprocess.Popen:
         root = str(Path(__file__).resolve().parents[2])
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get(
             "PYTHONPATH")])))  # fmt: skip
         with open(self.out / "samplers.log", "wb") as log:
-            self.proc = subprocess.Popen(
+            return subprocess.Popen(
                 [sys.executable, "-m", "experiments.measurement.sampler_process", str(path)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=env,
             )  # fmt: skip
+
+    def _await_ready(self) -> None:
         line = _readline(self.proc, READY_TIMEOUT_S)
         if line.strip() != "ready":
             self._kill()
             raise SamplerError(f"the sampler process did not start: {line.strip() or self._log()}")
-        return self
 
     def stop(self, raise_error: bool = True) -> None:
         """Stop the samplers and read what they wrote; idempotent."""
@@ -103,6 +109,7 @@ class SamplerProcess:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+        self._collect()
         try:
             self.result = json.loads((self.out / "samplers.json").read_text())
         except (OSError, ValueError):
@@ -111,6 +118,9 @@ class SamplerProcess:
                                                else [])  # fmt: skip
         if raise_error and errors:
             raise SamplerError("; ".join(errors))
+
+    def _collect(self) -> None:
+        """Bring what the child wrote into ``out`` (here it already is)."""
 
     def _kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
