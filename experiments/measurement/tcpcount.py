@@ -83,8 +83,13 @@ def host_counters(net: Any, hosts: list[str]) -> dict[str, dict[str, int]]:
     out = {}
     for name in hosts:
         node = net.mn(name)
-        proc = Path(f"/proc/{node.pid}/net")
-        snmp_text, ext_text = (proc / "snmp").read_text(), (proc / "netstat").read_text()
+        if getattr(net, "place_of", lambda _n: "")(name):  # on another server: ask there
+            text, _, _ = net.host_exec(name, ["sh", "-c", "cat /proc/net/snmp; echo ===; "
+                                              "cat /proc/net/netstat"])  # fmt: skip
+            snmp_text, _, ext_text = text.partition("===\n")
+        else:
+            proc = Path(f"/proc/{node.pid}/net")
+            snmp_text, ext_text = (proc / "snmp").read_text(), (proc / "netstat").read_text()
         snmp = parse_proc_table(snmp_text, SNMP)
         ext = parse_proc_table(ext_text, NETSTAT)
         tc, _, code = node.pexec("tc", "-s", "-j", "qdisc", "show")
@@ -116,22 +121,40 @@ def parse_qdisc_counters(tc_json: str, names: set[str] | None = None) -> dict[st
     return out
 
 
-def switch_counters(intfs: set[str]) -> dict[str, int]:
-    """The switch ports' kernel-side drops and errors (root namespace), summed."""
+def _run_here(args: list[str]) -> tuple[str, str, int]:
+    res = subprocess.run(args, capture_output=True, text=True)
+    return res.stdout, res.stderr, res.returncode
+
+
+def switch_counters(intfs: set[str], run: Any = _run_here) -> dict[str, int]:
+    """The switch ports' kernel-side drops and errors (root namespace), summed.
+    ``run(args) -> (out, err, code)`` runs a command where the switches are."""
     out: dict[str, int] = {}
-    res = subprocess.run(["ip", "-s", "-j", "link", "show"], capture_output=True, text=True)
-    if res.returncode == 0:
-        out |= parse_link_drops(res.stdout, intfs)
-    res = subprocess.run(["tc", "-s", "-j", "qdisc", "show"], capture_output=True, text=True)
-    if res.returncode == 0:
-        out |= parse_qdisc_counters(res.stdout, intfs)
-    res = subprocess.run(["ss", "-0", "-m", "-p"], capture_output=True, text=True)
-    if res.returncode == 0:
-        out["ovs_socket_drops"] = parse_ss_drops(res.stdout, "ovs-vswitchd")
-    res = subprocess.run(["ovs-appctl", "coverage/show"], capture_output=True, text=True)
-    if res.returncode == 0:
-        out |= parse_coverage(res.stdout)
+    text, _, code = run(["ip", "-s", "-j", "link", "show"])
+    if code == 0:
+        out |= parse_link_drops(text, intfs)
+    text, _, code = run(["tc", "-s", "-j", "qdisc", "show"])
+    if code == 0:
+        out |= parse_qdisc_counters(text, intfs)
+    text, _, code = run(["ss", "-0", "-m", "-p"])
+    if code == 0:
+        out["ovs_socket_drops"] = parse_ss_drops(text, "ovs-vswitchd")
+    text, _, code = run(["ovs-appctl", "coverage/show"])
+    if code == 0:
+        out |= parse_coverage(text)
     return out
+
+
+def fabric_switch_counters(net: Any, intfs: set[str]) -> dict[str, int]:
+    """``switch_counters`` on every server that runs switches of ``net``, summed."""
+    places = net.by_place(sw.name for sw in net.fabric.switches) if hasattr(net, "by_place") \
+        else {"": []}  # fmt: skip
+    total: dict[str, int] = {}
+    for place in places:
+        got = switch_counters(intfs, lambda args, p=place: net.run_at(p, args))
+        for k, v in got.items():
+            total[k] = total.get(k, 0) + v
+    return total
 
 
 def parse_ss_drops(text: str, process: str) -> int:

@@ -212,12 +212,12 @@ def run_trial(fabric_section: dict[str, Any], schedule: pd.DataFrame, scale: flo
                                       resolved["sampler"]["rate_hz"], link_ports=ports)  # fmt: skip
             with samplers:
                 before = {"hosts": tcpcount.host_counters(net, hosts),
-                          "switches": tcpcount.switch_counters(intfs)}  # fmt: skip
+                          "switches": tcpcount.fabric_switch_counters(net, intfs)}  # fmt: skip
                 with AgentFleet(net, scratch / "agents", schedule, scale) as fleet:
                     flows = fleet.run(timeout_s=seconds * 3 + 10)
                     events = {"t0_ns": fleet.t0_ns, "t_end_ns": time.monotonic_ns()}
                 after = {"hosts": tcpcount.host_counters(net, hosts),
-                         "switches": tcpcount.switch_counters(intfs)}  # fmt: skip
+                         "switches": tcpcount.fabric_switch_counters(net, intfs)}  # fmt: skip
             cpu = traffic_window(samplers.table("cpu"), events)
             tcp = tcpcount.totals(tcpcount.delta(before["hosts"], after["hosts"]))
             tcp |= tcpcount.unmodelled_places(tcpcount.ledger(before, after))

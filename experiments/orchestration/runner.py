@@ -330,7 +330,7 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
             intfs = {net.intf(sw.name, lk.port_of(sw.name)) for sw in p.fabric.switches
                      for lk in p.fabric.links_of(sw.name)}  # fmt: skip
             tcp_before = tcpcount.host_counters(net, hosts)
-            sw_before = tcpcount.switch_counters(intfs)
+            sw_before = tcpcount.fabric_switch_counters(net, intfs)
             try:
                 rec.tables["flows"] = fleet.run(
                     timeout_s=duration + DRAIN_S,
@@ -346,7 +346,7 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
                 rec.events["tcp"] = tcpcount.delta(tcp_before, tcp_after)
                 rec.events["counters"] = tcpcount.ledger(
                     {"hosts": tcp_before, "switches": sw_before},
-                    {"hosts": tcp_after, "switches": tcpcount.switch_counters(intfs)},
+                    {"hosts": tcp_after, "switches": tcpcount.fabric_switch_counters(net, intfs)},
                 )
                 faults.stop()
                 rec.events["faults"] = applied_faults(faults.applied, fleet)
