@@ -36,6 +36,8 @@ from experiments.measurement import tcpcount
 from experiments.measurement.capture import Captures, targets
 from experiments.measurement.sampler_process import SamplerProcess
 from experiments.measurement.samplers import SamplerError
+from experiments.measurement.server_samplers import ClusterSamplers
+from experiments.orchestration.cluster_run import run_cluster
 from experiments.orchestration.envelope import DEFAULT, Envelope, figures, machine_identity
 from experiments.orchestration.envelope import load as load_envelope
 from experiments.orchestration.faults import agent_kills, rate_changes
@@ -229,22 +231,42 @@ def fabric_up(fabric: Fabric, resolved: dict[str, Any], scratch: Path,
         else None
     )
     detect = detect_delays(resolved["faults"], fabric)
+    cluster = run_cluster(resolved, fabric)
+    # switches on other servers reach the controller on this machine's cluster address,
+    # over TLS only (never plain OpenFlow off loopback)
+    host = cluster.coordinator if cluster else "127.0.0.1"
     with contextlib.ExitStack() as stack:
-        tls = stack.enter_context(RunPKI(parent=scratch)) if ctl["tls"] else None
+        tls = (stack.enter_context(RunPKI(addresses=tuple(dict.fromkeys(["127.0.0.1", host])),
+                                          parent=scratch))
+               if ctl["tls"] or cluster else None)  # fmt: skip
         proc = stack.enter_context(
             ControllerProcess(
-                fabric, ctl["policy"], scratch / "controller", params, detect_ms=detect, tls=tls
-            )
+                fabric,
+                ctl["policy"],
+                scratch / "controller",
+                params,
+                detect_ms=detect,
+                tls=tls,
+                listen_host=host,
+            )  # fmt: skip
         )
         switch_tls = (
             (str(tls.path("switch.key")), str(tls.path("switch.pem")), str(tls.path("ca.pem")))
             if tls
             else None
         )
-        say("building the fabric")
-        net = stack.enter_context(FabricNetwork(
-            fabric, scale, controller=Controller(port=proc.port, tls=switch_tls), qos=qos,
-            mtu=resolved["scale"]["mtu"]))  # fmt: skip
+        say("building the fabric" + (f" on {len(cluster.servers)} servers" if cluster else ""))
+        kw = {"controller": Controller(host=host, port=proc.port, tls=switch_tls), "qos": qos,
+              "mtu": resolved["scale"]["mtu"]}  # fmt: skip
+        if cluster:
+            from topologies.cluster.network import ClusterNetwork
+
+            net = stack.enter_context(ClusterNetwork(
+                fabric, scale, servers=cluster.servers, machine_of=cluster.machine_of,
+                link=cluster.link, **kw))  # fmt: skip
+            net.cluster = cluster
+        else:
+            net = stack.enter_context(FabricNetwork(fabric, scale, **kw))
         say("waiting for the controller")
         proc.wait_ready(timeout_s=60)
         yield proc, net
@@ -259,6 +281,9 @@ def _carry_out(p: Prepared, run_dir: Path, scratch: Path, stop: StopFlag, rec: R
             "envelope": {"source": p.envelope.source, "calibrated": p.envelope.calibrated},
             "ovs_tx_buffer_bytes": net.tx_buffer,  # topologies.ovs_tx: None if unchanged
         }
+        cluster = getattr(net, "cluster", None)
+        if cluster is not None:
+            env["cluster"] = cluster.to_dict() | {"ovs_tx_buffer_bytes": net.tx_buffers}
         results.write_json(run_dir, "env", env)
         if stop:
             raise InterruptedError("interrupted before the traffic started")
@@ -294,9 +319,14 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
         for e in net.plan
         if not p.fabric.node(e.node).is_host
     }
-    samplers = SamplerProcess(scratch / "samplers", ports, r["sampler"]["rate_hz"],
-                              chunks_dir=run_dir, flush_s=r["sampler"]["flush_s"],
-                              link_ports=ports)  # fmt: skip
+    if getattr(net, "cluster", None) is not None:
+        samplers: Any = ClusterSamplers(net, scratch / "samplers", r["sampler"]["rate_hz"],
+                                        chunks_dir=run_dir,
+                                        flush_s=r["sampler"]["flush_s"])  # fmt: skip
+    else:
+        samplers = SamplerProcess(scratch / "samplers", ports, r["sampler"]["rate_hz"],
+                                  chunks_dir=run_dir, flush_s=r["sampler"]["flush_s"],
+                                  link_ports=ports)  # fmt: skip
     faults = FaultInjector(net, r["faults"], controller)
     cap = r["capture"]
     window = tuple(cap["window_s"]) if cap["window_s"] else None
@@ -408,10 +438,14 @@ def traffic_window(table: pd.DataFrame, events: dict[str, Any]) -> pd.DataFrame:
 
 def _keep_logs(scratch: Path, run_dir: Path) -> None:
     logs = run_dir / "logs"
+    sampler_logs = {p.parent.name: p for p in (scratch / "samplers").glob("*/samplers.log")}
     for path in [*(scratch / "controller").glob("*"), scratch / "samplers" / "samplers.log"]:
         if path.exists() and path.suffix in (".log", ".stderr", ".json"):
             logs.mkdir(exist_ok=True)
             shutil.copy2(path, logs / path.name)
+    for where, path in sampler_logs.items():  # a cluster run's: one per server
+        logs.mkdir(exist_ok=True)
+        shutil.copy2(path, logs / f"samplers-{where}.log")
 
 
 def write_tables(run_dir: Path, rec: Recorded) -> dict[str, str]:
