@@ -62,9 +62,20 @@ class RemoteSamplerProcess(SamplerProcess):
                                   capture_output=True, timeout=120)  # fmt: skip
             if proc.returncode == 0:
                 with tarfile.open(fileobj=io.BytesIO(proc.stdout)) as tar:
-                    tar.extractall(self.out, filter="data")
+                    tar.extractall(self.out, members=_plain(tar))
         finally:
             self.server.run(["rm", "-rf", self.remote_dir])
+
+
+def _plain(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
+    """The members that are plain files or folders inside the archive's root (Debian's
+    Python 3.11 predates ``extractall(filter=)``)."""
+    out = []
+    for m in tar.getmembers():
+        parts = Path(m.name).parts
+        if (m.isfile() or m.isdir()) and not m.name.startswith("/") and ".." not in parts:
+            out.append(m)
+    return out
 
 
 class ClusterSamplers:
