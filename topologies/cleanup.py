@@ -36,7 +36,8 @@ class RunRecord:
     owner_started: float
     processes: list[tuple[int, float]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
-    # other servers of a cluster run: [user@host, ssh_config or None] (swept by ssh)
+    # other servers of a cluster run: [user@host, ssh_config or None, local cluster or
+    # None] (swept by ssh; a local cluster's server removed since has nothing left)
     servers: list[list] = field(default_factory=list)
 
     @property
@@ -132,8 +133,11 @@ def _sweep_servers(prefix: str, servers: list[list]) -> tuple[list[str], list[st
     from .cluster.sweep import sweep_server
 
     swept, missed = [], []
-    for dest, config in servers:
+    for dest, config, *rest in servers:
         user, host = dest.split("@", 1)
+        cluster = rest[0] if rest else None  # a local cluster's server: gone with it
+        if cluster and not (STATE_DIR / "clusters" / cluster / "cluster.json").exists():
+            continue
         try:
             swept += sweep_server(Server(host, user, Path(config) if config else None), prefix)
         except OSError as exc:
@@ -183,7 +187,7 @@ def clean(force: bool = False) -> tuple[list[str], list[str]]:
             continue
         removed += remove_prefix(prefix, record)
         if record and record.path.exists():
-            skipped.append(f"run {prefix}'s leftovers on {', '.join(d for d, _ in record.servers)}"
+            skipped.append(f"run {prefix}'s leftovers on {', '.join(d[0] for d in record.servers)}"
                            ": a server did not answer; kvfabric clean tries again")  # fmt: skip
     for path in stale_scratch():
         shutil.rmtree(path, ignore_errors=True)

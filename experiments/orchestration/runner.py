@@ -350,10 +350,19 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
                 if window is not None:
                     captures.start(t0_ns)
 
+            watch = ServerWatch(net)
+
             def should_stop() -> bool:
                 if t_start[0]:
                     say("running", total=duration, completed=time.monotonic() - t_start[0])
-                return bool(stop)
+                failed = watch.failed()
+                if failed and not rec.error:
+                    when = (f"{time.monotonic() - t_start[0]:.1f} s after the traffic started"
+                            if t_start[0] else "before the traffic started")  # fmt: skip
+                    rec.error = (f"server {', '.join(failed)} failed mid-run (its ssh sessions "
+                                 f"ended {when}); the tables hold what was recorded until "
+                                 "then")  # fmt: skip
+                return bool(stop) or bool(failed)
 
             say("running", total=duration, completed=0)
             hosts = [h.name for h in p.fabric.hosts]
@@ -404,6 +413,22 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
         for name in ("queues", "links", "cpu"):
             rec.tables[name] = samplers.table(name)
         rec.samplers = samplers.rates()
+
+
+class ServerWatch:
+    """Which servers of a cluster run have failed, looked at most every ``every_s``
+    (``ClusterNetwork.failed_servers``; one machine has none)."""
+
+    def __init__(self, net: Any, every_s: float = 0.25) -> None:
+        self.look = getattr(net, "failed_servers", None)
+        self.every_s, self.next_s, self.seen = every_s, 0.0, []
+
+    def failed(self) -> list[str]:
+        now = time.monotonic()
+        if self.look is not None and not self.seen and now >= self.next_s:
+            self.next_s = now + self.every_s
+            self.seen = self.look()
+        return self.seen
 
 
 def applied_faults(injected: list[dict[str, Any]], fleet: AgentFleet) -> list[dict[str, Any]]:

@@ -103,19 +103,32 @@ def running_clusters() -> list[ClusterRecord]:
     return [r for r in cluster_records() if r.state == "up" and r.holders_alive()]
 
 
+def _up_clusters() -> list[ClusterRecord]:
+    """Clusters brought up and not removed (a server of one may have died since)."""
+    return [r for r in cluster_records() if r.state == "up"]
+
+
 def ssh_config_for(address: str) -> Path | None:
-    """The ``ssh -F`` file of the running local cluster that has a server at
-    ``address`` (so ``--cluster root@10.251.0.11`` needs nothing else), or None."""
-    for rec in running_clusters():
+    """The ``ssh -F`` file of the local cluster that has a server at ``address`` (so
+    ``--cluster root@10.251.0.11`` needs nothing else), or None."""
+    for rec in _up_clusters():
         if any(s["address"] == address for s in rec.servers):
             return rec.plan().ssh_config
+    return None
+
+
+def local_cluster_of(address: str) -> str | None:
+    """The local cluster that has a server at ``address``, or None."""
+    for rec in _up_clusters():
+        if any(s["address"] == address for s in rec.servers):
+            return rec.prefix
     return None
 
 
 def local_server_dir(address: str) -> Path | None:
     """The folder of the running local cluster's server at ``address`` (its Open
     vSwitch's run folder is ``ovs-run`` in it), or None."""
-    for rec in running_clusters():
+    for rec in _up_clusters():
         for s in rec.plan().servers:
             if s.address == address:
                 return s.directory
@@ -261,6 +274,24 @@ def _wait_ready(plan: LocalClusterPlan, server: LocalServer) -> None:
     )
     raise ClusterError(f"server {server.hostname} not ready in {READY_TIMEOUT_S:.0f} s "
                        f"(ssh: {last or 'no answer'}; its logs: {logs or 'empty'})")  # fmt: skip
+
+
+def power_off(rec: ClusterRecord, index: int) -> int:
+    """Server ``index`` (1-based) of ``rec`` dies as a machine losing power: every
+    process in it is killed at once (SIGKILL), its namespace and its port on the LAN
+    are gone. Returns how many processes were killed. (Failure injection for labs and
+    tests; ``down`` still removes the rest.)"""
+    s = next(s for s in rec.servers if s["index"] == index)
+    pids = [int(p) for p in run(["ip", "netns", "pids", s["netns"]]).stdout.split()]
+    mine = {_uts_inode(pid) for pid in pids} - {None, _uts_inode(os.getpid())}
+    procs = _processes_in(mine)  # type: ignore[arg-type]
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    psutil.wait_procs(procs, timeout=5)
+    run(["ip", "netns", "del", s["netns"]])
+    run(["ip", "link", "del", s["netns"]])
+    return len(procs)
 
 
 # ----- removal -----------------------------------------------------------

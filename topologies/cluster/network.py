@@ -28,6 +28,7 @@ from typing import Any
 
 from ..builder import BuildError, FabricNetwork
 from ..fabric import Fabric, port_mac
+from .local import local_cluster_of
 from .ssh import Server
 from .sweep import tls_folder
 
@@ -92,8 +93,10 @@ class ClusterNetwork(FabricNetwork):
 
         setLogLevel("error")
         assert self.names is not None and self.record is not None and self.workdir is not None
-        self.record.servers = [[self.servers[m].dest, str(self.servers[m].ssh_config or "") or None]
-                               for m in self.remote]  # fmt: skip
+        self.record.servers = [
+            [s.dest, str(s.ssh_config) if s.ssh_config else None, local_cluster_of(s.host)]
+            for s in (self.servers[m] for m in self.remote)
+        ]
         self.record.save()
         digest = hashlib.sha256(self.names.prefix.encode()).digest()
         RemoteVXLANLink.vni_base = (int.from_bytes(digest[:2], "big") % 4000 + 1) << 12
@@ -194,12 +197,39 @@ class ClusterNetwork(FabricNetwork):
         found = [v for v in self.tx_buffers.values() if v]
         self.tx_buffer = min(found, key=lambda v: v["now"]) if found else None
 
+    def _forget_dead_nodes(self) -> None:
+        """Nodes whose shell has ended (their server died or became unreachable) are
+        not asked anything at teardown: Mininet would wait for their answer forever
+        (the shell's terminal stays open in every process started after it). Their
+        server's leftovers are gone with it, or are ``clean``'s to sweep."""
+        if self.net is None:
+            return
+        for node in self.net.hosts + self.net.switches:
+            if getattr(node, "isRemote", False) and node.shell is not None \
+                    and node.shell.poll() is not None:  # fmt: skip
+                node.cmd = node.rcmd = lambda *_a, **_k: ""
+                node.sendCmd = node.sendInt = lambda *_a, **_k: None
+                node.waitOutput = lambda *_a, **_k: ""
+                node.waiting = False
+
+    def failed_servers(self) -> list[str]:
+        """The servers some of whose nodes' shells have ended (their ssh sessions died:
+        the server went down or became unreachable)."""
+        if self.net is None:
+            return []
+        by_host = {s.host: name for name, s in self.servers.items()}
+        dead = {by_host.get(n.server, n.server) for n in self.net.hosts + self.net.switches
+                if getattr(n, "isRemote", False) and n.shell is not None
+                and n.shell.poll() is not None}  # fmt: skip
+        return sorted(dead)
+
     # ----- teardown ------------------------------------------------------------
     def stop(self) -> None:
         """``FabricNetwork.stop``; its sweep of the run's prefix also sweeps every other
         server (``cleanup.remove_prefix``). A server that did not answer is named in
         ``unreachable``, and the run's record stays for ``kvfabric clean``."""
         record = self.record if self.names is not None else None
+        self._forget_dead_nodes()
         super().stop()
         if record is not None and record.path.exists():
-            self.unreachable = [dest for dest, _ in record.servers]
+            self.unreachable = [entry[0] for entry in record.servers]
