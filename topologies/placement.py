@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .fabric import Fabric, FabricError, Link, Node
+from .fabric import Fabric, FabricError, Link
 from .partition import partition
 from .switch_work import switch_work_gbps
 
@@ -120,7 +120,7 @@ def place(
     FabricError naming ``servers`` for no machines, duplicate names, bad capacities, more
     machines than groups to give them, or a GPU server no machine can hold."""
     _check_machines(machines, imbalance)
-    groups = _groups(fabric)
+    groups = units(fabric)
     if len(machines) > len(groups):
         raise FabricError(
             f"--servers {len(machines)}: this {fabric.kind} fabric has {len(groups)} groups of "
@@ -140,12 +140,25 @@ def place(
     weights = [float(m.capacity_mbps or 1.0) for m in machines]  # all given, or none
     part = partition(loads, edges, weights, _starts(fabric, groups, loads, weights), imbalance)
     machine_of = {name: machines[part[index[name]]].name for name in index}
-    order = {n.name: i for i, n in enumerate(fabric.nodes)}
-    total = sum(loads)
+    return placement_of(fabric, machine_of, machines, scale=scale)
+
+
+def placement_of(
+    fabric: Fabric,
+    machine_of: Mapping[str, str],
+    machines: Sequence[MachineShare],
+    *,
+    scale: float = 1e-4,
+) -> Placement:
+    """The ``Placement`` of a given assignment (every node of ``fabric`` to one of
+    ``machines`` by name): its cut and each machine's switch-hop demand, as ``place``
+    reports its own. The caller checks the assignment (``server_domains`` kept whole)."""
+    mbps = {k: v * 1e3 * scale for k, v in switch_work_gbps(fabric).items()}
+    total = sum(mbps.values())
     out = []
-    for m, share in zip(machines, range(len(machines)), strict=True):
-        nodes = sorted((n for n in index if part[index[n]] == share), key=order.__getitem__)
-        demand = sum(loads[i] for i in range(len(groups)) if part[i] == share)
+    for m in machines:
+        nodes = [n.name for n in fabric.nodes if machine_of[n.name] == m.name]
+        demand = sum(mbps.get(n, 0.0) for n in nodes)
         out.append(MachineLoad(
             m.name, tuple(nodes),
             tuple(n for n in nodes if fabric.node(n).is_host),
@@ -153,7 +166,7 @@ def place(
             demand, demand / total if total > 0 else 0.0, m.capacity_mbps,
         ))  # fmt: skip
     cut = tuple(lk for lk in fabric.links if machine_of[lk.a] != machine_of[lk.b])
-    return Placement(machine_of, cut, tuple(out), scale)
+    return Placement(dict(machine_of), cut, tuple(out), scale)
 
 
 def _check_machines(machines: Sequence[MachineShare], imbalance: float) -> None:
@@ -177,7 +190,22 @@ def _check_machines(machines: Sequence[MachineShare], imbalance: float) -> None:
         raise FabricError(f"imbalance={imbalance!r} is not allowed: must be >= 0", "imbalance")
 
 
-def _groups(fabric: Fabric) -> list[tuple[str, ...]]:
+def server_domains(fabric: Fabric) -> dict[int, tuple[str, ...]]:
+    """Each GPU server's NVLink domain, which no placement splits: server number -> its
+    GPUs and the NVLink switch between them, in fabric order (GPUs without a ``server``,
+    as on spine-leaf and fat-tree, are single hosts and have none)."""
+    members: dict[int, set[str]] = defaultdict(set)
+    for gpu in fabric.gpus:
+        if gpu.server is not None:
+            members[gpu.server].add(gpu.name)
+            nvl = fabric.nvlink_switch_of(gpu.name)
+            if nvl is not None:
+                members[gpu.server].add(nvl)
+    return {s: tuple(n.name for n in fabric.nodes if n.name in names)
+            for s, names in sorted(members.items())}  # fmt: skip
+
+
+def units(fabric: Fabric) -> list[tuple[str, ...]]:
     """The units placed whole, in fabric order: GPU servers (with their NVLink switch),
     and each other switch with the hosts that have no other switch."""
     parent = {n.name: n.name for n in fabric.nodes}
@@ -193,16 +221,9 @@ def _groups(fabric: Fabric) -> list[tuple[str, ...]]:
         if ra != rb:
             parent[max(ra, rb, key=_order(fabric))] = min(ra, rb, key=_order(fabric))
 
-    by_server: dict[int, list[Node]] = defaultdict(list)
-    for gpu in fabric.gpus:
-        if gpu.server is not None:
-            by_server[gpu.server].append(gpu)
-    for gpus in by_server.values():
-        for gpu in gpus:
-            join(gpus[0].name, gpu.name)
-            nvl = fabric.nvlink_switch_of(gpu.name)
-            if nvl is not None:
-                join(gpu.name, nvl)
+    for domain in server_domains(fabric).values():
+        for name in domain:
+            join(domain[0], name)
     members: dict[str, list[str]] = defaultdict(list)
     for n in fabric.nodes:
         members[root(n.name)].append(n.name)

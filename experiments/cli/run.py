@@ -1,7 +1,8 @@
 """``kvfabric run``, ``kvfabric demo`` (the flagship experiment, what ``make demo``
 runs), ``kvfabric list`` and ``kvfabric cli``: the commands that build fabrics
-from specs. Exit codes: 0 every run complete, 1 a run failed, was interrupted or
-could not start, 2 bad input."""
+from specs. ``--cluster user@host,...`` sets a spec's ``cluster.servers``; ``--dry-run``
+then shows the placement on them. Exit codes: 0 every run complete, 1 a run failed,
+was interrupted or could not start (a multi-server build, in this version), 2 bad input."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from experiments.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, console, err
+from experiments.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, console, err, say
+from experiments.spec.cluster import cluster_override
 from experiments.spec.load import (
     HANDOUTS_DIR,
     REFERENCE_DIR,
@@ -47,7 +49,14 @@ def add_parsers(sub: Any) -> None:
     c = sub.add_parser("cli", help="a spec's fabric up, controller on, Mininet's CLI")
     c.add_argument("spec")
     c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    _cluster_option(c)
     c.set_defaults(handler=cmd_cli)
+
+
+def _cluster_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cluster", metavar="USER@HOST,...",
+                   help="emulate on these servers (user default root; localhost is this "
+                        "machine): sets cluster.servers")  # fmt: skip
 
 
 def _run_options(r: argparse.ArgumentParser) -> None:
@@ -65,15 +74,32 @@ def _run_options(r: argparse.ArgumentParser) -> None:
     r.add_argument("--capture", action="append", default=[], metavar="WHERE",
                    help="tcpdump a host (gpu0_0) or switch port (leaf0:3, leaf0:spine1) into "
                         "the run's captures/ (repeatable; spec: capture.at)")  # fmt: skip
+    _cluster_option(r)
     r.add_argument("--force", action="store_true",
                    help="run even where the plan exceeds this machine's envelope; the "
                         "results then say 'envelope: exceeded'")  # fmt: skip
 
 
 def _spec_and_runs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
-    spec = load_spec(locate(args.spec), args.set, getattr(args, "seed", None),
+    """The spec with ``--set``, then ``--cluster`` (a parse error is bad input), applied."""
+    cluster = [] if args.cluster is None else [cluster_override(args.cluster)]
+    overrides = [*args.set, *cluster]
+    spec = load_spec(locate(args.spec), overrides, getattr(args, "seed", None),
                      captures=getattr(args, "capture", []))  # fmt: skip
     return spec, expand(spec, getattr(args, "repeat", 1))
+
+
+def _require_engine(runs: list[Any]) -> bool:
+    """Whether every run's cluster can be built here; if not, says why on one line."""
+    from experiments.orchestration.cluster import EngineUnavailable, require_engine
+
+    try:
+        for run in runs:
+            require_engine(run.resolved["cluster"])
+    except EngineUnavailable as exc:
+        err.print(f"[red]refused:[/red] {escape(str(exc))}", soft_wrap=True)
+        return False
+    return True
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -88,9 +114,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         prepared = prepare(spec, runs, force=True)
         for p in prepared:
             _print_demand(p, console)
+            if p.run.resolved["cluster"] is not None:
+                _print_cluster(p)
         console.print(f"envelope: {prepared[0].envelope.source}" if prepared else "no runs",
                       soft_wrap=True)  # fmt: skip
         return EXIT_OK
+    if not _require_engine(runs):
+        return EXIT_FAILED
     if not args.quiet:
         console.print(f"[bold]{spec.name}[/bold]: {len(runs)} run(s) → {args.out}/{spec.name}/")
 
@@ -149,6 +179,27 @@ def _print_demand(p: Any, console: Console) -> None:
     console.print(table)
     for line in plan.exceeded:
         console.print(f"[red]exceeded[/red]: {escape(line)}", soft_wrap=True)
+
+
+def _print_cluster(p: Any) -> None:
+    """A run's placement on its cluster's servers and the plan's traffic across them."""
+    from experiments.cli.topo_placement import print_placement
+    from experiments.orchestration.cluster import cluster_placement
+    from experiments.orchestration.crossing import plan_cross_traffic
+    from experiments.spec.cluster import AUTO, servers_of
+
+    cluster, resolved = p.run.resolved["cluster"], p.run.resolved
+    placement = cluster_placement(cluster, p.fabric, resolved["scale"]["bandwidth"], p.envelope)
+    servers = ", ".join(str(s) for s in servers_of(cluster))
+    say(f"cluster: {len(cluster['servers'])} servers ({escape(servers)}), cut links over "
+        f"{cluster['link']}; each judged by this machine's envelope")  # fmt: skip
+    auto = cluster["placement"] == AUTO
+    print_placement(
+        p.fabric, placement, plan_cross_traffic(placement, p.fabric, p.plan, resolved),
+        chosen="balanced by capacity" if auto else "as cluster.placement gives it",
+        fix="more cluster.servers, or a lower scale.bandwidth" if auto
+        else "fewer of its nodes in cluster.placement, or a lower scale.bandwidth",
+    )  # fmt: skip
 
 
 def _stat(metrics: dict[str, Any], key: str, q: str) -> str:
@@ -236,6 +287,8 @@ def cmd_cli(args: argparse.Namespace) -> int:
 
     spec, runs = _spec_and_runs(args)
     run = runs[0]
+    if not _require_engine([run]):
+        return EXIT_FAILED
     preflight()
     fabric, policy = run.fabric(), run.resolved["controller"]["policy"]
     with (

@@ -179,13 +179,9 @@ def _placed(machines: list[MachineShare], run: RunSpec | None, base_dir: Path | 
     placement = place(fabric, machines, scale=scale)
     if run is None:
         return placement, None
-    from experiments.orchestration.crossing import cross_traffic
-    from experiments.orchestration.demand import plan_messages
-    from experiments.orchestration.plan import controller_params, traffic_plan
+    from experiments.orchestration.crossing import plan_cross_traffic
+    from experiments.orchestration.plan import traffic_plan
 
     plan = traffic_plan(run.resolved, fabric, base_dir, env)
-    messages = plan_messages(plan.schedule, plan.driver, fabric, scale)
-    policy = run.resolved["controller"]["policy"]
-    crossing = cross_traffic(placement, fabric, messages, scale, policy,
-                             controller_params(run.resolved))  # fmt: skip
-    return placement, crossing
+    resolved = run.resolved | {"scale": run.resolved["scale"] | {"bandwidth": scale}}
+    return placement, plan_cross_traffic(placement, fabric, plan, resolved)

@@ -71,10 +71,19 @@ def placement_info(fabric: Fabric, placement: Placement) -> dict[str, Any]:
     return placement.to_dict() | {"basis": "switch-hop demand with every GPU at line rate"}
 
 
-def print_placement(fabric: Fabric, placement: Placement, crossing: CrossTraffic | None) -> None:
+def print_placement(
+    fabric: Fabric,
+    placement: Placement,
+    crossing: CrossTraffic | None,
+    *,
+    chosen: str = "balanced by capacity",
+    fix: str = "more --servers, or a lower --scale",
+) -> None:
+    """The placement's machines, its cut links and the traffic crossing them. ``chosen``
+    says how the nodes were placed; ``fix`` what to do about a machine that does not fit."""
     scale = placement.scale
     table = Table(title=f"placement on {len(placement.machines)} machines (switch-hop demand "
-                        "with every GPU at line rate, balanced by capacity)")  # fmt: skip
+                        f"with every GPU at line rate, {chosen})")  # fmt: skip
     for name, justify in (("machine", "left"), ("switches", "left"), ("hosts", "left"),
                           ("switch-hop Mbit/s", "right"), ("share", "right"),
                           ("fits", "left")):  # fmt: skip
@@ -89,7 +98,7 @@ def print_placement(fabric: Fabric, placement: Placement, crossing: CrossTraffic
     for m in placement.machines:
         if m.fits is False:
             say(f"[red]{m.name} does not fit[/red]: {m.demand_mbps:.0f} of {m.capacity_mbps:.0f} "
-                "Mbit/s switch-hop capacity (more --servers, or a lower --scale)")  # fmt: skip
+                f"Mbit/s switch-hop capacity ({fix})")  # fmt: skip
     groups: dict[tuple[str, str, str, float], list[str]] = defaultdict(list)
     for lk in placement.cut:
         ends = sorted((placement.machine_of[lk.a], placement.machine_of[lk.b]))

@@ -22,7 +22,8 @@ import pandas as pd
 from controller.policy import compute
 from controller.rules import Group, Rule, RuleSet
 from controller.walk import trace
-from experiments.orchestration.demand import demand_of, message_table
+from experiments.orchestration.demand import demand_of, message_table, plan_messages
+from experiments.orchestration.plan import TrafficPlan, controller_params
 from topologies import Fabric
 from topologies.placement import Placement
 
@@ -101,6 +102,17 @@ def cross_traffic(
                               for a, b in zip(links["from_node"], links["to_node"],
                                               strict=True)]  # fmt: skip
     return CrossTraffic(pairs, links[LINK_COLUMNS], total)
+
+
+def plan_cross_traffic(
+    placement: Placement, fabric: Fabric, plan: TrafficPlan, resolved: dict[str, Any]
+) -> CrossTraffic:
+    """What a run's traffic plan sends across ``placement``'s boundaries, routed by the
+    run's own policy. A plan's serving driver is run to its end: pass one no run uses."""
+    scale = resolved["scale"]["bandwidth"]
+    messages = plan_messages(plan.schedule, plan.driver, fabric, scale)
+    policy = resolved["controller"]["policy"]
+    return cross_traffic(placement, fabric, messages, scale, policy, controller_params(resolved))
 
 
 def _with_defaults(messages: pd.DataFrame) -> pd.DataFrame:

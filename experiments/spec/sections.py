@@ -1,5 +1,5 @@
-"""The top-level schema of a spec: run, scale, fabric, controller, agents, sampler,
-fidelity thresholds, faults, workloads and the sweep grid.
+"""The top-level schema of a spec: run, scale, fabric, the cluster that emulates it,
+controller, agents, sampler, fidelity thresholds, faults, workloads and the sweep grid.
 
 ``validate(raw, base_dir)`` checks a spec as written (a dict from YAML, overrides
 applied) and returns it resolved: every default filled in, numbers normalised.
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.policy import known_policies
+from experiments.spec.cluster import CLUSTER
 from experiments.spec.faults import FAULT, faults_post
 from experiments.spec.schema import (
     Check,
@@ -310,6 +311,11 @@ SPEC = section(
             "the emulation's scale",
         ),
         "fabric": Field(_fabric(), doc="the topology: kind and its generator's parameters"),
+        "cluster": Field(
+            optional(CLUSTER),
+            None,
+            "several machines emulating the fabric together (default: this one alone)",
+        ),
         "controller": Field(
             remember("controller", CONTROLLER), {}, "routing policy, tenants and QoS classes"
         ),

@@ -177,6 +177,7 @@ def test_good_specs_load_and_fill_every_default(spec):
         "duration_s",
         "scale",
         "fabric",
+        "cluster",
         "controller",
         "agents",
         "sampler",
@@ -187,6 +188,7 @@ def test_good_specs_load_and_fill_every_default(spec):
         "noisy_neighbour",
     ]
     assert r["capture"] == {"at": [], "snaplen": 65535, "max_mb": 20.0, "window_s": None}
+    assert r["cluster"] is None  # this machine alone
     assert r["sampler"]["rate_hz"] == 200.0
     assert r["fidelity"] == {
         "lateness_p99_ms": 2.0,

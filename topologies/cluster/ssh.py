@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LOCAL_NAMES = ("localhost", "127.0.0.1")
-_SERVER_RE = re.compile(r"^(?:(?P<user>[a-z_][a-z0-9_.-]*)@)?(?P<host>[A-Za-z0-9_.:-]+)$")
+USER_PATTERN = r"[a-z_][a-z0-9_.-]*"  # a login name
+HOST_PATTERN = r"[A-Za-z0-9_.:-]+"  # a host name, IPv4 or IPv6 address
+_SERVER_RE = re.compile(rf"^(?:(?P<user>{USER_PATTERN})@)?(?P<host>{HOST_PATTERN})$")
 
 
 class ServerError(ValueError):
