@@ -37,7 +37,7 @@ from experiments.measurement.capture import Captures, targets
 from experiments.measurement.sampler_process import SamplerProcess
 from experiments.measurement.samplers import SamplerError
 from experiments.measurement.server_samplers import ClusterSamplers
-from experiments.orchestration.cluster_run import run_cluster
+from experiments.orchestration.cluster import run_cluster
 from experiments.orchestration.envelope import DEFAULT, Envelope, figures, machine_identity
 from experiments.orchestration.envelope import load as load_envelope
 from experiments.orchestration.faults import agent_kills, rate_changes

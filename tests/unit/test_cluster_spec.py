@@ -208,7 +208,7 @@ def test_dry_run_shows_an_explicit_placement_as_written(tmp_path, nothing_built,
     assert "leaf0, spine0" in row_a and "h0, h1" in row_a and "h2" not in row_a
 
 
-def test_a_real_run_on_several_servers_stops_before_building_anything(
+def test_a_real_run_on_machines_outside_a_local_cluster_stops_before_building_anything(
     leaves_file, nothing_built, capsys, tmp_path
 ):
     out_dir = tmp_path / "results"
@@ -216,11 +216,11 @@ def test_a_real_run_on_several_servers_stops_before_building_anything(
     assert main(argv) == EXIT_FAILED
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
-    assert "not available in this version yet" in err and "--dry-run" in err
-    assert "root@old-a, root@old-b" in err
+    assert "not a server of a local cluster" in err and "--dry-run" in err
+    assert "root@old-a, root@old-b are" in err
     assert not out_dir.exists()
     assert main(["cli", str(leaves_file), "--cluster", "a,b"]) == EXIT_FAILED
-    assert "not available in this version yet" in capsys.readouterr().err
+    assert "not a server of a local cluster" in capsys.readouterr().err
     with pytest.raises(EngineUnavailable):
         require_engine(load_spec(leaves_file).resolved["cluster"])
 
