@@ -71,8 +71,17 @@ class ClusterNetwork(FabricNetwork):
                timeout: float = 20) -> tuple[str, str, int]:  # fmt: skip
         if not place:
             return super().run_at(place, args, stdin, timeout)
+        if place in self.failed_servers():
+            return "", f"server {place} failed", 255
         proc = self.servers[place].run(args, timeout=timeout, stdin=stdin)
         return proc.stdout, proc.stderr, proc.returncode
+
+    def host_exec(self, host: str, args: list[str], stdin: str | None = None,
+                  ) -> tuple[str, str, int]:  # fmt: skip
+        place = self.place_of(host)
+        if place and place in self.failed_servers():  # asking would wait for ssh's timeout
+            return "", f"server {place} failed", 255
+        return super().host_exec(host, args, stdin)
 
     # ----- build ---------------------------------------------------------------
     def start(self) -> None:
