@@ -94,12 +94,28 @@ def address_towards(host: str) -> str:
     return words[words.index("src") + 1]
 
 
+def with_placeholders(cluster: dict[str, Any]) -> dict[str, Any]:
+    """A ``local: N`` cluster before it is up: its servers named ``local-1``..``local-N``
+    (to plan and show a placement)."""
+    if not cluster.get("local") or cluster["servers"]:
+        return cluster
+    return {**cluster, "servers": [{"host": f"local-{i}", "user": "root"}
+                                   for i in range(1, cluster["local"] + 1)]}  # fmt: skip
+
+
+def with_local_servers(resolved: Mapping[str, Any], addresses: list[str]) -> dict[str, Any]:
+    """``resolved`` with its ``local: N`` cluster's servers filled in once it is up."""
+    cluster = dict(resolved["cluster"], servers=[{"host": a, "user": "root"} for a in addresses])
+    return {**resolved, "cluster": cluster}
+
+
 def cluster_placement(
     cluster: dict[str, Any], fabric: Fabric, scale: float, envelope: Envelope
 ) -> Placement:
     """The nodes on each server: ``place``'s partition for ``auto``, else the spec's own
     (checked when the spec was loaded). A GPU server no server can hold is a SpecError
     naming ``cluster.servers``."""
+    cluster = with_placeholders(cluster)
     capacity = round(envelope.capacity_mbps(fabric.summary()["mean_switch_hops"]), 1)
     machines = [MachineShare(s["host"], capacity) for s in cluster["servers"]]
     if cluster["placement"] == AUTO:

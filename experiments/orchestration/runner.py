@@ -37,7 +37,7 @@ from experiments.measurement.capture import Captures, targets
 from experiments.measurement.sampler_process import SamplerProcess
 from experiments.measurement.samplers import SamplerError
 from experiments.measurement.server_samplers import ClusterSamplers
-from experiments.orchestration.cluster import run_cluster
+from experiments.orchestration.cluster import run_cluster, with_local_servers
 from experiments.orchestration.envelope import DEFAULT, Envelope, figures, machine_identity
 from experiments.orchestration.envelope import load as load_envelope
 from experiments.orchestration.faults import agent_kills, rate_changes
@@ -231,11 +231,19 @@ def fabric_up(fabric: Fabric, resolved: dict[str, Any], scratch: Path,
         else None
     )
     detect = detect_delays(resolved["faults"], fabric)
-    cluster = run_cluster(resolved, fabric)
-    # switches on other servers reach the controller on this machine's cluster address,
-    # over TLS only (never plain OpenFlow off loopback)
-    host = cluster.coordinator if cluster else "127.0.0.1"
     with contextlib.ExitStack() as stack:
+        local = (resolved.get("cluster") or {}).get("local")
+        if local:  # the run's own local cluster, removed with the run
+            from topologies.cluster.local import down, up
+
+            say(f"starting a local cluster of {local} servers")
+            rec = up(local, for_run=True)
+            stack.callback(down, rec)
+            resolved = with_local_servers(resolved, [s.address for s in rec.plan().servers])
+        cluster = run_cluster(resolved, fabric)
+        # switches on other servers reach the controller on this machine's cluster address,
+        # over TLS only (never plain OpenFlow off loopback)
+        host = cluster.coordinator if cluster else "127.0.0.1"
         tls = (stack.enter_context(RunPKI(addresses=tuple(dict.fromkeys(["127.0.0.1", host])),
                                           parent=scratch))
                if ctl["tls"] or cluster else None)  # fmt: skip

@@ -30,6 +30,7 @@ from experiments.spec.schema import (
     bad,
     choice,
     either,
+    integer,
     join,
     list_of,
     listing,
@@ -145,6 +146,26 @@ def _placement_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
 
 
 def _cluster_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
+    if out["local"]:
+        if out["servers"]:
+            raise bad(join(path, "local"), out["local"], "0 when cluster.servers are given",
+                      "local: N brings up its own servers (kvfabric cluster local up N); "
+                      "give servers or local, not both")  # fmt: skip
+        if out["placement"] != AUTO:
+            raise bad(join(path, "placement"), out["placement"], "auto with cluster.local",
+                      "a local cluster's addresses are known only once it is up")  # fmt: skip
+        out["servers"] = [{"host": f"local-{i}", "user": "root"}  # placeholders until up
+                          for i in range(1, out["local"] + 1)]  # fmt: skip
+        _cluster_post_servers(out, path, ctx)
+        out["servers"] = []
+        return
+    if not out["servers"]:
+        raise missing(join(path, "servers"), "the machines that emulate the fabric "
+                      "(or cluster.local: N for a local cluster of N servers)")  # fmt: skip
+    _cluster_post_servers(out, path, ctx)
+
+
+def _cluster_post_servers(out: dict[str, Any], path: str, ctx: Ctx) -> None:
     _servers_post(out["servers"], path)
     if out["placement"] != AUTO:
         _placement_post(out, path, ctx)
@@ -161,9 +182,16 @@ def _cluster_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
 CLUSTER = section(
     {
         "servers": Field(
-            list_of(either(_server_text(), SERVER), 1, MAX_SERVERS),
+            list_of(either(_server_text(), SERVER), 0, MAX_SERVERS),
+            [],
             doc="the machines that emulate the fabric together: user@host or {host, user} "
             "(localhost is this machine; --cluster sets them)",
+        ),
+        "local": Field(
+            integer(0, MAX_SERVERS),
+            0,
+            "N > 0 instead of servers: the run brings up a local cluster of N server "
+            "namespaces on this machine and removes it after (kvfabric cluster local)",
         ),
         "placement": Field(
             either(choice([AUTO]), mapping(text(), list_of(node(), 1, distinct=True))),

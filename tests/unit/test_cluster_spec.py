@@ -41,7 +41,13 @@ def _load(spec: dict, overrides: list[str] = (), base_dir: Path | None = None):
 
 
 BAD = [
-    ("no servers", "leaves", {"servers": []}, "cluster.servers", ["0 items", "1 to 16"]),
+    ("no servers", "leaves", {"servers": []}, "cluster.servers",
+     ["missing", "cluster.local: N"]),
+    ("servers and local", "leaves", {"servers": ["a"], "local": 2}, "cluster.local",
+     ["give servers or local, not both"]),
+    ("local with a placement", "leaves", {"local": 2, "placement": {"a": ["h0"]}},
+     "cluster.placement", ["auto with cluster.local"]),
+    ("local above 16", "leaves", {"local": 17}, "cluster.local", ["0 to 16"]),
     ("17 servers", "leaves", {"servers": [f"s{i}" for i in range(17)]}, "cluster.servers",
      ["17 items"]),
     ("servers left out", "leaves", {}, "cluster.servers", ["missing"]),
@@ -64,7 +70,7 @@ BAD = [
     ("no ssh config file", "leaves", {"servers": ["a"], "ssh_config": "absent"},
      "cluster.ssh_config", ["no such file", "relative to the spec file's folder"]),
     ("unknown cluster key", "leaves", {"servers": ["a"], "port": 22}, "cluster.port",
-     ["unknown key", "servers, placement, link, ssh_config"]),
+     ["unknown key", "servers, local, placement, link, ssh_config"]),
     ("more servers than whole units", "leaves", {"servers": list("abcde")}, "cluster.servers",
      ["at most 4 servers", "4 units placed whole"]),
     ("placement neither auto nor a mapping", "leaves", {"servers": ["a"], "placement": "even"},
@@ -108,7 +114,8 @@ def test_bad_clusters_name_the_key_path_the_value_and_what_is_allowed(
 def test_defaults_one_server_and_no_section_mean_one_machine():
     resolved = _load(_spec(LEAVES, {"servers": ["localhost"]})).resolved["cluster"]
     assert resolved == {"servers": [{"host": "localhost", "user": "root"}],
-                        "placement": "auto", "link": "vxlan", "ssh_config": None}  # fmt: skip
+                        "local": 0, "placement": "auto", "link": "vxlan",
+                        "ssh_config": None}  # fmt: skip
     assert _load(LEAVES).resolved["cluster"] is None
     require_engine(resolved)  # one server: this machine alone, nothing refused
     require_engine(None)

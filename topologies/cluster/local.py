@@ -63,6 +63,8 @@ class ClusterRecord:
     state: str = "building"  # building -> up
     owner_pid: int = 0
     owner_started: float = 0.0
+    # brought up by a run for itself (``cluster.local``): gone with its owner
+    for_run: bool = False
 
     @property
     def directory(self) -> Path:
@@ -163,15 +165,16 @@ def _check(args: list[str], what: str) -> None:
         raise ClusterError(f"{what}: {' '.join(args)}: {(proc.stderr or proc.stdout).strip()}")
 
 
-def up(n: int, say: Callable[[str], None] = log.info) -> ClusterRecord:
-    """Start ``n`` servers; on any failure (Ctrl-C included) remove what was made."""
+def up(n: int, say: Callable[[str], None] = log.info, for_run: bool = False) -> ClusterRecord:
+    """Start ``n`` servers; on any failure (Ctrl-C included) remove what was made.
+    ``for_run``: a run's own cluster, which ``clean`` removes once the run is gone."""
     _require()
     taken = {r.prefix for r in cluster_records()}
     plan = plan_local_cluster(n, new_cluster_prefix(taken), free_lan(_in_use_networks()),
                               CLUSTERS_DIR)  # fmt: skip
     me = psutil.Process()
     rec = ClusterRecord(plan.prefix, str(plan.lan), owner_pid=me.pid,
-                        owner_started=me.create_time())  # fmt: skip
+                        owner_started=me.create_time(), for_run=for_run)  # fmt: skip
     rec.servers = [{"index": s.index, "netns": s.netns, "address": s.address, "holder": None}
                    for s in plan.servers]  # fmt: skip
     rec.save()
@@ -364,8 +367,10 @@ def clean_clusters(force: bool = False) -> tuple[list[str], list[str]]:
     known = set()
     for rec in cluster_records():
         known.add(rec.prefix)
-        building = rec.state == "building" and _alive(rec.owner_pid, rec.owner_started)
-        if (building or (rec.state == "up" and rec.holders_alive())) and not force:
+        owner = _alive(rec.owner_pid, rec.owner_started)
+        building = rec.state == "building" and owner
+        kept = rec.state == "up" and rec.holders_alive() and (owner or not rec.for_run)
+        if (building or kept) and not force:
             skipped.append(f"local cluster {rec.prefix} ({len(rec.servers)} servers, "
                            f"{'being built' if building else 'up'}; "
                            f"kvfabric cluster local down {rec.prefix} removes it); "
