@@ -114,7 +114,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         prepared = prepare(spec, runs, force=True)
         for p in prepared:
             _print_demand(p, console)
-            if p.run.resolved["cluster"] is not None:
+            c = p.run.resolved["cluster"]
+            if c is not None and (c["servers"] or c["local"]):
                 _print_cluster(p)
         console.print(f"envelope: {prepared[0].envelope.source}" if prepared else "no runs",
                       soft_wrap=True)  # fmt: skip
@@ -188,7 +189,9 @@ def _print_cluster(p: Any) -> None:
     from experiments.orchestration.crossing import plan_cross_traffic
     from experiments.spec.cluster import AUTO, servers_of
 
-    cluster, resolved = p.run.resolved["cluster"], p.run.resolved
+    from experiments.orchestration.cluster import with_placeholders
+
+    cluster, resolved = with_placeholders(p.run.resolved["cluster"]), p.run.resolved
     placement = cluster_placement(cluster, p.fabric, resolved["scale"]["bandwidth"], p.envelope)
     servers = ", ".join(str(s) for s in servers_of(cluster))
     say(f"cluster: {len(cluster['servers'])} servers ({escape(servers)}), cut links over "

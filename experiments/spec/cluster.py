@@ -159,9 +159,11 @@ def _cluster_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
         _cluster_post_servers(out, path, ctx)
         out["servers"] = []
         return
-    if not out["servers"]:
-        raise missing(join(path, "servers"), "the machines that emulate the fabric "
-                      "(or cluster.local: N for a local cluster of N servers)")  # fmt: skip
+    if not out["servers"]:  # local: 0 and no servers: this machine alone (a sweep's point)
+        if out["local"] is None or out["placement"] != AUTO:
+            raise missing(join(path, "servers"), "the servers cluster.placement names "
+                          "(or cluster.local: N for a local cluster of N servers)")  # fmt: skip
+        return
     _cluster_post_servers(out, path, ctx)
 
 
@@ -188,8 +190,8 @@ CLUSTER = section(
             "(localhost is this machine; --cluster sets them)",
         ),
         "local": Field(
-            integer(0, MAX_SERVERS),
-            0,
+            optional(integer(0, MAX_SERVERS)),
+            None,
             "N > 0 instead of servers: the run brings up a local cluster of N server "
             "namespaces on this machine and removes it after (kvfabric cluster local)",
         ),

@@ -41,8 +41,8 @@ def _load(spec: dict, overrides: list[str] = (), base_dir: Path | None = None):
 
 
 BAD = [
-    ("no servers", "leaves", {"servers": []}, "cluster.servers",
-     ["missing", "cluster.local: N"]),
+    ("a placement without servers", "leaves", {"servers": [], "placement": {"a": ["h0"]}},
+     "cluster.servers", ["missing", "cluster.local: N"]),
     ("servers and local", "leaves", {"servers": ["a"], "local": 2}, "cluster.local",
      ["give servers or local, not both"]),
     ("local with a placement", "leaves", {"local": 2, "placement": {"a": ["h0"]}},
@@ -111,10 +111,15 @@ def test_bad_clusters_name_the_key_path_the_value_and_what_is_allowed(
         assert fragment in message, f"{fragment!r} not in {message!r}"
 
 
+def test_local_zero_without_servers_is_this_machine_alone(tmp_path):
+    spec = _load(_spec(BASES["leaves"], {"local": 0}), base_dir=tmp_path)
+    assert spec.resolved["cluster"]["servers"] == [] and spec.resolved["cluster"]["local"] == 0
+
+
 def test_defaults_one_server_and_no_section_mean_one_machine():
     resolved = _load(_spec(LEAVES, {"servers": ["localhost"]})).resolved["cluster"]
     assert resolved == {"servers": [{"host": "localhost", "user": "root"}],
-                        "local": 0, "placement": "auto", "link": "vxlan",
+                        "local": None, "placement": "auto", "link": "vxlan",
                         "ssh_config": None}  # fmt: skip
     assert _load(LEAVES).resolved["cluster"] is None
     require_engine(resolved)  # one server: this machine alone, nothing refused
