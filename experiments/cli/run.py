@@ -185,11 +185,9 @@ def _print_demand(p: Any, console: Console) -> None:
 def _print_cluster(p: Any) -> None:
     """A run's placement on its cluster's servers and the plan's traffic across them."""
     from experiments.cli.topo_placement import print_placement
-    from experiments.orchestration.cluster import cluster_placement
+    from experiments.orchestration.cluster import cluster_placement, with_placeholders
     from experiments.orchestration.crossing import plan_cross_traffic
     from experiments.spec.cluster import AUTO, servers_of
-
-    from experiments.orchestration.cluster import with_placeholders
 
     cluster, resolved = with_placeholders(p.run.resolved["cluster"]), p.run.resolved
     placement = cluster_placement(cluster, p.fabric, resolved["scale"]["bandwidth"], p.envelope)
