@@ -16,6 +16,9 @@ from experiments.cli.common import EXIT_FAILED, EXIT_OK, console, err, say
 def add_parsers(sub: Any) -> None:
     d = sub.add_parser("doctor", help="what this machine can emulate, and what to install")
     d.add_argument("--json", action="store_true")
+    d.add_argument("--cluster", metavar="USER@HOST,...",
+                   help="check these servers instead (ssh, root, Mininet, Open vSwitch, "
+                        "VXLAN, the code, the underlay MTU, clock offsets)")  # fmt: skip
     d.set_defaults(handler=cmd_doctor)
 
     cal = sub.add_parser("calibrate", help="measure what this machine emulates faithfully "
@@ -42,6 +45,8 @@ def add_parsers(sub: Any) -> None:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from topologies.system import QDISC_PROBES, capabilities
 
+    if args.cluster:
+        return _doctor_cluster(args)
     caps = capabilities()
     if args.json:
         print(json.dumps(caps.as_json(), indent=2))
@@ -69,6 +74,39 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         return EXIT_OK
     for fix in caps.fixes:
         say(f"[red]missing[/red]: {fix}")
+    return EXIT_FAILED
+
+
+def _doctor_cluster(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from topologies.cluster.probe import check_cluster
+    from topologies.cluster.ssh import parse_servers
+
+    servers = parse_servers(args.cluster)
+    rows = check_cluster(servers, progress=lambda line: err.print(line, highlight=False))
+    ok = not any(r.fails for r in rows)
+    if args.json:
+        print(json.dumps({"ok": ok, "rows": [asdict(r) for r in rows]}, indent=2))
+        return EXIT_OK if ok else EXIT_FAILED
+    marks = {True: "[green]ok[/green]", False: "[red]FAIL[/red]", None: "[dim]–[/dim]"}
+    for server in servers:
+        table = Table(title=f"kvfabric doctor: {server}", show_header=True)
+        for column in ("check", "", "found"):
+            table.add_column(column)
+        for r in (r for r in rows if r.server == str(server)):
+            mark = marks[r.ok] if r.required else "[yellow]warn[/yellow]" if r.fix else "info"
+            table.add_row(r.check, mark, r.shown)
+        console.print(table)
+    for r in rows:
+        if r.fix:
+            level = "[red]fix[/red]" if r.fails else "[yellow]optional[/yellow]"
+            say(f"{level} {r.server} {r.check}: {r.fix}")
+    if ok:
+        say(f"[green]ok[/green]: all {len(servers)} servers can carry a fabric")
+        return EXIT_OK
+    bad = sorted({r.server for r in rows if r.fails}, key=[str(s) for s in servers].index)
+    say(f"[red]not ready[/red]: {', '.join(bad)}")
     return EXIT_FAILED
 
 
