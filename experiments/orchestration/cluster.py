@@ -126,3 +126,24 @@ def cluster_placement(
             raise SpecError(f"cluster.servers: {why}", "cluster.servers") from None
     machine_of = {n: host for host, names in cluster["placement"].items() for n in names}
     return placement_of(fabric, machine_of, machines, scale=scale)
+
+
+def clock_offsets(cluster: RunCluster) -> dict[str, Any]:
+    """Each other server's monotonic and realtime clock offset against this machine's,
+    with its uncertainty (``topologies.cluster.clock``), for ``env.json``; a server that
+    cannot be read gets its error instead."""
+    from topologies.cluster.clock import ClockError, measure_offset
+
+    out: dict[str, Any] = {}
+    for server in cluster.servers:
+        if server.is_local:
+            continue
+        try:
+            out[str(server)] = {
+                clock: {"offset_ms": o.offset_ns / 1e6, "uncertainty_ms": o.uncertainty_ns / 1e6}
+                for clock, o in ((c, measure_offset(server, clock=c))
+                                 for c in ("monotonic", "realtime"))
+            }  # fmt: skip
+        except (ClockError, OSError, ValueError) as exc:
+            out[str(server)] = {"error": str(exc)}
+    return out

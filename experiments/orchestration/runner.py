@@ -37,7 +37,7 @@ from experiments.measurement.capture import Captures, targets
 from experiments.measurement.sampler_process import SamplerProcess
 from experiments.measurement.samplers import SamplerError
 from experiments.measurement.server_samplers import ClusterSamplers
-from experiments.orchestration.cluster import run_cluster, with_local_servers
+from experiments.orchestration.cluster import clock_offsets, run_cluster, with_local_servers
 from experiments.orchestration.envelope import DEFAULT, Envelope, figures, machine_identity
 from experiments.orchestration.envelope import load as load_envelope
 from experiments.orchestration.faults import agent_kills, rate_changes
@@ -291,7 +291,10 @@ def _carry_out(p: Prepared, run_dir: Path, scratch: Path, stop: StopFlag, rec: R
         }
         cluster = getattr(net, "cluster", None)
         if cluster is not None:
-            env["cluster"] = cluster.to_dict() | {"ovs_tx_buffer_bytes": net.tx_buffers}
+            say("measuring the servers' clocks")
+            clock = {"start": clock_offsets(cluster)}
+            env["cluster"] = cluster.to_dict() | {"ovs_tx_buffer_bytes": net.tx_buffers,
+                                                  "clock": clock}  # fmt: skip
         results.write_json(run_dir, "env", env)
         if stop:
             raise InterruptedError("interrupted before the traffic started")
@@ -299,6 +302,9 @@ def _carry_out(p: Prepared, run_dir: Path, scratch: Path, stop: StopFlag, rec: R
             _traffic(p, net, run_dir, scratch, stop, rec, say, proc)
         finally:
             record_controller(proc, rec)
+            if cluster is not None:  # and at the end: a clock that drifted shows
+                env["cluster"]["clock"]["end"] = clock_offsets(cluster)
+                results.write_json(run_dir, "env", env)
 
 
 def record_controller(proc: ControllerProcess, rec: Recorded) -> None:

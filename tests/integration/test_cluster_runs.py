@@ -94,6 +94,10 @@ def test_a_serving_run_crosses_the_servers_and_a_failed_cut_link_is_rerouted(
     env = json.loads((run / "env.json").read_text())
     machine_of = env["cluster"]["machine_of"]
     assert sorted(set(machine_of.values())) == sorted(arg.split(","))
+    for when in ("start", "end"):  # each server's clock against this machine's (one kernel)
+        for server, clocks in env["cluster"]["clock"][when].items():
+            mono = clocks["monotonic"]
+            assert abs(mono["offset_ms"]) <= mono["uncertainty_ms"] + 1.0, (when, server, mono)
     flows = pd.read_parquet(run / "flows.parquet")
     kv = flows[flows["kind"].str.startswith("kv")]
     crossing = [machine_of[a] != machine_of[b] for a, b in zip(kv["src"], kv["dst"], strict=True)]
