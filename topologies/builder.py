@@ -215,6 +215,14 @@ class FabricNetwork:
                 net.addHost(name, ip=f"{node.ip}/8", mac=None)
             else:
                 net.addSwitch(name, dpid=f"{node.dpid:016x}")
+        self._add_links(net)
+        net.build()
+        net.start()
+
+    def _add_links(self, net: Any) -> None:
+        """Every fabric link, its ports numbered as the fabric numbers them and the
+        hosts' ends given their fabric MAC addresses."""
+        assert self.names is not None
         for link in self.fabric.links:
             a, b = self.fabric.node(link.a), self.fabric.node(link.b)
             params: dict[str, Any] = {}
@@ -222,15 +230,8 @@ class FabricNetwork:
                 params["addr1"] = port_mac(a.number, link.a_port)
             if b.is_host:
                 params["addr2"] = port_mac(b.number, link.b_port)
-            net.addLink(
-                self.names.node(a),
-                self.names.node(b),
-                port1=link.a_port,
-                port2=link.b_port,
-                **params,
-            )
-        net.build()
-        net.start()
+            net.addLink(self.names.node(a), self.names.node(b), port1=link.a_port,
+                        port2=link.b_port, **params)  # fmt: skip
 
     def _set_ssl(self, files: tuple[str, str, str]) -> None:
         """Point Open vSwitch's SSL setting at the run's switch key and certificates

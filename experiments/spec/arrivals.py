@@ -8,7 +8,6 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from experiments.spec.schema import (
@@ -20,6 +19,7 @@ from experiments.spec.schema import (
     bad,
     choice,
     either,
+    existing_file,
     integer,
     join,
     missing,
@@ -39,21 +39,6 @@ def _signature_defaults(fn: Callable[..., Any], names: list[str]) -> dict[str, A
 
 
 TOKEN_DISTS = {"fixed": ("value",), "uniform": ("low", "high"), "lognormal": ("mean", "sigma")}
-
-
-def _trace_file() -> Check:
-    allowed = "a trace file: a path relative to the spec file's folder, or absolute"
-
-    def fn(value: Any, path: str, ctx: Ctx) -> str:
-        if not isinstance(value, str) or not value:
-            raise bad(path, value, allowed)
-        file = Path(value).expanduser()
-        file = file if file.is_absolute() else ctx.base_dir / file
-        if not file.is_file():
-            raise bad(path, value, allowed, f"no such file {file}")
-        return str(file.resolve())
-
-    return Check(fn, allowed, lambda v: isinstance(v, str))
 
 
 def _token_dist_post(out: dict[str, Any], path: str, ctx: Ctx) -> dict[str, Any]:
@@ -94,7 +79,9 @@ _TRACE_DEFAULTS = _signature_defaults(
 )
 TRACE_ARRIVALS = section(
     {
-        "trace": Field(_trace_file(), doc="the trace file, relative to the spec's folder"),
+        "trace": Field(
+            existing_file("a trace file"), doc="the trace file, relative to the spec's folder"
+        ),
         "format": Field(choice(FORMATS), doc="the trace's format"),
         "limit": Field(
             optional(integer(1)), _TRACE_DEFAULTS["limit"], "at most this many requests"

@@ -30,6 +30,7 @@ from experiments.spec.schema import (
     bad,
     choice,
     either,
+    existing_file,
     integer,
     join,
     list_of,
@@ -79,21 +80,6 @@ def _link() -> Check:
         return check(value, path, ctx)
 
     return Check(fn, check.allowed, check.accepts, check.json)
-
-
-def _file() -> Check:
-    allowed = "a file: a path relative to the spec file's folder, or absolute"
-
-    def fn(value: Any, path: str, ctx: Ctx) -> str:
-        if not isinstance(value, str) or not value:
-            raise bad(path, value, allowed)
-        file = Path(value).expanduser()
-        file = file if file.is_absolute() else ctx.base_dir / file
-        if not file.is_file():
-            raise bad(path, value, allowed, f"no such file {file}")
-        return str(file.resolve())
-
-    return Check(fn, allowed, lambda v: isinstance(v, str), {"type": "string"})
 
 
 def _servers_post(servers: list[dict[str, str]], path: str) -> None:
@@ -203,7 +189,9 @@ CLUSTER = section(
         ),
         "link": Field(_link(), "vxlan", "what carries a link cut between servers"),
         "ssh_config": Field(
-            optional(_file()), None, "ssh -F file to reach the servers (relative to the spec)"
+            optional(existing_file(json={"type": "string"})),
+            None,
+            "ssh -F file to reach the servers (relative to the spec)",
         ),
     },
     _cluster_post,

@@ -448,3 +448,20 @@ def server() -> Check:
 
     json = {"type": "integer", "minimum": 0, "title": "a server number of the fabric"}
     return Check(fn, "a server number of the fabric", _is_number, json)
+
+
+def existing_file(what: str = "a file", json: dict[str, Any] | None = None) -> Check:
+    """A path to an existing file, relative to the spec file's folder or absolute;
+    resolved to an absolute path."""
+    allowed = f"{what}: a path relative to the spec file's folder, or absolute"
+
+    def fn(value: Any, path: str, ctx: Ctx) -> str:
+        if not isinstance(value, str) or not value:
+            raise bad(path, value, allowed)
+        file = Path(value).expanduser()
+        file = file if file.is_absolute() else ctx.base_dir / file
+        if not file.is_file():
+            raise bad(path, value, allowed, f"no such file {file}")
+        return str(file.resolve())
+
+    return Check(fn, allowed, lambda v: isinstance(v, str), {} if json is None else json)

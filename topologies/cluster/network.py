@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..builder import BuildError, FabricNetwork
-from ..fabric import Fabric, port_mac
+from ..fabric import Fabric
 from .local import local_cluster_of
 from .ssh import Server
 from .sweep import tls_folder
@@ -132,15 +132,7 @@ class ClusterNetwork(FabricNetwork):
                 net.addHost(name, ip=f"{node.ip}/8", mac=None, **where)
             else:
                 net.addSwitch(name, dpid=f"{node.dpid:016x}", **where)
-        for link in self.fabric.links:
-            a, b = self.fabric.node(link.a), self.fabric.node(link.b)
-            params: dict[str, Any] = {}
-            if a.is_host:
-                params["addr1"] = port_mac(a.number, link.a_port)
-            if b.is_host:
-                params["addr2"] = port_mac(b.number, link.b_port)
-            net.addLink(self.names.node(a), self.names.node(b), port1=link.a_port,
-                        port2=link.b_port, **params)  # fmt: skip
+        self._add_links(net)
         net.build()
         net.start()
 
