@@ -20,7 +20,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import psutil
@@ -79,7 +79,10 @@ class ClusterRecord:
 
     @classmethod
     def load(cls, path: Path) -> ClusterRecord:
-        return cls(**json.loads(path.read_text()))
+        """A record as saved; keys another version of kvfabric added are ignored."""
+        data = json.loads(path.read_text())
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
 
     def holders_alive(self) -> bool:
         return bool(self.servers) and all(
@@ -379,6 +382,10 @@ def clean_clusters(force: bool = False) -> tuple[list[str], list[str]]:
         removed += down(rec, say=lambda _line: None)
     orphans = {owned_cluster(n.removesuffix("p")) for n in _interfaces() + _netns_names()}
     for prefix in sorted(p for p in orphans if p and p not in known):
+        if (CLUSTERS_DIR / prefix / "cluster.json").exists():  # a record this cannot read
+            skipped.append(f"local cluster {prefix} (its record {CLUSTERS_DIR / prefix} "
+                           "could not be read; kvfabric cluster local down removes it)")  # fmt: skip
+            continue
         removed += down(ClusterRecord(prefix, "", servers=[
             {"index": 0, "netns": n, "address": "", "holder": None}
             for n in _netns_names() if owned_cluster(n) == prefix
