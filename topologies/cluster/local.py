@@ -383,8 +383,8 @@ def clean_clusters(force: bool = False) -> tuple[list[str], list[str]]:
     orphans = {owned_cluster(n.removesuffix("p")) for n in _interfaces() + _netns_names()}
     for prefix in sorted(p for p in orphans if p and p not in known):
         if (CLUSTERS_DIR / prefix / "cluster.json").exists():  # a record this cannot read
-            skipped.append(f"local cluster {prefix} (its record {CLUSTERS_DIR / prefix} "
-                           "could not be read; kvfabric cluster local down removes it)")  # fmt: skip
+            skipped.append(f"local cluster {prefix} (its record in {CLUSTERS_DIR / prefix} "
+                           "could not be read; cluster local down removes it)")  # fmt: skip
             continue
         removed += down(ClusterRecord(prefix, "", servers=[
             {"index": 0, "netns": n, "address": "", "holder": None}
