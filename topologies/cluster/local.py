@@ -213,6 +213,7 @@ def _write_files(plan: LocalClusterPlan) -> None:
                 "-f", str(s.host_key)], "host key")  # fmt: skip
         public[s.index] = s.host_key.with_suffix(".pub").read_text()
         s.sshd_config.write_text(sshd_config_text(plan, s))
+        (s.directory / "init.sh").write_text(server_init_script(s, OVS_CTL, SSHD))
     plan.known_hosts.write_text(known_hosts_text(plan, public))
     plan.ssh_config.write_text(ssh_config_text(plan))
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation folder
@@ -246,8 +247,7 @@ def _start_server(plan: LocalClusterPlan, server: LocalServer) -> psutil.Process
         ipr.addr("add", index=inside, address=server.address, prefixlen=plan.lan.prefixlen)
         (lo,) = ipr.link_lookup(ifname="lo")
         ipr.link("set", index=lo, state="up")
-    script = server.directory / "init.sh"
-    script.write_text(server_init_script(server, OVS_CTL, SSHD))
+    script = server.directory / "init.sh"  # written with the other files, before any server
     with open(server.directory / "init.log", "wb") as out:
         proc = subprocess.Popen(
             ["ip", "netns", "exec", server.netns, "unshare", "--mount", "--uts",
