@@ -8,6 +8,9 @@ over real kernel sockets, and the coordinator that drives them.
 - ``host``: one emulated host's sockets and its non-blocking send/receive paths.
 - ``worker``: the agent process, serving many hosts on one event loop.
 - ``launcher``: host grouping, worker processes and their control clients.
+- ``auth``: the run's secret and the control channel's handshake (pure messages).
+- ``channel``: a worker's TCP control channel: bind address, secret on stdin, port.
+- ``sites``: workers started through a command prefix (ssh), controlled over TCP.
 - ``deps``: completion groups and settling (pure).
 - ``coordinator``: the run's event loop over the workers' event streams.
 - ``merge``: planned rows and records into the flows table (pure).

@@ -28,6 +28,12 @@ start), a completion group's members (its fate depends on them) and failures.
 optionally ``netns(host)``, the path of a host's network namespace
 (``topologies.builder.FabricNetwork`` has both; without ``netns`` every host's
 sockets are made in the caller's namespace, as on loopback).
+
+``sites`` (host name -> ``sites.WorkerSite``) runs the workers of those hosts where
+the site says (another machine: through ssh), controlled over the authenticated TCP
+channel; a worker serves the hosts of one site only, and each site gets up to
+``processes`` workers. Hosts without a site, and every host without ``sites``, are
+served from this machine as above.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +57,7 @@ from .launcher import FleetError, Workers, assign_hosts
 from .merge import agent_rows, flows_table, live_frame, plan, tenant_codes, with_records
 from .pauses import no_full_collections
 from .records import Received, Sent, read_records
+from .sites import WorkerSite
 from .spill import SPILL_S
 from .wire import CONNECTIONS
 from .worker import PRIORITIES, thread_priority
@@ -116,6 +123,7 @@ class AgentFleet:
     - ``spill_s``: each worker moves its finished records to a file in the agents
       folder this often (``spill``), so its memory does not grow with the run; ``None``
       keeps them in memory until they are collected. The flows table is the same.
+    - ``sites``: host name -> where its worker runs (see the module docstring).
     """
 
     def __init__(self, net: Any, run_dir: str | os.PathLike, schedule: pd.DataFrame,
@@ -124,7 +132,8 @@ class AgentFleet:
                  start_delay_s: float = 0.3, udp_grace_s: float = 0.5,
                  stop_grace_s: float = 3.0, priority: str = "rt",
                  driver: Driver | None = None, timer_lead_ms: float = 5.0,
-                 spill_s: float | None = SPILL_S) -> None:  # fmt: skip
+                 spill_s: float | None = SPILL_S,
+                 sites: Mapping[str, WorkerSite] | None = None) -> None:  # fmt: skip
         if connection not in CONNECTIONS:
             raise ValueError(f"connection={connection!r}; allowed: {', '.join(CONNECTIONS)}")
         if priority not in PRIORITIES:
@@ -148,12 +157,24 @@ class AgentFleet:
             raise ValueError(f"schedule names hosts the fabric lacks: {unknown}")
         self.hosts = [h.name for h in fabric_hosts if h.name in named]
         self.ips = {h: net.fabric.node(h).ip for h in self.hosts}
-        servers: dict[Any, list[str]] = {}
+        process_count(processes, len(named))  # refuses a bad count before anything
+        sites = dict(sites or {})
+        strangers = sorted(set(sites) - {h.name for h in fabric_hosts})
+        if strangers:
+            raise ValueError(f"sites name hosts the fabric lacks: {strangers}")
+        at_site: dict[WorkerSite | None, dict[Any, list[str]]] = {}
         for h in fabric_hosts:
             if h.name in named:
                 server = getattr(h, "server", None)
+                servers = at_site.setdefault(sites.get(h.name), {})
                 servers.setdefault(h.name if server is None else server, []).append(h.name)
-        self.groups = assign_hosts(list(servers.values()), process_count(processes, len(named)))
+        self.groups: list[list[str]] = []
+        self.group_sites: list[WorkerSite | None] = []  # where each group's worker runs
+        for site, servers in at_site.items():
+            count = process_count(processes, sum(map(len, servers.values())))
+            for group in assign_hosts(list(servers.values()), count):
+                self.groups.append(group)
+                self.group_sites.append(site)
         self.ready_timeout_s, self.start_delay_s = ready_timeout_s, start_delay_s
         self.udp_grace_s, self.stop_grace_s = udp_grace_s, stop_grace_s
         self.priority = priority
@@ -197,7 +218,7 @@ class AgentFleet:
         agents_dir = self.run_dir / "agents"
         self.workers = w = Workers(agents_dir, specs, self.cc, self.connection, self.priority,
                                    self.ready_timeout_s, self.stop_grace_s,
-                                   self.spill_s)  # fmt: skip
+                                   self.spill_s, self.group_sites)  # fmt: skip
         w.start()
         for wp in w.all:
             rows = agent_rows(self.planned, wp.hosts, self.ips)

@@ -9,6 +9,11 @@ answers on its control socket, and stops them all on ``close`` (stop, then
 terminate, then kill), also after a failure half-way. Each worker dies with the
 process that started it (``PR_SET_PDEATHSIG``), so a runner killed with SIGKILL
 leaves no agent behind.
+
+With ``sites`` (one ``sites.WorkerSite`` or None per group), a group's worker is
+started through that site's command prefix (ssh for another machine) and
+controlled over TCP on the site's cluster address, authenticated with a secret
+made for this ``Workers`` (``auth``, ``channel``); the others as above.
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import auth
+from .channel import connect
+from .sites import SiteProcess, WorkerSite
 from .wire import decode, encode
 
 
@@ -58,16 +66,23 @@ def assign_hosts(servers: Sequence[Sequence[str]], processes: int) -> list[list[
 
 
 class ControlClient:
-    """Blocking request/reply on a worker's control socket (one JSON line each way)."""
+    """Blocking request/reply on a worker's control socket (one JSON line each way):
+    a Unix socket's path, or a TCP address with the run's secret (``auth``)."""
 
-    def __init__(self, path: str, timeout: float = 10.0) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        try:
-            self.sock.connect(path)
-        except OSError:
-            self.sock.close()
-            raise
+    def __init__(self, address: str | tuple[str, int], timeout: float = 10.0,
+                 secret: bytes | None = None) -> None:  # fmt: skip
+        if isinstance(address, str):
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.settimeout(timeout)
+            try:
+                self.sock.connect(address)
+            except OSError:
+                self.sock.close()
+                raise
+        elif secret is None:
+            raise ValueError(f"a TCP control channel ({address}) needs the run's secret")
+        else:
+            self.sock = connect(address, secret, timeout)
         self.buf = b""
 
     def request(self, cmd: str, **kw: Any) -> dict[str, Any]:
@@ -100,10 +115,12 @@ class WorkerProcess:
     name: str
     hosts: list[str]
     proc: subprocess.Popen
-    control_path: str
+    control: str | tuple[str, int] | None  # None: a site's worker, not announced yet
     log_path: Path
     client: ControlClient | None = None
     events: ControlClient | None = None
+    site: SiteProcess | None = None
+    secret: bytes | None = None
 
     def log_tail(self) -> str:
         try:
@@ -118,7 +135,12 @@ class Workers:
 
     def __init__(self, agents_dir: Path, groups: list[list[dict[str, Any]]], cc: str,
                  connection: str, priority: str, ready_timeout_s: float = 20.0,
-                 stop_grace_s: float = 3.0, spill_s: float | None = None) -> None:  # fmt: skip
+                 stop_grace_s: float = 3.0, spill_s: float | None = None,
+                 sites: Sequence[WorkerSite | None] | None = None) -> None:  # fmt: skip
+        if sites is not None and len(sites) != len(groups):
+            raise ValueError(f"{len(sites)} sites for {len(groups)} groups of hosts")
+        self.sites = list(sites) if sites is not None else [None] * len(groups)
+        self.secret = auth.new_secret() if any(self.sites) else None
         self.agents_dir = agents_dir
         self.spill_s = spill_s  # None: each worker keeps its records until collect
         self.groups = groups
@@ -149,14 +171,23 @@ class Workers:
             if self.spill_s:
                 spill = ["--spill", str(here / f"{name}.spill.jsonl"), "--spill-s",
                          f"{self.spill_s:g}"]  # fmt: skip
+            args = ["--hosts", str(hosts_file), "--cc", self.cc, "--connection",
+                    self.connection, "--priority", self.priority, *spill]  # fmt: skip
+            hosts = [s["name"] for s in specs]
+            site = self.sites[i]
             with open(log_path, "wb") as logf:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "traffic.agents.worker", "--hosts", str(hosts_file),
-                     "--control", control, "--cc", self.cc, "--connection", self.connection,
-                     "--priority", self.priority, *spill],
-                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=logf, env=env,
-                )  # fmt: skip
-            w = WorkerProcess(name, [s["name"] for s in specs], proc, control, log_path)
+                if site is not None:
+                    assert self.secret is not None
+                    started = SiteProcess(site.argv(args, root), logf, self.secret)
+                    w = WorkerProcess(name, hosts, started.proc, None, log_path, site=started,
+                                      secret=self.secret)  # fmt: skip
+                else:
+                    proc = subprocess.Popen(
+                        [sys.executable, "-m", "traffic.agents.worker", *args, "--control",
+                         control], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                        stderr=logf, env=env,
+                    )  # fmt: skip
+                    w = WorkerProcess(name, hosts, proc, control, log_path)
             self.all.append(w)
             for h in w.hosts:
                 self.of_host[h] = w
@@ -171,10 +202,21 @@ class Workers:
                 if code is not None:
                     raise FleetError(f"the agent of {', '.join(w.hosts[:8])} exited with code "
                                      f"{code} before it listened: {w.log_tail()}")  # fmt: skip
+                if w.control is None:
+                    w.control = self._announced(w)
+                    if w.control is None:
+                        continue
                 try:
-                    client = ControlClient(w.control_path)
+                    client = ControlClient(w.control, secret=w.secret)
+                except auth.HandshakeError as exc:
+                    raise FleetError(f"the agent of {', '.join(w.hosts[:8])} at {w.control} "
+                                     f"failed the handshake: {exc}") from None  # fmt: skip
+                except OSError:
+                    continue
+                try:
                     client.request("ping")
                 except OSError:
+                    client.close()
                     continue
                 w.client = client
                 waiting.remove(w)
@@ -187,9 +229,18 @@ class Workers:
             if waiting:
                 time.sleep(0.02)
 
+    def _announced(self, w: WorkerProcess) -> tuple[str, int] | None:
+        assert w.site is not None
+        try:
+            return w.site.address()
+        except ValueError as exc:
+            raise FleetError(f"the agent of {', '.join(w.hosts[:8])} did not announce its "
+                             f"control port ({exc}): {w.log_tail()}") from None  # fmt: skip
+
     def subscribe(self) -> None:
         for w in self.all:
-            ev = ControlClient(w.control_path)
+            assert w.control is not None
+            ev = ControlClient(w.control, secret=w.secret)
             ev.request("subscribe")
             ev.sock.setblocking(False)
             w.events = ev
@@ -200,13 +251,17 @@ class Workers:
             if client is not None:
                 client.close()
         w.client = w.events = None
-        if w.proc.poll() is None:
-            w.proc.terminate()
-            try:
-                w.proc.wait(timeout=self.stop_grace_s)
-            except subprocess.TimeoutExpired:
-                w.proc.kill()
-                w.proc.wait(timeout=10)
+        try:
+            if w.proc.poll() is None:
+                w.proc.terminate()
+                try:
+                    w.proc.wait(timeout=self.stop_grace_s)
+                except subprocess.TimeoutExpired:
+                    w.proc.kill()
+                    w.proc.wait(timeout=10)
+        finally:
+            if w.site is not None:  # the worker's lifeline: behind ssh, it ends there too
+                w.site.close_pipes()
 
     def close(self) -> None:
         """Stop every worker; safe to call twice."""

@@ -1,4 +1,5 @@
-"""An agent worker: ``python -m traffic.agents.worker --hosts FILE --control SOCK``.
+"""An agent worker: ``python -m traffic.agents.worker --hosts FILE --control SOCK``
+(or ``--control-tcp ADDRESS:PORT``, the run's secret on stdin: ``channel``).
 
 One process serves many emulated hosts (``FILE``: a JSON list of ``{name, ip,
 netns}``): each host's sockets are created in its own network namespace and
@@ -7,8 +8,10 @@ an idle host costs only its idle sockets. One asyncio loop on a precise timer
 (``kernel.PreciseSelector``) does everything; nothing on the send or receive
 path blocks or sleeps.
 
-Control, on a Unix socket: one JSON object per line, answered by one line
-``{"ok": true, ...}`` or ``{"ok": false, "error": ...}``. Commands: ``ping``;
+Control, on a Unix socket (or, for a worker on another machine, on an authenticated
+TCP channel: ``channel``, the same protocol once the handshake passed): one JSON
+object per line, answered by one line ``{"ok": true, ...}`` or ``{"ok": false,
+"error": ...}``. Commands: ``ping``;
 ``load {path}`` (a JSON file of the rows these hosts send, bytes already
 scaled, each naming its ``src``); ``prepare`` (open the persistent
 connections); ``start {t0_ns}`` (rows with after == -1 are sent at ``t0_ns +
@@ -46,6 +49,8 @@ from typing import Any
 
 from topologies.system import die_with_parent
 
+from .auth import HANDSHAKE_TIMEOUT_S
+from .channel import TcpControl, announcement, end_on_stdin_eof, listen, parse_bind, read_secret
 from .host import Endpoint, describe_error, now_ns
 from .kernel import PreciseSelector, set_timer_slack
 from .pauses import no_full_collections
@@ -57,12 +62,13 @@ log = logging.getLogger("kvfabric.agent")
 
 PRIORITIES = ("normal", "nice", "rt")
 RECEIVE_BUFFER = 256 * 1024
+CONTROL_LIMIT = 1 << 24  # a control line (``add``'s rows) may be this long
 
 
 class Worker:
     """The agent of every host in ``hosts`` (see the module docstring)."""
 
-    def __init__(self, hosts: list[dict[str, Any]], control: str, cc: str = "cubic",
+    def __init__(self, hosts: list[dict[str, Any]], control: str | TcpControl, cc: str = "cubic",
                  connection: str = "persistent", spill: str | None = None,
                  spill_s: float = SPILL_S) -> None:  # fmt: skip
         if connection not in CONNECTIONS:
@@ -101,9 +107,7 @@ class Worker:
                               persistent)  # fmt: skip
                 self.endpoints[ep.name] = ep
                 ep.open()
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.control)
-            ctl = await asyncio.start_unix_server(self._control, self.control, limit=1 << 24)
+            ctl = await self._listen()
         except BaseException:
             self._close_endpoints()
             raise
@@ -116,8 +120,21 @@ class Worker:
         finally:
             ctl.close()
             self._close_endpoints()
+            if isinstance(self.control, str):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.control)
+
+    async def _listen(self) -> asyncio.Server:
+        """The control server: on the Unix socket, or on TCP, its port announced on stdout."""
+        if isinstance(self.control, str):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.control)
+            return await asyncio.start_unix_server(self._control, self.control, limit=CONTROL_LIMIT)
+        server = await listen(self._control, self.control, CONTROL_LIMIT)
+        host, port = server.sockets[0].getsockname()[:2]
+        os.write(1, announcement(host, port))
+        end_on_stdin_eof(self.loop, self.done.set)
+        return server
 
     def _close_endpoints(self) -> None:
         for ep in self.endpoints.values():
@@ -398,7 +415,17 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m traffic.agents.worker",
                                 description=__doc__.split("\n")[0])  # fmt: skip
     p.add_argument("--hosts", required=True, help="JSON file: [{name, ip, netns}, ...]")
-    p.add_argument("--control", required=True, help="Unix socket path for control")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--control", help="Unix socket path for control")
+    where.add_argument("--control-tcp", metavar="ADDRESS:PORT",
+                       help="control over TCP on this cluster address (port 0: any), "
+                       "authenticated with the secret read from stdin")  # fmt: skip
+    p.add_argument(
+        "--handshake-timeout-s",
+        type=float,
+        default=HANDSHAKE_TIMEOUT_S,
+        help="a TCP control peer that has not proved the secret by then is closed",
+    )
     p.add_argument("--cc", default="cubic")
     p.add_argument("--connection", default="persistent", choices=CONNECTIONS)
     p.add_argument("--spill", help="append finished records to this file during the run")
@@ -408,13 +435,21 @@ def main(argv: list[str] | None = None) -> int:
                    help="normal; nice (-10); rt (SCHED_FIFO 1): prompter wake-ups")  # fmt: skip
     args = p.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s: %(message)s")
+    control: str | TcpControl = args.control
+    if args.control_tcp is not None:
+        try:
+            host, port = parse_bind(args.control_tcp)
+            control = TcpControl(host, port, read_secret(), args.handshake_timeout_s)
+        except ValueError as exc:
+            log.error("%s", exc)
+            return 2
     die_with_parent()
     set_priority(args.priority)
     with contextlib.suppress(OSError):
         set_timer_slack(1)
     with open(args.hosts) as fh:
         hosts = json.load(fh)
-    worker = Worker(hosts, args.control, args.cc, args.connection, args.spill, args.spill_s)
+    worker = Worker(hosts, control, args.cc, args.connection, args.spill, args.spill_s)
     loop = asyncio.SelectorEventLoop(PreciseSelector())
     try:
         loop.run_until_complete(worker.serve())
