@@ -73,14 +73,54 @@ def no_controller_traceback(controller_logs, tmp_path):
         )
 
 
-@pytest.fixture(scope="session")
-def local_cluster():
-    """A 2-server local cluster (``kvfabric cluster local up 2``) for the tests of one
-    fabric over several servers; removed at the end of the session."""
-    from topologies.cluster.local import down, up
+_CLUSTER: dict = {}
 
-    rec = up(2)
-    try:
-        yield rec
-    finally:
-        down(rec)
+
+@pytest.fixture
+def local_cluster():
+    """A 2-server local cluster (``kvfabric cluster local up 2``) shared by the tests of
+    one fabric over several servers; a test that kills one of its servers leaves it for
+    the next test to replace (``cluster_up``)."""
+    from topologies.cluster.local import down
+
+    rec = _CLUSTER.get("rec")
+    if rec is None or not rec.holders_alive():
+        if rec is not None:
+            down(rec)
+        _CLUSTER["rec"] = rec = cluster_up(2)
+    return rec
+
+
+def cluster_up(n: int):
+    """``sudo kvfabric cluster local up N`` as a user runs it (its own process), and its
+    record. In a process that has carried a run, an in-process ``up`` lost a server's
+    folder half-way (3 times in 4; not understood yet: issue 15's closing note)."""
+    import subprocess
+    import sys
+
+    from topologies.cluster.local import cluster_records
+
+    before = {r.prefix for r in cluster_records()}
+    proc = subprocess.run([sys.executable, "-m", "experiments.cli.main", "cluster", "local",
+                           "up", str(n)], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    (rec,) = [r for r in cluster_records() if r.prefix not in before]
+    return rec
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _local_cluster_removed():
+    yield
+    from topologies.cluster.local import down
+
+    if _CLUSTER.get("rec") is not None:
+        down(_CLUSTER.pop("rec"))
+
+
+@pytest.fixture
+def no_local_cluster():
+    """The shared local cluster removed first (the tests of ``up`` itself)."""
+    from topologies.cluster.local import down
+
+    if _CLUSTER.get("rec") is not None:
+        down(_CLUSTER.pop("rec"))

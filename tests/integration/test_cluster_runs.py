@@ -18,7 +18,7 @@ from experiments.cli.main import main
 from experiments.orchestration.cluster import run_cluster
 from experiments.spec.load import expand, load_spec
 from topologies.cleanup import STATE_DIR, clean
-from topologies.cluster.local import down, power_off, up
+from topologies.cluster.local import down, power_off
 from topologies.cluster.ssh import Server
 
 pytestmark = pytest.mark.root
@@ -135,8 +135,10 @@ def test_an_incast_across_the_cut_builds_a_queue_bounded_by_its_buffer(local_clu
     assert flows["ok"].all() and set(flows["src"]) == {"h4", "h5", "h6"}
 
 
-def test_a_server_dying_mid_run_leaves_a_partial_result_naming_it_and_nothing_behind(tmp_path):
-    rec = up(2)
+def test_a_server_dying_mid_run_leaves_a_partial_result_naming_it_and_nothing_behind(
+    local_cluster, tmp_path
+):
+    rec = local_cluster  # its second server dies here; the next test gets a new cluster
     try:
         plan = rec.plan()
         spec = _write(tmp_path, SERVING.replace("duration_s: 10", "duration_s: 12"))
@@ -163,7 +165,7 @@ def test_a_server_dying_mid_run_leaves_a_partial_result_naming_it_and_nothing_be
         assert _left_on(plan.servers[0].address, summary["run_prefix"]) == []  # the survivor
         assert took < 120, took  # nothing waited on the dead server
     finally:
-        down(rec)
+        down(rec)  # the rest of it
     # the run's record stayed for the dead server; with the cluster gone, clean forgets it
     # (forced: the run's owner is this test process, still alive)
     assert (STATE_DIR / f"{summary['run_prefix']}.json").exists()

@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from topologies.cluster.local import CLUSTERS_DIR, cluster_records, down, up
+from tests.integration.conftest import cluster_up
+from topologies.cluster.local import CLUSTERS_DIR, cluster_records, down
 
 pytestmark = pytest.mark.root
 
@@ -51,8 +52,10 @@ def _ssh(rec, index: int, command: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=30)  # fmt: skip
 
 
-def test_two_servers_each_with_its_own_sshd_and_open_vswitch_and_nothing_after_down():
-    rec = up(2)
+def test_two_servers_each_with_its_own_sshd_and_open_vswitch_and_nothing_after_down(
+    no_local_cluster,
+):
+    rec = cluster_up(2)
     try:
         names = [_ssh(rec, i, "hostname").stdout.strip() for i in (0, 1)]
         assert names == [f"{rec.prefix}-s1", f"{rec.prefix}-s2"]
@@ -76,7 +79,7 @@ def test_two_servers_each_with_its_own_sshd_and_open_vswitch_and_nothing_after_d
     assert _leftovers(rec.prefix) == {"netns": [], "interfaces": [], "processes": [], "files": []}
 
 
-def test_a_killed_up_leaves_what_clean_removes_entirely():
+def test_a_killed_up_leaves_what_clean_removes_entirely(no_local_cluster):
     before = {r.prefix for r in cluster_records()}
     proc = subprocess.Popen([sys.executable, "-m", "experiments.cli.main", "cluster", "local",
                              "up", "3"], stdout=subprocess.PIPE, text=True)  # fmt: skip
