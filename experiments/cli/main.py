@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rich.markup import escape
@@ -55,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
-    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    signal.signal(signal.SIGTERM, _sigterm_as_interrupt(os.getpid()))
     try:
         with handed_back(_written_roots(args)):
             return args.handler(args)
@@ -79,8 +80,13 @@ def _error(label: str, exc: BaseException, code: int) -> int:
     return code
 
 
-def _sigterm_as_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+def _sigterm_as_interrupt(main_pid: int) -> Callable[[int, object], None]:
+    def handle(signum: int, frame: object) -> None:
+        if os.getpid() != main_pid:  # a forked copy of this process (a library's helper)
+            os._exit(128 + signum)  # ends, instead of unwinding a copy of our stack
+        raise KeyboardInterrupt
+
+    return handle
 
 
 if __name__ == "__main__":

@@ -82,11 +82,14 @@ class StopFlag:
         self.signal: int | None = None
         self.announce = announce
         self._old: dict[int, Any] = {}
+        self._pid = os.getpid()
 
     def __bool__(self) -> bool:
         return self.signal is not None
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if os.getpid() != self._pid:  # a forked copy (a library's helper): it just ends
+            os._exit(128 + signum)
         if self.signal is not None and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.signal = signum

@@ -93,8 +93,7 @@ def local_cluster():
 
 def cluster_up(n: int):
     """``sudo kvfabric cluster local up N`` as a user runs it (its own process), and its
-    record. In a process that has carried a run, an in-process ``up`` lost a server's
-    folder half-way (3 times in 4; not understood yet: issue 15's closing note)."""
+    record."""
     import subprocess
     import sys
 

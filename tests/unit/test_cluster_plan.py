@@ -16,6 +16,7 @@ from topologies.cluster.plan import (
     owned_cluster,
     plan_local_cluster,
     server_init_script,
+    server_lan_batch,
     ssh_config_text,
     sshd_config_text,
 )
@@ -84,3 +85,14 @@ def test_a_server_mounts_its_own_ovs_folders_before_starting_ovs_and_ends_as_ssh
     assert len(mounts) == 4 and max(mounts) < start  # /etc/hosts and 3 of Open vSwitch's
     assert lines[-1].startswith("exec /sshd -D")  # sshd holds the namespaces
     assert lines[1] == "hostname kcab-s1"
+
+
+def test_a_servers_lan_end_is_named_sized_and_addressed_inside_its_namespace():
+    plan = plan_local_cluster(2, "kcab", ipaddress.ip_network("10.251.3.0/24"), Path("/x"))
+    batch = server_lan_batch(plan.servers[1], "kcab-s2p", "eth0", 9100, 24)
+    assert batch.splitlines() == [
+        "link set dev kcab-s2p name eth0",
+        "link set dev eth0 mtu 9100 up",
+        "addr add 10.251.3.12/24 dev eth0",
+        "link set dev lo up",
+    ]

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -115,6 +116,40 @@ def test_the_first_signal_sets_the_stop_flag_and_a_second_ctrl_c_aborts():
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)
     assert signal.getsignal(signal.SIGTERM) == before  # the previous handler is back
+
+
+def _unwinds_in_a_fork(handler: object, sig: int) -> tuple[int, bytes]:
+    """Fork as a library's helper does (pyroute2 runs netns work in a fork of this
+    process), signal the copy, and report its exit status and whether it ran the
+    clean-up of the stack it copied."""
+    read, write = os.pipe()
+    old = signal.signal(sig, handler)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the copy
+            os.close(read)
+            try:
+                os.kill(os.getpid(), sig)
+                time.sleep(1)
+            except BaseException:
+                os.write(write, b"clean-up ran in the copy")
+            os._exit(0)
+        os.close(write)
+        _, status = os.waitpid(pid, 0)
+        with os.fdopen(read, "rb") as f:
+            return os.waitstatus_to_exitcode(status), f.read()
+    finally:
+        signal.signal(sig, old)
+
+
+def test_a_forked_copy_that_is_signalled_ends_without_running_our_clean_up():
+    from experiments.cli.main import _sigterm_as_interrupt
+
+    # the copy of `kvfabric cluster local up` once removed the cluster under the real one
+    assert _unwinds_in_a_fork(_sigterm_as_interrupt(os.getpid()), signal.SIGTERM) == (143, b"")
+    with StopFlag() as stop:
+        assert _unwinds_in_a_fork(stop._handle, signal.SIGINT) == (130, b"")
+        assert not stop  # the copy's signal is not this process's
 
 
 def test_spines_reach_the_controller_only_under_tenant_paths():

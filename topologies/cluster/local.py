@@ -38,6 +38,7 @@ from .plan import (
     owned_cluster,
     plan_local_cluster,
     server_init_script,
+    server_lan_batch,
     ssh_config_text,
     sshd_config_text,
 )
@@ -162,8 +163,8 @@ def _in_use_networks() -> list[str]:
     return out
 
 
-def _check(args: list[str], what: str) -> None:
-    proc = run(args)
+def _check(args: list[str], what: str, stdin: str | None = None) -> None:
+    proc = run(args, input=stdin)
     if proc.returncode != 0:
         raise ClusterError(f"{what}: {' '.join(args)}: {(proc.stderr or proc.stdout).strip()}")
 
@@ -241,12 +242,15 @@ def _start_server(plan: LocalClusterPlan, server: LocalServer) -> psutil.Process
         ipr.link("set", index=root_side, master=bridge, mtu=LAN_MTU, state="up")
         (inside,) = ipr.link_lookup(ifname=peer)
         ipr.link("set", index=inside, net_ns_fd=server.netns)
-    with IPRoute(netns=server.netns) as ipr:
-        (inside,) = ipr.link_lookup(ifname=peer)
-        ipr.link("set", index=inside, ifname=INSIDE_IFNAME, mtu=LAN_MTU, state="up")
-        ipr.addr("add", index=inside, address=server.address, prefixlen=plan.lan.prefixlen)
-        (lo,) = ipr.link_lookup(ifname="lo")
-        ipr.link("set", index=lo, state="up")
+    # Inside the namespace through ip(8), not IPRoute(netns=): pyroute2 forks a copy of
+    # this Python process for that, and a signal reaching the copy (its own SIGTERM at
+    # close, Ctrl-C) unwound this very function in it, so the copy ran up()'s clean-up
+    # and removed the cluster under the real up() (the lost server folder, issue 15).
+    _check(
+        ["ip", "-n", server.netns, "-batch", "-"],
+        "server LAN address",
+        stdin=server_lan_batch(server, peer, INSIDE_IFNAME, LAN_MTU, plan.lan.prefixlen),
+    )
     script = server.directory / "init.sh"  # written with the other files, before any server
     with open(server.directory / "init.log", "wb") as out:
         proc = subprocess.Popen(
@@ -255,7 +259,27 @@ def _start_server(plan: LocalClusterPlan, server: LocalServer) -> psutil.Process
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True, close_fds=True,
         )  # fmt: skip
-    return psutil.Process(proc.pid)
+    holder = psutil.Process(proc.pid)
+    _wait_own_uts(holder, server)
+    return holder
+
+
+def _wait_own_uts(holder: psutil.Process, server: LocalServer, timeout_s: float = 5.0) -> None:
+    """Until the holder is in its own UTS namespace, the mark by which ``down`` finds
+    every process of the server (one killed before it got there started Open vSwitch
+    after ``down`` had looked, and was left behind)."""
+    home = _uts_inode(os.getpid())
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not holder.is_running() or holder.status() == psutil.STATUS_ZOMBIE:
+            log_text = (server.directory / "init.log").read_text().strip()[-300:]
+            raise ClusterError(f"server {server.hostname} ended at once: {log_text or 'no log'}")
+        if _uts_inode(holder.pid) not in (home, None):
+            return
+        time.sleep(0.002)
+    raise ClusterError(
+        f"server {server.hostname} did not enter its namespaces in {timeout_s:.0f} s"
+    )
 
 
 def ssh_base(plan: LocalClusterPlan) -> list[str]:

@@ -209,3 +209,13 @@ def server_init_script(server: LocalServer, ovs_ctl: str, sshd: str) -> str:
         f"exec {sshd} -D -e -f {server.sshd_config} 2>>{server.directory}/sshd.log",
     ]
     return "\n".join(lines) + "\n"
+
+
+def server_lan_batch(server: LocalServer, peer: str, ifname: str, mtu: int, prefixlen: int) -> str:
+    """``ip -batch`` lines, run inside the server's network namespace, that give its
+    end of the LAN veth (``peer``, just moved in) its name, MTU and address, and
+    bring up its loopback."""
+    return (f"link set dev {peer} name {ifname}\n"
+            f"link set dev {ifname} mtu {mtu} up\n"
+            f"addr add {server.address}/{prefixlen} dev {ifname}\n"
+            "link set dev lo up\n")  # fmt: skip
