@@ -95,7 +95,7 @@ def _require_engine(runs: list[Any]) -> bool:
 
     try:
         for run in runs:
-            require_engine(run.resolved["cluster"])
+            require_engine(run.resolved, run.fabric())
     except EngineUnavailable as exc:
         err.print(f"[red]refused:[/red] {escape(str(exc))}", soft_wrap=True)
         return False

@@ -1,5 +1,6 @@
 """A resolved ``cluster:`` section against a run: where each node is emulated
-(``cluster_placement``) and whether this version can build it (``require_engine``).
+(``cluster_placement``), whether this version can build it (``require_engine``), and
+where each host's agent runs (``agent_sites``, ``agents_where``).
 
 Each server is named by its host, in the placement as in ``cluster.placement``.
 Its capacity is the switch-hop Mbit/s of the envelope given (the planning machine's:
@@ -8,6 +9,7 @@ the others' are not known before they are reached), at the fabric's mean path le
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,22 +27,28 @@ class EngineUnavailable(RuntimeError):
     """A cluster this version cannot build (exit code 1, before anything is built)."""
 
 
-def require_engine(cluster: dict[str, Any] | None) -> None:
-    """Refuse what this version cannot build: agents are started on this machine,
-    entering each host's namespace, which a local cluster's servers share with it
-    (``kvfabric cluster local``) and real machines do not."""
-    if cluster is None or len(cluster["servers"]) < 2:
+def require_engine(resolved: Mapping[str, Any], fabric: Fabric) -> None:
+    """Refuse what this version cannot build across servers, before anything is built:
+    packet captures (``capture.at``) at nodes emulated on another server (tcpdump runs
+    on this machine, and their interfaces are there)."""
+    cluster = resolved.get("cluster")
+    at = (resolved.get("capture") or {}).get("at") or []
+    if not cluster or not at or not (cluster["servers"] or cluster.get("local")):
         return
-    from topologies.cluster.local import local_cluster_of
+    from experiments.measurement.capture import targets
+    from experiments.orchestration.envelope import load, machine_identity
+    from topologies.cluster.ssh import LOCAL_NAMES
 
-    foreign = [str(s) for s in servers_of(cluster)
-               if not s.is_local and local_cluster_of(s.host) is None]  # fmt: skip
-    if foreign:
+    envelope = load(machine_identity(mtu=resolved["scale"]["mtu"]))[0]
+    placement = cluster_placement(dict(cluster), fabric, resolved["scale"]["bandwidth"],
+                                  envelope)  # fmt: skip
+    elsewhere = sorted({t.node for t in targets(fabric, list(at))
+                        if placement.machine_of[t.node] not in LOCAL_NAMES})  # fmt: skip
+    if elsewhere:
         raise EngineUnavailable(
-            f"{', '.join(foreign)} {'is' if len(foreign) == 1 else 'are'} not a server of a "
-            "local cluster: in this version a run spans localhost and the servers of "
-            "'kvfabric cluster local up N' only (the agents of other machines' hosts do not "
-            "run there yet); kvfabric run SPEC --cluster ... --dry-run shows the placement"
+            f"capture.at names {', '.join(elsewhere)}, emulated on another server: in this "
+            "version captures are taken on this machine only (place those nodes on "
+            "localhost with cluster.placement, or capture without a cluster)"
         )
 
 
@@ -147,3 +155,78 @@ def clock_offsets(cluster: RunCluster) -> dict[str, Any]:
         except (ClockError, OSError, ValueError) as exc:
             out[str(server)] = {"error": str(exc)}
     return out
+
+
+def agent_sites(cluster: RunCluster, hosts: list[str], clock: Mapping[str, Any],
+                prefix: str) -> dict[str, Any]:  # fmt: skip
+    """Host -> the ``WorkerSite`` its agent runs at: the server it is emulated on, its
+    control channel bound to that server's cluster address, on the coordinator's clock
+    (``clock``: ``clock_offsets``' answer; a local cluster's server shares this
+    machine's clock, so its offset is exactly 0), spilling into the run's agents'
+    folder there. Hosts on this machine get none (their agents run here)."""
+    from topologies.cluster.sweep import agents_folder
+    from traffic.agents.sites import WorkerSite
+
+    sites: dict[str, WorkerSite] = {}
+    by_name = {str(s): s for s in cluster.servers}
+    made: dict[str, WorkerSite] = {}
+    for host in hosts:
+        server = by_name[cluster.machine_of[host]]
+        if server.is_local:
+            continue
+        if str(server) not in made:
+            made[str(server)] = WorkerSite(server, server_address(server.host),
+                                           clock_offset_ns=_offset_ns(server, clock),
+                                           folder=agents_folder(prefix))  # fmt: skip
+        sites[host] = made[str(server)]
+    return sites
+
+
+def _offset_ns(server: Server, clock: Mapping[str, Any]) -> int:
+    from topologies.cluster.local import local_cluster_of
+
+    if local_cluster_of(server.host) is not None:
+        return 0  # the same kernel's clock
+    measured = clock.get(str(server), {})
+    if "monotonic" not in measured:
+        why = measured.get("error", "no answer")
+        raise OSError(f"server {server}'s clock offset could not be measured ({why}): "
+                      "its agents cannot be timed")  # fmt: skip
+    return round(measured["monotonic"]["offset_ms"] * 1e6)
+
+
+def server_address(host: str) -> str:
+    """The IP address of server ``host`` (as given, or what its name resolves to): the
+    address its agents' control channels bind there."""
+    import ipaddress
+    import socket
+
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        pass
+    try:
+        return socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0][4][0]
+    except OSError as exc:
+        raise OSError(f"server {host} does not resolve to an address: {exc}") from None
+
+
+def agents_where(net: Any, processes: int | str | None,
+                 clock: Mapping[str, Any] | None) -> tuple[dict[str, Any] | None, Any]:  # fmt: skip
+    """The agent fleet's ``sites`` and ``processes`` for a run on ``net``: on one
+    machine, none and the spec's count; across servers, each host's site
+    (``agent_sites``) and, when the servers are a local cluster's (they share this
+    machine's CPUs), "auto" split between them, so the run has no more workers than on
+    one machine."""
+    cluster = getattr(net, "cluster", None)
+    if cluster is None:
+        return None, processes
+    from topologies.cluster.local import local_cluster_of
+
+    hosts = [h.name for h in net.fabric.hosts]
+    sites = agent_sites(cluster, hosts, clock or {}, net.prefix)
+    shared = all(s.is_local or local_cluster_of(s.host) for s in cluster.servers)
+    if shared and processes in (None, "auto"):
+        places = len({str(site.server) for site in sites.values()}) + (len(sites) < len(hosts))
+        processes = max(1, (os.cpu_count() or 1) // max(1, places))
+    return sites, processes

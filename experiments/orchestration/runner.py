@@ -17,7 +17,7 @@ import logging
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -37,7 +37,12 @@ from experiments.measurement.capture import Captures, targets
 from experiments.measurement.sampler_process import SamplerProcess
 from experiments.measurement.samplers import SamplerError
 from experiments.measurement.server_samplers import ClusterSamplers
-from experiments.orchestration.cluster import clock_offsets, run_cluster, with_local_servers
+from experiments.orchestration.cluster import (
+    agents_where,
+    clock_offsets,
+    run_cluster,
+    with_local_servers,
+)
 from experiments.orchestration.envelope import DEFAULT, Envelope, figures, machine_identity
 from experiments.orchestration.envelope import load as load_envelope
 from experiments.orchestration.faults import agent_kills, rate_changes
@@ -299,7 +304,8 @@ def _carry_out(p: Prepared, run_dir: Path, scratch: Path, stop: StopFlag, rec: R
         if stop:
             raise InterruptedError("interrupted before the traffic started")
         try:
-            _traffic(p, net, run_dir, scratch, stop, rec, say, proc)
+            _traffic(p, net, run_dir, scratch, stop, rec, say, proc,
+                     clock["start"] if cluster is not None else None)  # fmt: skip
         finally:
             record_controller(proc, rec)
             if cluster is not None:  # and at the end: a clock that drifted shows
@@ -326,7 +332,8 @@ def record_controller(proc: ControllerProcess, rec: Recorded) -> None:
 
 def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop: StopFlag,
              rec: Recorded, say: Callable[..., None],
-             controller: ControllerProcess | None = None) -> None:  # fmt: skip
+             controller: ControllerProcess | None = None,
+             clock: Mapping[str, Any] | None = None) -> None:  # fmt: skip
     r = p.run.resolved
     ports = {
         net.intf(e.node, e.port): (e.node, e.port)
@@ -352,9 +359,10 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
         if window is None:
             captures.start()  # before the agents connect: every stream from its first byte
         say("starting agents")
+        sites, processes = agents_where(net, r["agents"]["processes"], clock)
         fleet = AgentFleet(net, run_dir, p.plan.schedule, r["scale"]["bandwidth"],
                            cc=r["agents"]["cc"], connection=r["agents"]["connection"],
-                           processes=r["agents"]["processes"], driver=p.plan.driver)  # fmt: skip
+                           processes=processes, driver=p.plan.driver, sites=sites)  # fmt: skip
         with fleet, LiveTables(run_dir, fleet, p.plan.driver, r["agents"]["flush_s"]):
             t_start = [0.0]
 

@@ -100,15 +100,12 @@ class Running:
     launcher starts one (``WorkerSite.argv``, ``SiteProcess``), stopped in ``close``."""
 
     def __init__(self, tmp_path: Path, handshake_timeout_s: float = 0.5) -> None:
-        hosts = tmp_path / "hosts.json"
-        hosts.write_text("[]")
         self.log_path = tmp_path / "worker.log"
         self.secret = auth.new_secret()
-        args = ["--hosts", str(hosts), "--priority", "normal", "--handshake-timeout-s",
-                f"{handshake_timeout_s:g}"]  # fmt: skip
+        args = ["--priority", "normal", "--handshake-timeout-s", f"{handshake_timeout_s:g}"]
         with open(self.log_path, "wb") as log:
             self.site = SiteProcess(WorkerSite(Server("localhost"), "127.0.0.1").argv(args, ROOT),
-                                    log, self.secret)  # fmt: skip
+                                    log, self.secret, hosts=[])  # fmt: skip
         self.proc = self.site.proc
         deadline = time.monotonic() + 20
         while (address := self.site.address()) is None:

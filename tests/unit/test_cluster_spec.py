@@ -14,7 +14,7 @@ from experiments.cli.main import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
 from experiments.orchestration.cluster import EngineUnavailable, cluster_placement, require_engine
 from experiments.orchestration.envelope import DEFAULT
 from experiments.spec.cluster import cluster_override, servers_of
-from experiments.spec.load import SpecError, load_spec, resolved_yaml
+from experiments.spec.load import SpecError, expand, load_spec, resolved_yaml
 from topologies.placement import server_domains
 
 LEAVES = {
@@ -36,8 +36,10 @@ def _spec(base: dict, cluster: object) -> dict:
     return copy.deepcopy(base) | {"cluster": cluster}
 
 
-def _load(spec: dict, overrides: list[str] = (), base_dir: Path | None = None):
-    return load_spec(yaml.safe_dump(spec, sort_keys=False), list(overrides), base_dir=base_dir)
+def _load(spec: dict, overrides: list[str] = (), base_dir: Path | None = None,
+          captures: list[str] = ()):  # fmt: skip
+    return load_spec(yaml.safe_dump(spec, sort_keys=False), list(overrides), base_dir=base_dir,
+                     captures=list(captures))  # fmt: skip
 
 
 BAD = [
@@ -122,8 +124,6 @@ def test_defaults_one_server_and_no_section_mean_one_machine():
                         "local": None, "placement": "auto", "link": "vxlan",
                         "ssh_config": None}  # fmt: skip
     assert _load(LEAVES).resolved["cluster"] is None
-    require_engine(resolved)  # one server: this machine alone, nothing refused
-    require_engine(None)
 
 
 def test_servers_as_text_or_mappings_resolve_alike_and_round_trip(tmp_path):
@@ -220,21 +220,35 @@ def test_dry_run_shows_an_explicit_placement_as_written(tmp_path, nothing_built,
     assert "leaf0, spine0" in row_a and "h0, h1" in row_a and "h2" not in row_a
 
 
-def test_a_real_run_on_machines_outside_a_local_cluster_stops_before_building_anything(
+def test_a_capture_at_a_node_on_another_server_is_refused_before_anything_is_built(
     leaves_file, nothing_built, capsys, tmp_path
 ):
     out_dir = tmp_path / "results"
-    argv = ["run", str(leaves_file), "--out", str(out_dir)]
+    argv = ["run", str(leaves_file), "--out", str(out_dir), "--capture", "h0", "--capture",
+            "leaf1:1"]  # fmt: skip
     assert main(argv) == EXIT_FAILED
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
-    assert "not a server of a local cluster" in err and "--dry-run" in err
-    assert "root@old-a, root@old-b are" in err
+    assert "capture.at names" in err and "emulated on another server" in err
     assert not out_dir.exists()
-    assert main(["cli", str(leaves_file), "--cluster", "a,b"]) == EXIT_FAILED
-    assert "not a server of a local cluster" in capsys.readouterr().err
-    with pytest.raises(EngineUnavailable):
-        require_engine(load_spec(leaves_file).resolved["cluster"])
+    spec = load_spec(leaves_file)
+    run = expand(spec)[0]
+    require_engine(run.resolved, run.fabric())  # no capture: nothing refused
+    with pytest.raises(EngineUnavailable, match="h0"):
+        captured = load_spec(leaves_file, captures=["h0"])
+        require_engine(captured.resolved, expand(captured)[0].fabric())
+    placed = _load(_spec(LEAVES, {"servers": ["localhost", "b"],
+                                  "placement": {"localhost": ["h0", "h1", "leaf0", "spine0"],
+                                                "b": ["h2", "h3", "leaf1", "spine1"]}}),
+                   captures=["h0", "leaf0:1"])  # fmt: skip
+    require_engine(placed.resolved, expand(placed)[0].fabric())  # captured here: allowed
+
+
+def test_a_run_on_other_machines_goes_on_to_build_its_fabric(leaves_file, nothing_built,
+                                                             capsys, tmp_path):  # fmt: skip
+    # their agents run there now (traffic.agents.sites): nothing refuses the run
+    assert main(["run", str(leaves_file), "--out", str(tmp_path / "r")]) == EXIT_FAILED
+    assert "something was built" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command", ["run", "cli"])

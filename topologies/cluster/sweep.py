@@ -1,6 +1,6 @@
 """What a run leaves on a server, removed by name there: the bridges and interfaces
-carrying its run prefix, its TLS folder, and Open vSwitch's SSL setting if it points
-into that folder. One shell script over ssh, so a server needs nothing of kvfabric's
+carrying its run prefix, its TLS and agents' folders, and Open vSwitch's SSL setting
+if it points into the TLS folder. One shell script over ssh, so a server needs nothing of kvfabric's
 installed to be cleaned."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from ..naming import PREFIX_RE
 from .ssh import Server
 
 TLS_ROOT = "/run/kvfabric-tls"
+AGENTS_ROOT = "/run/kvfabric-agents"
 
 
 def tls_folder(prefix: str) -> str:
@@ -18,12 +19,17 @@ def tls_folder(prefix: str) -> str:
     return f"{TLS_ROOT}/{prefix}"
 
 
+def agents_folder(prefix: str) -> str:
+    """Where the agent workers of a run on a server spill their records."""
+    return f"{AGENTS_ROOT}/{prefix}"
+
+
 def sweep_script(prefix: str) -> str:
     """The shell script that removes run ``prefix``'s leftovers on one server and
     prints one line per thing removed."""
     if not re.fullmatch(PREFIX_RE, prefix):
         raise ValueError(f"run prefix {prefix!r} must match {PREFIX_RE}")
-    folder = tls_folder(prefix)
+    folder, agents = tls_folder(prefix), agents_folder(prefix)
     return "\n".join([
         f'if ovs-vsctl -t 5 get-ssl 2>/dev/null | grep -q "Private key: {folder}/"; then',
         '  ovs-vsctl -t 5 del-ssl && echo "Open vSwitch SSL setting"',
@@ -38,6 +44,7 @@ def sweep_script(prefix: str) -> str:
         '  ip link del "$n" 2>/dev/null && echo "interface $n"',
         "done",
         f'if [ -d {folder} ]; then rm -rf {folder} && echo "directory {folder}"; fi',
+        f'if [ -d {agents} ]; then rm -rf {agents} && echo "directory {agents}"; fi',
         "true",
         "",
     ])  # fmt: skip

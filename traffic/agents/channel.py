@@ -63,17 +63,23 @@ def parse_bind(text: str) -> tuple[str, int]:
     return str(address), number
 
 
-def read_secret(fd: int = 0) -> bytes:
-    """The run's secret: one hex line on ``fd``, read byte by byte so that nothing after
-    it is taken from the stream (the stdin watchdog reads the rest)."""
-    line = b""
+def read_line(fd: int, what: str, limit: int) -> bytes:
+    """One line of ``fd``, read byte by byte so that nothing after it is taken from the
+    stream (the stdin watchdog reads the rest)."""
+    line = bytearray()
     while not line.endswith(b"\n"):
         byte = os.read(fd, 1)
         if not byte:
-            raise ValueError("stdin closed before the run's secret was read")
+            raise ValueError(f"stdin closed before {what} was read")
         line += byte
-        if len(line) > _SECRET_LINE_MAX:
-            raise ValueError("the secret line on stdin is too long")
+        if len(line) > limit:
+            raise ValueError(f"{what} on stdin is longer than {limit} bytes")
+    return bytes(line)
+
+
+def read_secret(fd: int = 0) -> bytes:
+    """The run's secret: one hex line on ``fd`` (``read_line``)."""
+    line = read_line(fd, "the run's secret", _SECRET_LINE_MAX)
     try:
         secret = bytes.fromhex(line.decode("ascii").strip())
     except (UnicodeDecodeError, ValueError):

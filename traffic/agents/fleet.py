@@ -56,11 +56,11 @@ from .deps import DependencyTracker
 from .launcher import FleetError, Workers, assign_hosts
 from .merge import agent_rows, flows_table, live_frame, plan, tenant_codes, with_records
 from .pauses import no_full_collections
-from .records import Received, Sent, read_records
+from .records import Received, Sent, read_records, records_of
 from .sites import WorkerSite
 from .spill import SPILL_S
 from .wire import CONNECTIONS
-from .worker import PRIORITIES, thread_priority
+from .worker import LOAD_PART, PRIORITIES, thread_priority
 
 log = logging.getLogger("kvfabric.fleet")
 
@@ -225,7 +225,11 @@ class AgentFleet:
             path = agents_dir / f"{wp.name}.schedule.json"
             path.write_text(json.dumps(rows, separators=(",", ":")))
             assert wp.client is not None
-            wp.client.request("load", path=str(path.resolve()))
+            if wp.site is None:
+                wp.client.request("load", path=str(path.resolve()))
+            else:  # a worker on another machine: the rows over its channel, in parts
+                for part, at in enumerate(range(0, max(len(rows), 1), LOAD_PART)):
+                    wp.client.request("load", rows=rows[at : at + LOAD_PART], part=part)
         w.subscribe()
         for wp in w.all:
             assert wp.client is not None
@@ -334,8 +338,13 @@ class AgentFleet:
                 continue
             path = (self.run_dir / "agents" / f"{w.name}.records.json").resolve()
             try:
-                w.client.request("collect", path=str(path))
-                rec = read_records(path)
+                if w.site is None:
+                    w.client.request("collect", path=str(path))
+                    rec = read_records(path)
+                else:  # a worker on another machine: the records in its reply, kept here
+                    doc = w.client.request("collect")["records"]
+                    path.write_text(json.dumps(doc, separators=(",", ":")))
+                    rec = records_of(doc)
             except (OSError, FleetError, ValueError) as exc:
                 log.warning("could not collect the records of %s: %s", w.name, exc)
                 continue

@@ -25,11 +25,11 @@ import contextlib
 import errno
 import os
 import socket
-import time
 from collections import deque
 from typing import Protocol
 
 from .kernel import netns
+from .timebase import now_ns  # the coordinator's clock (another machine: offset)
 from .wire import AGENT_PORT, HEADER_LEN, Deframer, FramingError, pack
 
 TCP_CONGESTION = getattr(socket, "TCP_CONGESTION", 13)
@@ -38,7 +38,6 @@ ZEROS = memoryview(bytes(CHUNK))
 WRITE_BYTES = 1 << 20  # at most this much per sendmsg
 WRITE_MESSAGES = 64
 CONNECT_TIMEOUT_S = 5.0
-now_ns = time.monotonic_ns
 
 
 def describe_error(exc: BaseException | int) -> str:

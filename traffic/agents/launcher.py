@@ -167,25 +167,27 @@ class Workers:
             hosts_file.write_text(json.dumps(specs))
             control = str(self._sock_dir / f"{name}.sock")
             log_path = here / f"{name}.log"
-            spill = []
-            if self.spill_s:
-                spill = ["--spill", str(here / f"{name}.spill.jsonl"), "--spill-s",
-                         f"{self.spill_s:g}"]  # fmt: skip
-            args = ["--hosts", str(hosts_file), "--cc", self.cc, "--connection",
-                    self.connection, "--priority", self.priority, *spill]  # fmt: skip
-            hosts = [s["name"] for s in specs]
             site = self.sites[i]
+            spill_path = (
+                str(here / f"{name}.spill.jsonl") if site is None else site.spill_path(name)
+            )
+            spill = []
+            if self.spill_s and spill_path:
+                spill = ["--spill", spill_path, "--spill-s", f"{self.spill_s:g}"]
+            args = ["--cc", self.cc, "--connection", self.connection, "--priority",
+                    self.priority, *spill]  # fmt: skip
+            hosts = [s["name"] for s in specs]
             with open(log_path, "wb") as logf:
-                if site is not None:
+                if site is not None:  # its hosts go on its stdin, after the secret
                     assert self.secret is not None
-                    started = SiteProcess(site.argv(args, root), logf, self.secret)
+                    started = SiteProcess(site.argv(args, root), logf, self.secret, specs)
                     w = WorkerProcess(name, hosts, started.proc, None, log_path, site=started,
                                       secret=self.secret)  # fmt: skip
                 else:
                     proc = subprocess.Popen(
-                        [sys.executable, "-m", "traffic.agents.worker", *args, "--control",
-                         control], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                        stderr=logf, env=env,
+                        [sys.executable, "-m", "traffic.agents.worker", "--hosts",
+                         str(hosts_file), *args, "--control", control],
+                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=logf, env=env,
                     )  # fmt: skip
                     w = WorkerProcess(name, hosts, proc, control, log_path)
             self.all.append(w)

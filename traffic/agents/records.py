@@ -53,16 +53,24 @@ class Records(NamedTuple):
     received: list[Received]
 
 
+def records_doc(records: Records) -> dict[str, Any]:
+    """``records`` as JSON-ready data (a file's content, or a ``collect`` reply's)."""
+    return {"hosts": records.hosts, "cc": records.cc,
+            "sent": records.sent, "recv": records.received}  # fmt: skip
+
+
 def write_records(path: str | Path, records: Records) -> None:
-    doc = {"hosts": records.hosts, "cc": records.cc,
-           "sent": records.sent, "recv": records.received}  # fmt: skip
     with open(path, "w") as fh:
-        json.dump(doc, fh, separators=(",", ":"))
+        json.dump(records_doc(records), fh, separators=(",", ":"))
 
 
 def read_records(path: str | Path) -> Records:
     with open(path) as fh:
-        doc: dict[str, Any] = json.load(fh)
+        return records_of(json.load(fh))
+
+
+def records_of(doc: dict[str, Any]) -> Records:
+    """The ``Records`` of ``records_doc``'s data."""
     return Records(
         doc["hosts"],
         doc["cc"],

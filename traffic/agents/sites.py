@@ -5,7 +5,8 @@ one), controlled over the authenticated TCP channel (``channel``, ``auth``).
 A ``WorkerSite`` names the server and the cluster address of that server the
 worker's control channel binds. The worker's stdin carries the run's secret and then
 stays open as its lifeline: closing it, or the ssh process ending however it ends,
-ends the worker (``channel.end_on_stdin_eof``). Its stdout announces the port; its
+ends the worker (``channel.end_on_stdin_eof``); between the two, one line names its
+hosts (``--hosts -``). Its stdout announces the port; its
 stderr (which ssh forwards) goes to the worker's log on this machine. The local
 process (ssh, or the worker itself) dies with the launcher (``PR_SET_PDEATHSIG``).
 
@@ -16,6 +17,7 @@ machine unless the site names others.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -43,6 +45,8 @@ class WorkerSite:
     address: str
     python: str | None = None  # None: this interpreter's path
     root: str | None = None  # the repository there; None: this one's path
+    clock_offset_ns: int = 0  # that machine's monotonic clock minus this one's (timebase)
+    folder: str | None = None  # where its workers spill their records; None: no spilling
 
     def __post_init__(self) -> None:
         parse_bind(self.bind)  # refuses a name, 0.0.0.0 and ::
@@ -54,24 +58,31 @@ class WorkerSite:
 
     def argv(self, worker_args: Sequence[str], root: str) -> list[str]:
         """The command that runs ``python -m traffic.agents.worker worker_args`` there,
-        in TCP control mode (``env``: ssh passes no environment)."""
+        in TCP control mode, its hosts on stdin after the secret, on the coordinator's
+        clock (``env``: ssh passes no environment)."""
         return self.server.command(
             ["env", f"PYTHONPATH={self.root or root}", self.python or sys.executable, "-m",
-             "traffic.agents.worker", *worker_args, "--control-tcp", self.bind]
+             "traffic.agents.worker", *worker_args, "--hosts", "-", "--control-tcp",
+             self.bind, "--clock-offset-ns", str(int(self.clock_offset_ns))]
         )  # fmt: skip
+
+    def spill_path(self, name: str) -> str | None:
+        """Where worker ``name`` spills its records there, or None (no folder)."""
+        return f"{self.folder}/{name}.spill.jsonl" if self.folder else None
 
 
 class SiteProcess:
     """A worker started through a site's command, until it announced its address."""
 
-    def __init__(self, argv: list[str], log_file: IO[bytes], secret: bytes) -> None:
+    def __init__(self, argv: list[str], log_file: IO[bytes], secret: bytes,
+                 hosts: list[dict]) -> None:  # fmt: skip
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=log_file, preexec_fn=die_with_parent)  # fmt: skip
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._out = b""
         os.set_blocking(self.proc.stdout.fileno(), False)
         try:
-            self.proc.stdin.write(secret_line(secret))
+            self.proc.stdin.write(secret_line(secret) + json.dumps(hosts).encode() + b"\n")
             self.proc.stdin.flush()
         except BrokenPipeError:  # it exited already: the launcher reports its code and log
             pass

@@ -44,6 +44,7 @@ class Spill:
         """Write up to ``limit`` queued records; True while more are queued. A record
         leaves the queue only once written (an ``OSError`` leaves it queued)."""
         if self._fh is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)  # another machine: its run folder
             self._fh = open(self.path, "w")  # noqa: SIM115 - kept open, appended to
         queued = self.queued
         n = min(limit, len(queued))

@@ -13,14 +13,16 @@ TCP channel: ``channel``, the same protocol once the handshake passed): one JSON
 object per line, answered by one line ``{"ok": true, ...}`` or ``{"ok": false,
 "error": ...}``. Commands: ``ping``;
 ``load {path}`` (a JSON file of the rows these hosts send, bytes already
-scaled, each naming its ``src``); ``prepare`` (open the persistent
+scaled, each naming its ``src``; a worker on another machine gets ``load {rows,
+part}`` instead, the rows inline in parts); ``prepare`` (open the persistent
 connections); ``start {t0_ns}`` (rows with after == -1 are sent at ``t0_ns +
 t``); ``release {group, t_ns}`` (the completion group finished at ``t_ns``: its
 waiting rows are sent at ``t_ns + t``; no reply); ``add {rows}`` (a live driver's
 rows at absolute ``t``; no reply); ``stop_host {host}`` (that host's agent dies: its
 sockets close, its rows fail; ``kill_host {host, why}`` is the same posted mid-run,
 without a reply); ``status``; ``collect {path}`` (write the
-records, ``traffic.agents.records``, the spilled ones included); ``stop``. ``subscribe`` turns the
+records, ``traffic.agents.records``, the spilled ones included; without ``path``, the
+reply carries them); ``stop``. ``subscribe`` turns the
 connection into an event stream: lines ``{"ev": [...]}`` with items ``["r",
 flow_id, t_end_ns, t_send_ns]`` (a message fully received here; ``t_send_ns`` from its
 header), ``["s", flow_id]`` (a
@@ -49,12 +51,21 @@ from typing import Any
 
 from topologies.system import die_with_parent
 
+from . import timebase
 from .auth import HANDSHAKE_TIMEOUT_S
-from .channel import TcpControl, announcement, end_on_stdin_eof, listen, parse_bind, read_secret
+from .channel import (
+    TcpControl,
+    announcement,
+    end_on_stdin_eof,
+    listen,
+    parse_bind,
+    read_line,
+    read_secret,
+)
 from .host import Endpoint, describe_error, now_ns
 from .kernel import PreciseSelector, set_timer_slack
 from .pauses import no_full_collections
-from .records import Received, Records, Sent, write_records
+from .records import Received, Records, Sent, records_doc, write_records
 from .spill import SPILL_S, Spill, read_spill
 from .wire import CONNECTIONS, F_FLOW, F_LEN, F_TSEND, HEADER_LEN, decode, encode
 
@@ -63,6 +74,8 @@ log = logging.getLogger("kvfabric.agent")
 PRIORITIES = ("normal", "nice", "rt")
 RECEIVE_BUFFER = 256 * 1024
 CONTROL_LIMIT = 1 << 24  # a control line (``add``'s rows) may be this long
+HOSTS_LINE_MAX = CONTROL_LIMIT
+LOAD_PART = 20_000  # rows per inline load: a line well within CONTROL_LIMIT
 
 
 class Worker:
@@ -179,9 +192,12 @@ class Worker:
         cmd = msg.get("cmd")
         if cmd == "ping":
             return {"hosts": list(self.endpoints), "pid": os.getpid(), "cc": self.cc}
-        if cmd == "load":
-            with open(msg["path"]) as fh:
-                self.rows = json.load(fh)
+        if cmd == "load":  # from a file here, or (a worker on another machine) inline
+            if "rows" in msg:  # in parts of at most LOAD_PART rows; part 0 starts anew
+                self.rows = (self.rows if msg.get("part", 0) else []) + msg["rows"]
+            else:
+                with open(msg["path"]) as fh:
+                    self.rows = json.load(fh)
             unknown = {r["src"] for r in self.rows} - set(self.endpoints)
             if unknown:
                 raise ValueError(f"rows from hosts this worker does not serve: {sorted(unknown)}")
@@ -211,6 +227,8 @@ class Worker:
             self._gather_spill()
             records = Records(list(self.endpoints), self.cc, list(self.sent_records.values()),
                               list(self.recv_records.values()))  # fmt: skip
+            if "path" not in msg:  # a worker on another machine: the records in the reply
+                return {"records": records_doc(records)}
             write_records(msg["path"], records)
             return {"sent": len(records.sent), "recv": len(records.received)}
         if cmd == "stop":
@@ -269,7 +287,7 @@ class Worker:
                 return
             self._timer.cancel()
         self._timer_at = head
-        self._timer = self.loop.call_at(head / 1e9, self._fire_due)
+        self._timer = self.loop.call_at(timebase.loop_time(head), self._fire_due)
 
     def _fire_due(self) -> None:
         self._timer = None
@@ -414,7 +432,18 @@ def thread_priority(priority: str) -> Iterator[None]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m traffic.agents.worker",
                                 description=__doc__.split("\n")[0])  # fmt: skip
-    p.add_argument("--hosts", required=True, help="JSON file: [{name, ip, netns}, ...]")
+    p.add_argument(
+        "--hosts",
+        required=True,
+        help="JSON file: [{name, ip, netns}, ...]; "
+        "with --control-tcp, '-': one JSON line on stdin after the secret",
+    )
+    p.add_argument(
+        "--clock-offset-ns",
+        type=int,
+        default=0,
+        help="this machine's monotonic clock minus the coordinator's (timebase)",
+    )
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--control", help="Unix socket path for control")
     where.add_argument("--control-tcp", metavar="ADDRESS:PORT",
@@ -436,19 +465,27 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s: %(message)s")
     control: str | TcpControl = args.control
+    hosts: list[dict[str, Any]] | None = None
     if args.control_tcp is not None:
         try:
             host, port = parse_bind(args.control_tcp)
             control = TcpControl(host, port, read_secret(), args.handshake_timeout_s)
+            if args.hosts == "-":
+                hosts = json.loads(read_line(0, "the hosts line", HOSTS_LINE_MAX))
         except ValueError as exc:
             log.error("%s", exc)
             return 2
+    elif args.hosts == "-":
+        log.error("--hosts - needs --control-tcp (stdin carries the secret, then the hosts)")
+        return 2
+    timebase.set_offset(args.clock_offset_ns)
     die_with_parent()
     set_priority(args.priority)
     with contextlib.suppress(OSError):
         set_timer_slack(1)
-    with open(args.hosts) as fh:
-        hosts = json.load(fh)
+    if hosts is None:
+        with open(args.hosts) as fh:
+            hosts = json.load(fh)
     worker = Worker(hosts, control, args.cc, args.connection, args.spill, args.spill_s)
     loop = asyncio.SelectorEventLoop(PreciseSelector())
     try:
