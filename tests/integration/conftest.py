@@ -123,3 +123,17 @@ def no_local_cluster():
 
     if _CLUSTER.get("rec") is not None:
         down(_CLUSTER.pop("rec"))
+
+
+def left_on(server, prefix: str) -> list[str]:
+    """What of run ``prefix`` a cluster server still has: its bridges, interfaces, TLS
+    and agents' folders, Open vSwitch's SSL setting into that folder, and agent workers
+    of the run (their spill path names it)."""
+    out = server.run(f"ovs-vsctl list-br; ls /sys/class/net; ls -d /run/kvfabric-tls/{prefix}"
+                     f" /run/kvfabric-agents/{prefix} 2>/dev/null; ovs-vsctl get-ssl; "
+                     f"pgrep -af 'agents.worker.*/{prefix}/' | grep -v pgrep").stdout  # fmt: skip
+    return [
+        w
+        for w in out.split()
+        if w.startswith(prefix) or f"/{prefix}/" in w or w.endswith(f"/{prefix}")
+    ]

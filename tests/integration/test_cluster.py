@@ -16,6 +16,7 @@ from controller.process import ControllerProcess
 from controller.tls import RunPKI
 from experiments.measurement.iperf import TCP_GOODPUT_FRACTION, iperf3
 from experiments.measurement.reach import all_pairs_ping
+from tests.integration.conftest import left_on
 from topologies import rail_optimized, spine_leaf
 from topologies.builder import BuildError, Controller
 from topologies.cluster.network import ClusterNetwork
@@ -43,13 +44,6 @@ def cluster_fabric(rec, fabric, tmp: Path, **kw) -> Iterator[tuple[ClusterNetwor
             yield net, {"placement": placement, "servers": servers, "controller": proc}
 
 
-def _left_on(server: Server, prefix: str) -> list[str]:
-    """What of run ``prefix`` a server still has: bridges, interfaces, TLS files."""
-    out = server.run(f"ovs-vsctl list-br; ls /sys/class/net; ls -d /run/kvfabric-tls/{prefix} "
-                     "2>/dev/null; ovs-vsctl get-ssl").stdout  # fmt: skip
-    return [w for w in out.split() if w.startswith(prefix) or f"/{prefix}/" in w]
-
-
 def test_every_pair_reaches_every_other_through_the_controller_across_two_servers(
     local_cluster, tmp_path
 ):
@@ -70,7 +64,7 @@ def test_every_pair_reaches_every_other_through_the_controller_across_two_server
     assert "htb" in qdisc and "pfifo" in qdisc
     assert targets.strip().startswith("ssl:10.251.")  # TLS to the cluster address
     for server in info["servers"]:
-        assert _left_on(server, prefix) == [], server
+        assert left_on(server, prefix) == [], server
 
 
 def test_a_transfer_between_gpus_on_different_servers_runs_at_the_shaped_rate(
@@ -96,7 +90,7 @@ def test_a_build_failing_half_way_leaves_nothing_on_either_server(
 
     def boom(self):
         seen["prefix"] = self.prefix
-        seen["made"] = {s: _left_on(self.servers[s], self.prefix) for s in self.remote}
+        seen["made"] = {s: left_on(self.servers[s], self.prefix) for s in self.remote}
         raise BuildError("injected failure")
 
     monkeypatch.setattr(ClusterNetwork, step, boom)
@@ -108,7 +102,7 @@ def test_a_build_failing_half_way_leaves_nothing_on_either_server(
         pass
     assert all(seen["made"].values()), "the failure should strike after both servers have parts"
     for dest in seen["made"]:
-        assert _left_on(Server(dest.split("@")[1]), seen["prefix"]) == []
+        assert left_on(Server(dest.split("@")[1]), seen["prefix"]) == []
 
 
 def test_ctrl_c_during_use_leaves_nothing_on_either_server(local_cluster, tmp_path):
@@ -118,6 +112,6 @@ def test_ctrl_c_during_use_leaves_nothing_on_either_server(local_cluster, tmp_pa
     ):  # fmt: skip
         prefix, servers = net.prefix, info["servers"]
         raise KeyboardInterrupt
-    assert all(_left_on(s, prefix) == [] for s in servers)
+    assert all(left_on(s, prefix) == [] for s in servers)
     leftover = subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True).stdout
     assert prefix not in leftover

@@ -18,6 +18,7 @@ import pytest
 from experiments.cli.main import main
 from experiments.orchestration.cluster import run_cluster
 from experiments.spec.load import expand, load_spec
+from tests.integration.conftest import left_on
 from topologies.cleanup import STATE_DIR, clean
 from topologies.cluster.local import down, power_off
 from topologies.cluster.ssh import Server
@@ -71,12 +72,6 @@ def _run(tmp: Path, spec: Path, cluster: str) -> tuple[Path, dict, dict]:
     events = json.loads((run / "events.json").read_text())
     summary = json.loads((run / "summary.json").read_text())
     return run, events, summary
-
-
-def _left_on(address: str, prefix: str) -> list[str]:
-    out = Server(address).run(f"ovs-vsctl list-br; ls /sys/class/net; ls -d /run/kvfabric-tls/"
-                              f"{prefix} 2>/dev/null; ovs-vsctl get-ssl").stdout  # fmt: skip
-    return [w for w in out.split() if w.startswith(prefix) or f"/{prefix}/" in w]
 
 
 def test_a_serving_run_crosses_the_servers_and_a_failed_cut_link_is_rerouted(
@@ -171,7 +166,7 @@ def test_a_server_dying_mid_run_leaves_a_partial_result_naming_it_and_nothing_be
         assert summary["error"].startswith(f"server {dead} failed mid-run"), summary["error"]
         assert "tables hold what was recorded" in summary["error"]
         assert pd.read_parquet(run / "flows.parquet")["ok"].any()  # what ran before it
-        assert _left_on(plan.servers[0].address, summary["run_prefix"]) == []  # the survivor
+        assert left_on(Server(plan.servers[0].address), summary["run_prefix"]) == []  # the survivor
         assert took < 120, took  # nothing waited on the dead server
     finally:
         down(rec)  # the rest of it

@@ -120,3 +120,21 @@ def test_sites_for_hosts_the_fabric_lacks_are_refused(tmp_path):
     with pytest.raises(ValueError, match="h9"):
         AgentFleet(LoopbackNet(2), tmp_path, incast("h0", ["h1"], 1000, 1), 1e-3, cc=CC,
                    sites={"h9": site})  # fmt: skip
+
+
+def test_a_sites_rows_go_over_in_parts_and_its_records_come_back_in_the_reply(
+    tmp_path, monkeypatch
+):
+    import traffic.agents.fleet as fleet_module
+
+    monkeypatch.setattr(fleet_module, "LOAD_PART", 2)  # 6 rows of the site: 3 parts
+    site = WorkerSite(Behind(), "127.0.0.1")
+    schedule = incast("h0", ["h1", "h2", "h3"], 20_000, 3)
+    with AgentFleet(LoopbackNet(4), tmp_path, schedule, 1e-3, cc=CC, processes=1,
+                    priority="normal", sites={"h2": site, "h3": site}) as fleet:  # fmt: skip
+        flows = fleet.run(timeout_s=20)
+        status = fleet.status()
+    assert flows["ok"].all() and len(flows) == 9, flows.loc[~flows["ok"], "error"].tolist()
+    assert status["worker-1"]["rows"] == 6  # every part loaded, none replaced another
+    kept = (tmp_path / "agents" / "worker-1.records.json").read_text()
+    assert '"hosts":["h2","h3"]' in kept  # the reply's records, kept here as a local one's

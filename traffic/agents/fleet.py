@@ -32,8 +32,11 @@ sockets are made in the caller's namespace, as on loopback).
 ``sites`` (host name -> ``sites.WorkerSite``) runs the workers of those hosts where
 the site says (another machine: through ssh), controlled over the authenticated TCP
 channel; a worker serves the hosts of one site only, and each site gets up to
-``processes`` workers. Hosts without a site, and every host without ``sites``, are
-served from this machine as above.
+``processes`` workers. Such a worker reads no file of this machine: its hosts come on
+its stdin, its rows in ``load`` parts and its records in the ``collect`` reply (kept
+in the agents folder as ``worker-<i>.records.json`` all the same), and it keeps the
+coordinator's clock by the site's offset (``timebase``). Hosts without a site, and
+every host without ``sites``, are served from this machine as above.
 """
 
 from __future__ import annotations

@@ -29,6 +29,11 @@ header), ``["s", flow_id]`` (a
 UDP datagram sent) and ``["f", flow_id, error]`` (failed). A TCP message's
 completion is its receiver's ``r``; its sender reports only failures.
 
+On another machine (``--control-tcp``) the worker reads its hosts from stdin after
+the secret (``--hosts -``) and keeps the coordinator's clock: every instant it is
+given, takes, or writes into a header is its own monotonic clock less
+``--clock-offset-ns`` (``timebase``).
+
 Rows fire from one heap of due instants behind one timer, so a million rows
 cost one timer, not a million. With ``--spill FILE`` the finished records go to that
 file every ``--spill-s`` seconds once the run has started (``spill``), so the worker

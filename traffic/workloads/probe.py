@@ -1,7 +1,9 @@
 """Probes: small UDP messages at a fixed rate, for one-way delay of a path under load.
 
 Each probe is one datagram carrying the header's ``t_send_ns``; the receiver's
-timestamp minus it is the one-way delay (all namespaces share one clock). A
+timestamp minus it is the one-way delay (every agent keeps the coordinator's clock,
+``traffic.agents.timebase``: exact on one machine, within the measured offset's
+uncertainty across machines). A
 probe measures, it is not load: its size is never scaled (``scaled`` false).
 """
 
