@@ -458,6 +458,44 @@ def offered_load_check(
     return make_check(mbps <= cap, mbps, cap, "Mbit/s", detail)
 
 
+def servers_offered_load_check(
+    flows: pd.DataFrame | None,
+    fabric: Fabric,
+    capacity_mbps: float | Callable[[float], float] | None,
+    links: pd.DataFrame | None,
+) -> Check:
+    """``offered_load_check`` per server of a cluster run: each server forwards only
+    its own switches' share of the switch-hop work, so each is judged by that share
+    against its capacity, not the whole fabric's work against one machine's. A
+    server's share is what its switches' ports sent (``links``, sampled there:
+    ``server`` column), of what every server's sent; without two servers, the one
+    machine's check."""
+    whole = offered_load_check(flows, fabric, capacity_mbps)
+    if (links is None or links.empty or "server" not in links
+            or links["server"].nunique() < 2 or whole["value"] is None):  # fmt: skip
+        return whole
+    sent = (
+        links.groupby(["server", "node", "port"])["tx_bytes"]
+        .agg(lambda b: max(0, int(b.max()) - int(b.min())))
+        .groupby(level="server")
+        .sum()
+    )
+    if sent.sum() <= 0:
+        return whole
+    cap = float(whole["threshold"])
+    each = {str(server): float(whole["value"]) * float(b) / float(sent.sum())
+            for server, b in sent.items()}  # fmt: skip
+    failed = sorted(n for n, v in each.items() if v > cap)
+    worst = max(each, key=each.__getitem__)
+    detail = (f"busiest server {worst}: {each[worst]:.3g} Mbit/s, its switches' "
+              f"{each[worst] / float(whole['value']):.0%} of the fabric's "
+              f"{whole['detail']}") + (f"; over on {', '.join(failed)}" if failed else
+                                       f"; {len(each)} servers judged")  # fmt: skip
+    c = make_check(not failed, each[worst], cap, "Mbit/s", detail)
+    c["by_server"] = {n: {"ok": v <= cap, "value": v} for n, v in each.items()}
+    return c
+
+
 # ----- unmodelled loss -----------------------------------------------------------------
 def queue_drops(queues: pd.DataFrame | None) -> int:
     """Packets the sampled (switch) pfifos dropped while they were watched."""
@@ -505,6 +543,7 @@ def verdict(
     tcp: Mapping[str, int] | None = None,
     mtu: int = DEFAULT_MTU,
     rate_changes: Mapping[tuple[str, int], Sequence[tuple[int, float]]] | None = None,
+    links: pd.DataFrame | None = None,
 ) -> dict[str, Any]:
     """``{"ok", "checks": {name: check}}`` over one run's tables.
 
@@ -515,7 +554,9 @@ def verdict(
     the spec's ``fidelity:`` section (missing keys take the defaults); ``tcp``:
     the hosts' TCP counter totals over the traffic (``experiments.measurement.tcpcount``);
     ``mtu``: the run's, for the size of the frames the queue counters move by;
-    ``rate_changes``: ports a ``link_degrade`` re-shaped (``split_by_rate``).
+    ``rate_changes``: ports a ``link_degrade`` re-shaped (``split_by_rate``);
+    ``links``: the LinkSampler table (with a ``server`` column, each server's share of
+    the switch-hop work is judged: ``servers_offered_load_check``).
     """
     th = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
     judged_queues, rates_bps = split_by_rate(queues, rates_bps, rate_changes or {})
@@ -526,7 +567,7 @@ def verdict(
         ),  # fmt: skip
         "lateness": lateness_check(flows, th["lateness_p99_ms"]),
         "sampler_rate": sampler_rate_check(sampler_rates),
-        "offered_load": offered_load_check(flows, fabric, capacity_mbps),
+        "offered_load": servers_offered_load_check(flows, fabric, capacity_mbps, links),
         "unmodelled_loss": unmodelled_loss_check(tcp, queues),
     }
     return {"ok": all(c["ok"] for c in checks.values()), "checks": checks}

@@ -534,7 +534,8 @@ def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
                            r["fidelity"], capacity_mbps=p.envelope.capacity_mbps,
                            tcp=tcp, mtu=r["scale"]["mtu"],
                            rate_changes=rate_changes(rec.events.get("faults") or [], p.fabric,
-                                                     r["scale"]["bandwidth"]))  # fmt: skip
+                                                     r["scale"]["bandwidth"]),
+                           links=t["links"])  # fmt: skip
     except Exception as exc:
         log.debug("fidelity verdict failed", exc_info=True)
         fidelity = {"ok": False, "checks": {}, "error": f"could not judge: {exc}"}
