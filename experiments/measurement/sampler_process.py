@@ -193,11 +193,9 @@ class _Saver:
         if writer is None or writer.rows == 0:
             pq.write_table(rest, path)
             return
-        from experiments.output.chunks import chunk_paths
-
         out: pq.ParquetWriter | None = None
         try:
-            for chunk in chunk_paths(writer.folder.parent.parent, name):
+            for chunk in writer.paths():  # its own (a cluster run's servers' sit beside)
                 table = pq.read_table(chunk)
                 out = out or pq.ParquetWriter(path, table.schema)
                 out.write_table(table)

@@ -176,13 +176,16 @@ def agent_sites(cluster: RunCluster, hosts: list[str], clock: Mapping[str, Any],
             continue
         if str(server) not in made:
             made[str(server)] = WorkerSite(server, server_address(server.host),
-                                           clock_offset_ns=_offset_ns(server, clock),
+                                           clock_offset_ns=clock_offset_ns(server, clock),
                                            folder=agents_folder(prefix))  # fmt: skip
         sites[host] = made[str(server)]
     return sites
 
 
-def _offset_ns(server: Server, clock: Mapping[str, Any]) -> int:
+def clock_offset_ns(server: Server, clock: Mapping[str, Any]) -> int:
+    """Server's monotonic clock minus this machine's, from ``clock_offsets``' answer
+    (``clock``): exactly 0 for a local cluster's server (the same kernel's clock); an
+    OSError naming the server when it could not be measured."""
     from topologies.cluster.local import local_cluster_of
 
     if local_cluster_of(server.host) is not None:
@@ -191,7 +194,7 @@ def _offset_ns(server: Server, clock: Mapping[str, Any]) -> int:
     if "monotonic" not in measured:
         why = measured.get("error", "no answer")
         raise OSError(f"server {server}'s clock offset could not be measured ({why}): "
-                      "its agents cannot be timed")  # fmt: skip
+                      "its agents and samplers cannot be timed")  # fmt: skip
     return round(measured["monotonic"]["offset_ms"] * 1e6)
 
 

@@ -39,6 +39,7 @@ from experiments.measurement.samplers import SamplerError
 from experiments.measurement.server_samplers import ClusterSamplers
 from experiments.orchestration.cluster import (
     agents_where,
+    clock_offset_ns,
     clock_offsets,
     run_cluster,
     with_local_servers,
@@ -341,9 +342,11 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
         if not p.fabric.node(e.node).is_host
     }
     if getattr(net, "cluster", None) is not None:
+        offsets = {str(s): clock_offset_ns(s, clock or {}) for s in net.cluster.servers
+                   if not s.is_local}  # fmt: skip
         samplers: Any = ClusterSamplers(net, scratch / "samplers", r["sampler"]["rate_hz"],
-                                        chunks_dir=run_dir,
-                                        flush_s=r["sampler"]["flush_s"])  # fmt: skip
+                                        chunks_dir=run_dir, flush_s=r["sampler"]["flush_s"],
+                                        offsets_ns=offsets)  # fmt: skip
     else:
         samplers = SamplerProcess(scratch / "samplers", ports, r["sampler"]["rate_hz"],
                                   chunks_dir=run_dir, flush_s=r["sampler"]["flush_s"],

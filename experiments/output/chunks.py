@@ -9,7 +9,9 @@
 A run's tables are complete only at its end (``results.write_table``). Until then the
 processes that record them append their new rows every second or two as one chunk: a
 parquet file written under a hidden temporary name, fsynced, then renamed to
-``<seq>.parquet`` (``seq`` counts up from 1, six digits). A chunk is therefore whole or
+``<seq>.parquet`` (``seq`` counts up from 1, six digits), or ``<seq>-<writer>.parquet``
+when several writers append to one table (a cluster run's servers), each counting its
+own. A chunk is therefore whole or
 absent whatever kills the writer; earlier chunks are never opened again. A chunk that
 cannot be read all the same (a power loss can leave a renamed file empty or cut short)
 is skipped and named in ``Recovered.skipped``, never fatal: the chunks before and after
@@ -47,7 +49,7 @@ __all__ = [
 
 PARTIAL = "partial"  # the folder in a run directory that holds the chunks
 CLOCK = "clock.json"
-_CHUNK = re.compile(r"^(\d+)\.parquet$")
+_CHUNK = re.compile(r"^(\d+)(?:-([a-z0-9]+))?\.parquet$")  # seq, and the writer if named
 
 
 class ChunkWriter:
@@ -55,13 +57,20 @@ class ChunkWriter:
     docstring). Not thread-safe: one writer per table, called from one thread. A writer
     opened on a folder that already has chunks numbers its own after them."""
 
-    def __init__(self, run_dir: str | os.PathLike, table: str) -> None:
-        self.table = table
+    def __init__(self, run_dir: str | os.PathLike, table: str, writer: str | None = None) -> None:
+        if writer is not None and not re.fullmatch(r"[a-z0-9]+", writer):
+            raise ValueError(f"chunk writer {writer!r}: lower-case letters and digits only")
+        self.table, self.writer = table, writer
         self.folder = Path(run_dir) / PARTIAL / table
         self.folder.mkdir(parents=True, exist_ok=True)
-        existing = [_seq(p) for p in chunk_paths(run_dir, table)]
+        existing = [_seq(p) for p in chunk_paths(run_dir, table) if _writer(p) == writer]
         self.seq = max(existing, default=0)
         self.rows = 0  # rows this writer appended
+
+    def paths(self) -> list[Path]:
+        """This writer's chunks, in order (not those of another writer of the table)."""
+        run_dir = self.folder.parent.parent
+        return [p for p in chunk_paths(run_dir, self.table) if _writer(p) == self.writer]
 
     def append(self, frame: pd.DataFrame) -> Path | None:
         """Write ``frame`` (its index is not stored) as the next chunk; returns its path,
@@ -70,7 +79,8 @@ class ChunkWriter:
             return None
         table = pa.Table.from_pandas(frame, preserve_index=False)
         self.seq += 1
-        path = self.folder / f"{self.seq:06d}.parquet"
+        suffix = f"-{self.writer}" if self.writer else ""
+        path = self.folder / f"{self.seq:06d}{suffix}.parquet"
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=self.folder)
         try:
             with os.fdopen(fd, "wb") as fh:
@@ -104,7 +114,8 @@ def chunk_paths(run_dir: str | os.PathLike, table: str) -> list[Path]:
     folder = Path(run_dir) / PARTIAL / table
     if not folder.is_dir():
         return []
-    return sorted((p for p in folder.iterdir() if _CHUNK.match(p.name)), key=_seq)
+    chunks = (p for p in folder.iterdir() if _CHUNK.match(p.name))
+    return sorted(chunks, key=lambda p: (_seq(p), _writer(p) or ""))
 
 
 def chunked_tables(run_dir: str | os.PathLike) -> list[str]:
@@ -174,3 +185,8 @@ def read_clock(run_dir: str | os.PathLike) -> int | None:
 def _seq(path: Path) -> int:
     match = _CHUNK.match(path.name)
     return int(match.group(1)) if match else 0
+
+
+def _writer(path: Path) -> str | None:
+    match = _CHUNK.match(path.name)
+    return match.group(2) if match else None
