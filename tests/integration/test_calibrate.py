@@ -16,7 +16,12 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 def test_calibrate_stores_the_envelope_later_runs_are_judged_by(tmp_path, monkeypatch, capsys):
     path = tmp_path / "envelope.json"
-    assert main(["calibrate", "--quick", "--out", str(path)]) == EXIT_OK
+    code = main(["calibrate", "--quick", "--out", str(path)])
+    if code != EXIT_OK:  # a figure unfaithful even at its lowest step: a refusal, not a guess
+        err = " ".join(capsys.readouterr().err.split())  # however the console wrapped it
+        assert "not calibrated:" in err and "not faithful even at" in err, err
+        assert "is unchanged" in err and not path.exists()  # nothing half-measured is stored
+        pytest.skip(f"this VM was too busy to calibrate (steal, a shared host): {err}")
     doc = json.loads(path.read_text())
     steps = doc["measured"]["steps"]
     figures = {f"switch_hop_mbps:{n}": v for n, v in doc["switch_hop_mbps"].items()}
