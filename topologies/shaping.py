@@ -13,12 +13,9 @@ import os
 from dataclasses import dataclass
 
 from .fabric import Fabric, FabricError, Link
+from .scale import DEFAULT_MTU, ETHERNET_HEADER_BYTES, MAX_MTU
 
-MTU_BYTES = 1514  # a full frame at the default MTU, Ethernet header included
-DEFAULT_MTU = 1500
-# Jumbo frames: the largest MTU offered (veth and the userspace datapath carry 9000).
-MAX_MTU = 9000
-ETHERNET_HEADER_BYTES = 14
+MTU_BYTES = DEFAULT_MTU + ETHERNET_HEADER_BYTES  # a full frame at the default MTU
 # A link slower than this serialises one full packet in more than 120 ms: TCP's
 # timers, not the link, would then decide what is measured.
 MIN_RATE_BPS = 100_000

@@ -1,6 +1,6 @@
-"""``kvfabric spec schema`` (the spec's JSON Schema, for editors) and ``kvfabric spec
-keys`` (every key with its type, default and meaning), from the declarations the
-validator uses (no root)."""
+"""``kvfabric spec schema`` (the spec's JSON Schema, for editors), ``kvfabric spec
+keys`` (every key with its type, default and meaning) and ``kvfabric spec types`` (the
+typed run configuration's source), from the declarations the validator uses (no root)."""
 
 from __future__ import annotations
 
@@ -18,13 +18,17 @@ def add_parsers(sub: Any) -> None:
     sch.add_argument("--out", metavar="FILE", help="write it here instead of stdout")
     keys = ssub.add_parser("keys", help="every key: what it takes, its default, what it means")
     keys.add_argument("--out", metavar="FILE", help="write the Markdown table here")
+    types = ssub.add_parser("types", help="the typed run configuration's Python source")
+    types.add_argument("--out", metavar="FILE", help="write the Python module here")
     s.set_defaults(handler=cmd_spec)
 
 
 def cmd_spec(args: argparse.Namespace) -> int:
     from experiments.spec.export import keys_markdown, schema_text
+    from experiments.spec.typegen import config_source
 
-    text = schema_text() if args.spec_command == "schema" else keys_markdown()
+    makers = {"schema": schema_text, "keys": keys_markdown, "types": config_source}
+    text = makers[args.spec_command]()
     if args.out:
         Path(args.out).write_text(text)
         print(args.out)

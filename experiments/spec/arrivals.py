@@ -71,6 +71,7 @@ TOKEN_DIST = either(
             "sigma": Field(optional(number(ge=0)), None, "lognormal: sigma of the log"),
         },
         _token_dist_post,
+        sparse=True,
     ),
 )
 

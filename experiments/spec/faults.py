@@ -141,6 +141,7 @@ FAULT = section(
         ),  # fmt: skip
     },
     _fault_post,
+    sparse=True,
 )
 
 

@@ -21,6 +21,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ import yaml
 
 from experiments.spec.schema import SpecError, bad
 from experiments.spec.sections import build_fabric, validate
+from experiments.spec.typed import RunConfig, config_of
 from topologies import Fabric
 
 __all__ = [
@@ -102,7 +104,12 @@ class Spec:
 
     @property
     def duration_s(self) -> float:
-        return self.resolved["duration_s"]
+        return self.config.duration_s
+
+    @cached_property
+    def config(self) -> RunConfig:
+        """The resolved spec, typed and frozen (without the sweep grid)."""
+        return config_of(self.resolved)
 
     def fabric(self) -> Fabric:
         return build_fabric(self.resolved["fabric"])
@@ -122,11 +129,13 @@ class RunSpec:
 
     @property
     def duration_s(self) -> float:
-        return self.resolved["duration_s"]
+        return self.config.duration_s
 
-    @property
-    def workloads(self) -> list[dict[str, Any]]:
-        return self.resolved["workloads"]
+    @cached_property
+    def config(self) -> RunConfig:
+        """This run's configuration, typed and frozen: what code outside the spec room
+        reads (``run.config.scale.mtu``)."""
+        return config_of(self.resolved)
 
     def fabric(self) -> Fabric:
         return build_fabric(self.resolved["fabric"])

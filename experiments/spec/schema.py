@@ -294,12 +294,17 @@ def missing(path: str, allowed: str) -> SpecError:
 def section(
     fields: dict[str, Field],
     post: Callable[[dict[str, Any], str, Ctx], dict[str, Any] | None] | None = None,
+    *,
+    sparse: bool = False,
 ) -> Check:
     """A mapping with exactly these keys: each checked, absent ones defaulted.
 
     Defaults other than null are checked like given values, so a nested section's
     default ``{}`` comes back with its own defaults filled in. ``post`` sees the whole
-    checked section for rules that span keys."""
+    checked section for rules that span keys. A ``sparse`` section leaves out the keys
+    whose value is its default and null, false or 0 (a token distribution names only
+    its parameters, a fault only its event); its JSON Schema says so (``x-sparse``) for
+    the typed configuration."""
     allowed = f"a mapping with keys {', '.join(fields)}"
 
     def fn(raw: Any, path: str, ctx: Ctx) -> dict[str, Any]:
@@ -326,9 +331,17 @@ def section(
             out[key] = fields[key].default.fn(out, ctx)
         if post is not None:
             out = post(out, path, ctx) or out
+        if sparse:
+            out = {k: v for k, v in out.items() if not left_out(v, fields[k].default)}
         return out
 
-    return Check(fn, allowed, lambda v: isinstance(v, dict), section_json(fields))
+    json = section_json(fields) | ({"x-sparse": True} if sparse else {})
+    return Check(fn, allowed, lambda v: isinstance(v, dict), json)
+
+
+def left_out(value: Any, default: Any) -> bool:
+    """Whether a sparse section leaves ``value`` out: its default, and null, false or 0."""
+    return value is None or (value in (False, 0) and value == default)
 
 
 def section_json(fields: dict[str, Field]) -> dict[str, Any]:

@@ -49,12 +49,12 @@ from experiments.spec.workloads import workload
 from topologies import Fabric
 from topologies.fabric import FabricError
 from topologies.generators import GENERATORS, PARAM_DOCS, defaults, make_fabric
-from topologies.shaping import DEFAULT_MTU, MAX_BUFFER_PKTS, MAX_MTU
+from topologies.scale import DEFAULT_BANDWIDTH_SCALE, DEFAULT_MTU, MAX_MTU
+from topologies.shaping import MAX_BUFFER_PKTS
 from traffic.agents.wire import CONNECTIONS
 
 POLICIES = tuple(known_policies())  # the controller's registry: a new policy is a spec value
 CONGESTION_CONTROLS = ("cubic", "reno", "bbr")
-DEFAULT_BANDWIDTH_SCALE = 1.0e-4
 
 
 @lru_cache(maxsize=64)
