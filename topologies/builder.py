@@ -1,4 +1,4 @@
-"""The Mininet builder: a ``Fabric`` and a bandwidth scale become a running
+"""The Mininet builder: a ``Fabric`` and a ``Scale`` become a running
 network of OVS switches and host namespaces, shaped on every egress.
 
 ``FabricNetwork`` is a context manager. Its exit releases every namespace,
@@ -27,14 +27,11 @@ from .hostconfig import ip_commands
 from .naming import RunNames, new_prefix
 from .ovs_tx import PIDFILE, TxBuffer, needed_bytes, packet_truesize
 from .qos import ClassPlan
+from .scale import DEFAULT_MTU, Scale
 from .shaping import (
-    DEFAULT_MTU,
     Egress,
     batch_text,
-    check_mtu,
-    check_scale,
     egress_plan,
-    emulated_rate_bps,
     frame_bytes,
     htb_commands,
 )
@@ -76,30 +73,34 @@ class RuleInstaller(Protocol):
 
 
 class FabricNetwork:
-    """A running emulation of ``fabric`` at bandwidth ``scale``.
+    """A running emulation of ``fabric`` at ``scale`` (a ``topologies.scale.Scale``: its
+    bandwidth scale and MTU).
 
     ``datapath`` is ``auto`` (kernel if the openvswitch module is loaded,
     else userspace), ``kernel`` or ``user``. The switches get their rules from
     exactly one of ``controller`` (they connect to it) or ``rules`` (installed
     when the network is up). ``qos`` adds the class queues under every switch
-    egress. ``mtu`` above 1500 turns jumbo frames on for every interface (hosts and
-    switch ports); link buffers keep their bytes (``topologies.shaping.queue_frames``).
+    egress. ``scale.mtu`` above 1500 turns jumbo frames on for every interface (hosts
+    and switch ports); link buffers keep their bytes (``topologies.shaping.queue_frames``).
+    ``plan``: the egress plan of ``fabric`` at ``scale`` when the caller has it
+    (``egress_plan``, computed once per run), else it is computed here.
     """
 
     def __init__(
         self,
         fabric: Fabric,
-        scale: float = 1e-4,
+        scale: Scale,
         *,
         datapath: str = "auto",
         controller: Controller | None = None,
         rules: RuleInstaller | None = None,
         qos: ClassPlan | None = None,
-        mtu: int = DEFAULT_MTU,
+        plan: list[Egress] | None = None,
     ) -> None:
+        if not isinstance(scale, Scale):
+            raise TypeError(f"FabricNetwork: scale={scale!r} must be a topologies.scale.Scale")
         self.fabric = fabric
-        self.scale = check_scale(scale)
-        self.mtu = check_mtu(mtu)
+        self.scale = scale
         if datapath not in ("auto", "kernel", "user"):
             raise ValueError(f"datapath={datapath!r}: allowed auto, kernel, user")
         self.datapath = datapath
@@ -109,7 +110,8 @@ class FabricNetwork:
         self.controller = controller
         self.rules = rules
         self.qos = qos
-        self.plan: list[Egress] = egress_plan(fabric, self.scale, self.mtu)  # errors first
+        # errors first
+        self.plan: list[Egress] = egress_plan(fabric, scale) if plan is None else list(plan)
         self.names: RunNames | None = None
         self.net: Any = None
         self.record: RunRecord | None = None
@@ -118,6 +120,10 @@ class FabricNetwork:
         self._ssl_set = False  # Open vSwitch's SSL setting is this run's (``_set_ssl``)
         # the userspace datapath's transmit buffer: {"before", "now"} bytes (None: unchanged)
         self.tx_buffer: dict[str, int] | None = None
+
+    @property
+    def mtu(self) -> int:
+        return self.scale.mtu
 
     # ----- lifetime ------------------------------------------------------
     def __enter__(self) -> FabricNetwork:
@@ -351,7 +357,7 @@ class FabricNetwork:
         (real-equivalent), as a port that trained down to a lower speed: only the HTB
         classes change (``tc class replace``), so the queues and what they hold stay."""
         link = self.fabric.link_between(a, b)
-        rate = emulated_rate_bps(gbps, self.scale)
+        rate = self.scale.emulated_bps(gbps)
         for eg in self.plan:
             if eg.link != link:
                 continue
@@ -375,6 +381,10 @@ class FabricNetwork:
     def place_of(self, node: str) -> str:
         """Where fabric node ``node``'s switch-side commands run ("" = this machine)."""
         return ""
+
+    def failed_servers(self) -> list[str]:
+        """The servers that failed mid-run (``ClusterNetwork``'s); one machine has none."""
+        return []
 
     def by_place(self, nodes: Iterable[str]) -> dict[str, list[str]]:
         out: dict[str, list[str]] = defaultdict(list)

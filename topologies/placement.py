@@ -31,6 +31,7 @@ from typing import Any
 
 from .fabric import Fabric, FabricError, Link
 from .partition import partition
+from .scale import DEFAULT_SCALE, Scale
 from .switch_work import switch_work_gbps
 
 
@@ -67,7 +68,7 @@ class Placement:
     machine_of: Mapping[str, str]
     cut: tuple[Link, ...]
     machines: tuple[MachineLoad, ...]
-    scale: float
+    scale: Scale
 
     @property
     def cut_gbps(self) -> float:
@@ -82,7 +83,7 @@ class Placement:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "scale": self.scale,
+            "scale": self.scale.bandwidth,
             "cut_gbps": self.cut_gbps,
             "cut": [
                 {
@@ -113,7 +114,7 @@ def place(
     fabric: Fabric,
     machines: Sequence[MachineShare],
     *,
-    scale: float = 1e-4,
+    scale: Scale = DEFAULT_SCALE,
     imbalance: float = 0.25,
 ) -> Placement:
     """The placement of ``fabric`` on ``machines`` (see the module's docstring). Raises
@@ -128,7 +129,7 @@ def place(
             f"{len(groups)} machines",
             "servers",
         )
-    mbps = {k: v * 1e3 * scale for k, v in switch_work_gbps(fabric).items()}
+    mbps = {k: scale.emulated_mbps(v) for k, v in switch_work_gbps(fabric).items()}
     loads = [sum(mbps.get(n, 0.0) for n in group) for group in groups]
     _check_servers_fit(fabric, groups, loads, machines)
     index = {name: i for i, group in enumerate(groups) for name in group}
@@ -148,12 +149,12 @@ def placement_of(
     machine_of: Mapping[str, str],
     machines: Sequence[MachineShare],
     *,
-    scale: float = 1e-4,
+    scale: Scale = DEFAULT_SCALE,
 ) -> Placement:
     """The ``Placement`` of a given assignment (every node of ``fabric`` to one of
     ``machines`` by name): its cut and each machine's switch-hop demand, as ``place``
     reports its own. The caller checks the assignment (``server_domains`` kept whole)."""
-    mbps = {k: v * 1e3 * scale for k, v in switch_work_gbps(fabric).items()}
+    mbps = {k: scale.emulated_mbps(v) for k, v in switch_work_gbps(fabric).items()}
     total = sum(mbps.values())
     out = []
     for m in machines:

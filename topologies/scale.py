@@ -28,6 +28,25 @@ MAX_MTU = 9000  # jumbo frames: veth and the userspace datapath carry 9000
 ETHERNET_HEADER_BYTES = 14
 
 
+def check_bandwidth(value: object, key: str = "scale.bandwidth") -> float:
+    """``value`` as a bandwidth scale, in (0, 1]; else FabricError naming ``key``."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or not 0 < value <= 1:  # type: ignore[arg-type]
+        raise FabricError(f"{key}={value!r} is not allowed: must be in (0, 1]")
+    return float(value)  # type: ignore[arg-type]
+
+
+def check_mtu(value: object, key: str = "scale.mtu") -> int:
+    """``value`` as an MTU, an integer from ``DEFAULT_MTU`` to ``MAX_MTU``; else
+    FabricError naming ``key``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not DEFAULT_MTU <= value <= MAX_MTU:
+        raise FabricError(
+            f"{key}={value!r} is not allowed: must be an integer from "
+            f"{DEFAULT_MTU} to {MAX_MTU} bytes"
+        )
+    return value
+
+
 @dataclass(frozen=True)
 class Scale:
     """The emulation's scale (``scale.bandwidth``, ``scale.mtu``) and the conversions
@@ -37,18 +56,8 @@ class Scale:
     mtu: int = DEFAULT_MTU
 
     def __post_init__(self) -> None:
-        b = self.bandwidth
-        if isinstance(b, bool) or not isinstance(b, int | float) or not math.isfinite(b):
-            raise FabricError(f"scale.bandwidth={b!r} is not allowed: must be in (0, 1]")
-        if not 0 < b <= 1:
-            raise FabricError(f"scale.bandwidth={b!r} is not allowed: must be in (0, 1]")
-        m = self.mtu
-        if isinstance(m, bool) or not isinstance(m, int) or not DEFAULT_MTU <= m <= MAX_MTU:
-            raise FabricError(
-                f"scale.mtu={m!r} is not allowed: must be an integer from "
-                f"{DEFAULT_MTU} to {MAX_MTU} bytes"
-            )
-        object.__setattr__(self, "bandwidth", float(b))
+        object.__setattr__(self, "bandwidth", check_bandwidth(self.bandwidth))
+        check_mtu(self.mtu)
 
     # ---- rates -----------------------------------------------------------------------
 
@@ -108,3 +117,6 @@ class Scale:
             f"bandwidth scale {self.bandwidth:g}, MTU {self.mtu}: one packet stands for "
             f"{size:.3g} {unit} of real traffic"
         )
+
+
+DEFAULT_SCALE = Scale()  # the scale of a spec that does not give one

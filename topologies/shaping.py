@@ -1,6 +1,6 @@
-"""Egress shaping as data: emulated rates, the limits this emulation honours,
-and the ``tc`` argument lists that put an HTB class with a bounded pfifo on
-every egress. Nothing here runs a command.
+"""Egress shaping as data: emulated rates (``topologies.scale.Scale`` converts real
+to emulated), the limits this emulation honours, and the ``tc`` argument lists that
+put an HTB class with a bounded pfifo on every egress. Nothing here runs a command.
 
 Netem is deliberately not used (delay, loss and Mininet's ``max_queue_size``
 all need it, and many kernels, this project's CI included, lack it).
@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 
 from .fabric import Fabric, FabricError, Link
-from .scale import DEFAULT_MTU, ETHERNET_HEADER_BYTES, MAX_MTU
+from .scale import DEFAULT_MTU, ETHERNET_HEADER_BYTES, Scale
 
 MTU_BYTES = DEFAULT_MTU + ETHERNET_HEADER_BYTES  # a full frame at the default MTU
 # A link slower than this serialises one full packet in more than 120 ms: TCP's
@@ -54,17 +54,6 @@ def queue_frames(buffer_pkts: int, mtu: int = DEFAULT_MTU) -> int:
     return max(1, round(buffer_pkts * MTU_BYTES / frame_bytes(mtu)))
 
 
-def check_mtu(mtu: object, key: str = "scale.mtu") -> int:
-    if isinstance(mtu, bool) or not isinstance(mtu, int) or not DEFAULT_MTU <= mtu <= MAX_MTU:
-        raise FabricError(f"{key}={mtu!r} is not allowed: must be an integer from "
-                          f"{DEFAULT_MTU} to {MAX_MTU} bytes")  # fmt: skip
-    return mtu
-
-
-def emulated_rate_bps(real_gbps: float, scale: float) -> int:
-    return int(round(real_gbps * 1e9 * scale))
-
-
 def max_rate_bps() -> int:
     """The fastest emulated link this machine honours: ``KVFABRIC_MAX_RATE_MBPS``
     if set, else ``MAX_RATE_BPS``."""
@@ -83,25 +72,20 @@ def max_rate_bps() -> int:
     return int(mbps * 1e6)
 
 
-def check_scale(scale: float) -> float:
-    if not isinstance(scale, int | float) or not math.isfinite(scale) or not 0 < scale <= 1:
-        raise FabricError(f"scale.bandwidth={scale!r} is not allowed: must be in (0, 1]")
-    return float(scale)
-
-
-def egress_plan(fabric: Fabric, scale: float, mtu: int = DEFAULT_MTU) -> list[Egress]:
-    """Every egress of the fabric (both ends of every link) at ``scale`` and ``mtu``.
+def egress_plan(fabric: Fabric, scale: Scale) -> list[Egress]:
+    """Every egress of the fabric (both ends of every link) at ``scale`` (its bandwidth
+    and its MTU; a ``Scale`` is checked when it is made).
 
     Raises FabricError naming the first link whose emulated rate or buffer
     cannot be honoured, and what to change, before anything is built.
     """
-    check_scale(scale)
-    check_mtu(mtu)
+    if not isinstance(scale, Scale):
+        raise TypeError(f"egress_plan: scale={scale!r} must be a topologies.scale.Scale")
     max_rate = max_rate_bps()
     plan: list[Egress] = []
     for link in fabric.links:
-        rate = emulated_rate_bps(link.real_gbps, scale)
-        where = f"link {link.a}-{link.b} ({link.real_gbps:g} Gbit/s at scale {scale:g})"
+        rate = scale.emulated_bps(link.real_gbps)
+        where = f"link {link.a}-{link.b} ({link.real_gbps:g} Gbit/s at scale {scale.bandwidth:g})"
         if rate < MIN_RATE_BPS:
             raise FabricError(
                 f"{where} would run at {rate / 1e6:.3f} Mbit/s, below the "
@@ -120,7 +104,7 @@ def egress_plan(fabric: Fabric, scale: float, mtu: int = DEFAULT_MTU) -> list[Eg
                 f"must be from 1 to {MAX_BUFFER_PKTS}"
             )
         for node, port in ((link.a, link.a_port), (link.b, link.b_port)):
-            plan.append(Egress(node, port, rate, link.buffer_pkts, link, mtu))
+            plan.append(Egress(node, port, rate, link.buffer_pkts, link, scale.mtu))
     return plan
 
 
@@ -168,7 +152,7 @@ def switch_capacity_mbps() -> float:
     return float(os.environ.get("KVFABRIC_SWITCH_CAPACITY_MBPS", DEFAULT_SWITCH_CAPACITY_MBPS))
 
 
-def switching_demand_mbps(fabric: Fabric, scale: float) -> float:
+def switching_demand_mbps(fabric: Fabric, scale: Scale) -> float:
     """Switch-hop work if every host sent at its emulated line rate: the sum of
     host link rates times the mean number of switches a flow crosses."""
-    return fabric.host_capacity_gbps() * 1e3 * scale * fabric.mean_switch_hops()
+    return scale.emulated_mbps(fabric.host_capacity_gbps()) * fabric.mean_switch_hops()

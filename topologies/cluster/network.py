@@ -28,6 +28,7 @@ from typing import Any
 
 from ..builder import BuildError, FabricNetwork
 from ..fabric import Fabric
+from ..scale import Scale
 from .local import local_cluster_of
 from .ssh import Server
 from .sweep import tls_folder
@@ -40,7 +41,7 @@ class ClusterNetwork(FabricNetwork):
     """``FabricNetwork`` with each node on ``machine_of[node]`` (a server's name,
     ``str(server)``; ``localhost`` is this machine)."""
 
-    def __init__(self, fabric: Fabric, scale: float = 1e-4, *, servers: Sequence[Server],
+    def __init__(self, fabric: Fabric, scale: Scale, *, servers: Sequence[Server],
                  machine_of: Mapping[str, str], link: str = "vxlan",
                  **kwargs: Any) -> None:  # fmt: skip
         super().__init__(fabric, scale, **kwargs)

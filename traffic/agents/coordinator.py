@@ -28,13 +28,16 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..driver import Driver, Message
 from .deps import DependencyTracker
 from .launcher import FleetError, WorkerProcess, Workers
 from .merge import message_row
 from .wire import decode, encode
+
+if TYPE_CHECKING:
+    from topologies.scale import Scale
 
 log = logging.getLogger("kvfabric.fleet")
 
@@ -46,7 +49,7 @@ class Coordinator:
     """One run of a fleet's schedule (see the module docstring)."""
 
     def __init__(self, workers: Workers, tracker: DependencyTracker, *, src_of: dict[int, str],
-                 dst_of: dict[int, str], scale: float, tenants: dict[str, int],
+                 dst_of: dict[int, str], scale: Scale, tenants: dict[str, int],
                  ips: dict[str, str], driver: Driver | None, timer_lead_ns: int,
                  udp_grace_ns: int, stopped: dict[str, str],
                  kills: list[tuple[int, str]] | None = None) -> None:  # fmt: skip

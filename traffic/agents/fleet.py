@@ -2,7 +2,7 @@
 of worker processes, and the coordinator that starts them together and resolves
 the schedule's dependencies live.
 
-    with AgentFleet(net, run_dir, schedule, scale=1e-4) as fleet:
+    with AgentFleet(net, run_dir, schedule, Scale(1e-4)) as fleet:
         flows = fleet.run(timeout_s=30)
 
 ``AgentFleet`` groups the hosts (a GPU server's hosts stay together) into at most
@@ -51,6 +51,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from topologies.scale import Scale
 
 from ..driver import Driver
 from ..workloads.schedule import validate_schedule
@@ -106,7 +108,8 @@ class AgentFleet:
     - ``net``: a running ``topologies.builder.FabricNetwork``.
     - ``run_dir``: where control sockets, schedules, records and agent logs go.
     - ``schedule``: a schedule (``traffic.workloads``), real-equivalent bytes.
-    - ``scale``: the bandwidth scale applied to rows with ``scaled`` true.
+    - ``scale``: the run's ``topologies.scale.Scale``; it converts the real bytes of
+      rows with ``scaled`` true to the bytes sent (``wire.scale_bytes``).
     - ``cc``: TCP congestion control set on every socket (default cubic).
     - ``connection``: ``persistent`` or ``per_flow``.
     - ``processes``: worker processes (``process_count``).
@@ -130,7 +133,7 @@ class AgentFleet:
     """
 
     def __init__(self, net: Any, run_dir: str | os.PathLike, schedule: pd.DataFrame,
-                 scale: float, cc: str = "cubic", connection: str = "persistent", *,
+                 scale: Scale, cc: str = "cubic", connection: str = "persistent", *,
                  processes: int | str | None = None, ready_timeout_s: float = 20.0,
                  start_delay_s: float = 0.3, udp_grace_s: float = 0.5,
                  stop_grace_s: float = 3.0, priority: str = "rt",

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from topologies.scale import Scale
+
 from ..driver import Message
 from ..header import KIND_CODES
 from .records import Received, Sent
@@ -41,12 +43,12 @@ def tenant_codes(schedule: pd.DataFrame, more: Iterable[str] | None = None) -> d
 
 
 def plan(
-    schedule: pd.DataFrame, scale: float, tenants: dict[str, int] | None = None
+    schedule: pd.DataFrame, scale: Scale, tenants: dict[str, int] | None = None
 ) -> pd.DataFrame:
     """The schedule with what agents need: ``bytes_emulated`` (scaled, header included),
     ``kind_code`` and ``tenant_code`` (``tenants``, default: ``tenant_codes``)."""
-    if not scale > 0:
-        raise ValueError(f"scale={scale!r}; must be > 0")
+    if not isinstance(scale, Scale):
+        raise TypeError(f"scale={scale!r}; must be a topologies.scale.Scale")
     out = schedule.copy()
     out["bytes_emulated"] = [
         scale_bytes(int(b), bool(s), scale)
@@ -58,7 +60,7 @@ def plan(
     return out
 
 
-def message_row(m: Message, scale: float, tenants: Mapping[str, int],
+def message_row(m: Message, scale: Scale, tenants: Mapping[str, int],
                 ips: Mapping[str, str]) -> dict:  # fmt: skip
     """A live driver's message in the agent's compact form, ``t`` absolute."""
     if m.src == m.dst:
@@ -82,7 +84,7 @@ def agent_rows(planned: pd.DataFrame, hosts: Iterable[str], ips: Mapping[str, st
     ]  # fmt: skip
 
 
-def live_frame(messages: Sequence[Message], scale: float) -> pd.DataFrame:
+def live_frame(messages: Sequence[Message], scale: Scale) -> pd.DataFrame:
     """A driver's messages as planned rows (``t_sched_ns`` 0: sent at their release)."""
     n = len(messages)
     cols = {c: [getattr(m, c) for m in messages]

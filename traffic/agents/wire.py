@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from topologies.scale import Scale
 
 AGENT_PORT = 47000
 # One TCP connection per (src, dst) host pair, made before t0, or one per flow.
@@ -102,10 +105,11 @@ class Deframer:
         return done
 
 
-def scale_bytes(real_bytes: int, scaled: bool, scale: float) -> int:
-    """Emulated message bytes (header included): ``max(HEADER_LEN, round(bytes × scale))``
-    for scaled rows; unscaled rows (probes) keep their size, never below a header."""
-    value = round(real_bytes * scale) if scaled else int(real_bytes)
+def scale_bytes(real_bytes: int, scaled: bool, scale: Scale) -> int:
+    """Emulated message bytes (header included): ``max(HEADER_LEN,
+    round(scale.emulated_bytes(bytes)))`` for scaled rows; unscaled rows (probes) keep
+    their size, never below a header."""
+    value = round(scale.emulated_bytes(real_bytes)) if scaled else int(real_bytes)
     return max(HEADER_LEN, int(value))
 
 
