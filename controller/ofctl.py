@@ -2,7 +2,7 @@
 ``ovs-ofctl``, for fabrics that need routes but no control plane (tests,
 benchmarks, calibration's sampler timing).
 
-    with FabricNetwork(fabric, 1e-4, rules=StaticRules("ecmp")) as net: ...
+    with FabricNetwork(fabric, Scale(), rules=StaticRules("ecmp")) as net: ...
 
 ``FabricNetwork`` is handed the installer and calls ``install(net)`` once its
 switches exist, so ``topologies`` never imports routing. Each switch's flows

@@ -25,7 +25,7 @@ gathers them; everything is JSON-serialisable (no NaN: ``None``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import networkx as nx
@@ -37,7 +37,7 @@ from topologies.fabric import Fabric, FabricError
 from topologies.shaping import (
     DEFAULT_MTU,
     MTU_BYTES,
-    egress_plan,
+    Egress,
     frame_bytes,
     switch_capacity_mbps,
 )
@@ -272,9 +272,10 @@ def split_by_rate(
     return out, rates
 
 
-def egress_rates_bps(fabric: Fabric, scale: float) -> dict[tuple[str, int], int]:
-    """Configured rate (bit/s) of every egress, keyed (node, port)."""
-    return {(e.node, e.port): e.rate_bps for e in egress_plan(fabric, scale)}
+def egress_rates_bps(plan: Iterable[Egress]) -> dict[tuple[str, int], int]:
+    """Configured rate (bit/s) of every egress of ``plan`` (the one the fabric was shaped
+    by: ``FabricNetwork.plan``, ``Deployment.plan``), keyed (node, port)."""
+    return {(e.node, e.port): e.rate_bps for e in plan}
 
 
 # ----- lateness ------------------------------------------------------------------

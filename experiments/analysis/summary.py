@@ -45,6 +45,7 @@ from experiments.analysis.metrics.sessions import session_metrics
 from experiments.analysis.metrics.tenants import noisy_neighbour
 from experiments.analysis.metrics.tiers import tier_metrics
 from experiments.output.results import to_jsonable
+from topologies.scale import Scale
 from topologies.shaping import DEFAULT_MTU, queue_frames
 
 __all__ = ["HOTTEST_PORTS", "QUEUE_THRESHOLD_FRACTION", "real_gbps", "summarize"]
@@ -90,7 +91,7 @@ def summarize(
         out |= _flow_metrics(flows, scale)
         fabric = _fabric(resolved_spec)
         if fabric is not None:
-            out["fct_slowdown"] = fct_slowdown(flows, fabric, scale, _mtu(resolved_spec))
+            out["fct_slowdown"] = fct_slowdown(flows, fabric, Scale(scale, _mtu(resolved_spec)))
     if _has_rows(queues):
         out |= _queue_metrics(queues, _threshold_pkts(resolved_spec))
     if _has_rows(links):

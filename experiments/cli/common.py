@@ -6,7 +6,8 @@ from __future__ import annotations
 from rich.console import Console
 
 from topologies import Fabric, FabricError
-from topologies.shaping import check_scale, egress_plan
+from topologies.scale import DEFAULT_MTU, Scale, check_bandwidth
+from topologies.shaping import egress_plan
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 console = Console(stderr=False)
@@ -22,18 +23,20 @@ def say(line: str) -> None:
     console.print(line, soft_wrap=True, highlight=False)
 
 
-def scale_arg(text: str) -> float:
-    """``--scale`` checked as the builder checks it, as one line with the fix."""
+def scale_arg(text: str, mtu: int = DEFAULT_MTU) -> Scale:
+    """``--scale`` as a ``Scale`` at ``mtu``, its bandwidth checked as a spec's is, as one
+    line with the fix."""
     try:
-        return check_scale(float(text))
+        bandwidth = check_bandwidth(float(text), "--scale")
     except (ValueError, FabricError):
         raise FabricError(
             f"--scale {text} is not allowed: must be a number in (0, 1], "
             "e.g. --scale 1e-4 (the default: a 400 Gbit/s link runs at 40 Mbit/s)"
         ) from None
+    return Scale(bandwidth, mtu)
 
 
-def unhonoured(fabric: Fabric, scale: float) -> str | None:
+def unhonoured(fabric: Fabric, scale: Scale) -> str | None:
     """The builder's refusal for the first link it cannot shape at ``scale``, or None."""
     try:
         egress_plan(fabric, scale)

@@ -149,7 +149,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from experiments.orchestration.calibrate import CalibrationError, calibrate
     from experiments.orchestration.envelope import envelope_path, save
     from experiments.orchestration.runtime import RunLock
-    from topologies.shaping import check_mtu
+    from topologies.scale import check_mtu
     from topologies.system import preflight
 
     check_mtu(args.mtu, "--mtu")

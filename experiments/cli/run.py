@@ -190,7 +190,7 @@ def _print_cluster(p: Any) -> None:
     from experiments.spec.cluster import AUTO, servers_of
 
     cluster, resolved = with_placeholders(p.run.resolved["cluster"]), p.run.resolved
-    placement = cluster_placement(cluster, p.fabric, resolved["scale"]["bandwidth"], p.envelope)
+    placement = cluster_placement(cluster, p.fabric, p.deployment.scale, p.envelope)
     servers = ", ".join(str(s) for s in servers_of(cluster))
     say(f"cluster: {len(cluster['servers'])} servers ({escape(servers)}), cut links over "
         f"{cluster['link']}; each judged by this machine's envelope")  # fmt: skip
@@ -283,6 +283,7 @@ def cmd_cli(args: argparse.Namespace) -> int:
     from mininet.cli import CLI
     from mininet.log import setLogLevel
 
+    from experiments.orchestration.deployment import Deployment
     from experiments.orchestration.runner import fabric_up
     from topologies.system import preflight
 
@@ -292,9 +293,10 @@ def cmd_cli(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     preflight()
     fabric, policy = run.fabric(), run.resolved["controller"]["policy"]
+    deployment = Deployment.of(fabric, run.config.scale)
     with (
         tempfile.TemporaryDirectory(prefix="kvf-cli-") as scratch,
-        fabric_up(fabric, run.resolved, Path(scratch)) as (proc, net),
+        fabric_up(fabric, run.resolved, Path(scratch), deployment=deployment) as (proc, net, _),
     ):
         names = {h.name: net.mn(h.name).name for h in fabric.hosts}
         console.print(f"{spec.name}: {len(names)} hosts, policy {policy}, run prefix "

@@ -18,7 +18,8 @@ from experiments.orchestration import envelope
 from topologies import Fabric, FabricError, defaults, make_fabric
 from topologies.generators import GENERATORS, parse_param
 from topologies.placement import MachineShare, Placement, place
-from topologies.shaping import emulated_rate_bps, switching_demand_mbps
+from topologies.scale import Scale
+from topologies.shaping import switching_demand_mbps
 
 if TYPE_CHECKING:
     from experiments.orchestration.crossing import CrossTraffic
@@ -103,9 +104,9 @@ def cmd_topo(args: argparse.Namespace) -> int:
         spec = load_spec(locate(args.kind))
         run, base_dir = expand(spec)[0], spec.base_dir
         fabric = run.fabric()
-        scale = scale_arg(args.scale or str(run.resolved["scale"]["bandwidth"]))
+        scale = scale_arg(args.scale, run.config.scale.mtu) if args.scale else run.config.scale
     else:
-        scale = scale_arg(args.scale or "1e-4")
+        scale = scale_arg(args.scale) if args.scale else Scale()
         try:
             fabric = _fabric_from_args(args.kind, args.params)
         except FabricError as exc:
@@ -122,9 +123,9 @@ def cmd_topo(args: argparse.Namespace) -> int:
             f"(lower --scale; {why if not env.calibrated else env.source})"
         )
     info.update(
-        scale=scale,
+        scale=scale.bandwidth,
         emulated_mbps_by_real_gbps={
-            f"{g:g}": emulated_rate_bps(g, scale) / 1e6
+            f"{g:g}": scale.emulated_bps(g) / 1e6
             for g in sorted({lk.real_gbps for lk in fabric.links})
         },
         switching_demand_mbps=round(demand, 1),
@@ -158,7 +159,7 @@ def cmd_topo(args: argparse.Namespace) -> int:
     table.add_row("bisection (real)", f"{info['bisection_gbps']:g} Gbit/s")
     table.add_row("mean switches per path", f"{info['mean_switch_hops']:.2f}")
     for real, emu in info["emulated_mbps_by_real_gbps"].items():
-        table.add_row(f"{real} Gbit/s link at scale {scale:g}", f"{emu:g} Mbit/s")
+        table.add_row(f"{real} Gbit/s link at scale {scale.bandwidth:g}", f"{emu:g} Mbit/s")
     fits = "[green]yes[/green]" if info["fits"] else "[red]no[/red]"
     table.add_row(
         "fits this machine", f"{fits} ({demand:.0f} of {capacity:.0f} Mbit/s switch-hop capacity)"
@@ -173,7 +174,7 @@ def cmd_topo(args: argparse.Namespace) -> int:
 
 
 def _placed(machines: list[MachineShare], run: RunSpec | None, base_dir: Path | None,
-            fabric: Fabric, scale: float,
+            fabric: Fabric, scale: Scale,
             env: envelope.Envelope) -> tuple[Placement, CrossTraffic | None]:  # fmt: skip
     """The fabric placed on ``machines`` and, for a spec's run, its plan's crossings."""
     placement = place(fabric, machines, scale=scale)
@@ -183,5 +184,5 @@ def _placed(machines: list[MachineShare], run: RunSpec | None, base_dir: Path | 
     from experiments.orchestration.plan import traffic_plan
 
     plan = traffic_plan(run.resolved, fabric, base_dir, env)
-    resolved = run.resolved | {"scale": run.resolved["scale"] | {"bandwidth": scale}}
+    resolved = run.resolved | {"scale": run.resolved["scale"] | {"bandwidth": scale.bandwidth}}
     return placement, plan_cross_traffic(placement, fabric, plan, resolved)

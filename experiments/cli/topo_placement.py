@@ -81,7 +81,7 @@ def print_placement(
 ) -> None:
     """The placement's machines, its cut links and the traffic crossing them. ``chosen``
     says how the nodes were placed; ``fix`` what to do about a machine that does not fit."""
-    scale = placement.scale
+    scale = placement.scale.bandwidth
     table = Table(title=f"placement on {len(placement.machines)} machines (switch-hop demand "
                         f"with every GPU at line rate, {chosen})")  # fmt: skip
     for name, justify in (("machine", "left"), ("switches", "left"), ("hosts", "left"),
@@ -103,7 +103,7 @@ def print_placement(
     for lk in placement.cut:
         ends = sorted((placement.machine_of[lk.a], placement.machine_of[lk.b]))
         groups[(ends[0], ends[1], lk.kind, lk.real_gbps)].append(f"{lk.a}-{lk.b}")
-    emulated = placement.cut_gbps * 1e3 * scale
+    emulated = placement.scale.emulated_mbps(placement.cut_gbps)
     cut = Table(
         title=f"cut: {len(placement.cut)} links, {placement.cut_gbps:g} Gbit/s real "
         f"({emulated:g} Mbit/s at scale {scale:g})"

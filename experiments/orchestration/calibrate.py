@@ -41,11 +41,12 @@ import pandas as pd
 import yaml
 
 from controller.ofctl import StaticRules
-from experiments.analysis.fidelity import egress_rates_bps, offered_switching_mbps, verdict
+from experiments.analysis.fidelity import offered_switching_mbps, verdict
 from experiments.measurement import tcpcount
 from experiments.measurement.sampler_process import SamplerProcess
 from experiments.measurement.samplers import QueueSampler
 from experiments.orchestration.demand import SMALL_BYTES, WINDOW_NS, schedule_demand
+from experiments.orchestration.deployment import Deployment
 from experiments.orchestration.envelope import DEFAULT, Envelope, machine_identity
 from experiments.orchestration.runner import fabric_up, traffic_window
 from experiments.orchestration.trial import failed_checks, switch_ports
@@ -53,7 +54,8 @@ from experiments.spec.load import expand, load_spec
 from experiments.spec.sections import build_fabric
 from topologies import Fabric, FabricError
 from topologies.builder import FabricNetwork
-from topologies.shaping import DEFAULT_MTU, check_mtu, egress_plan
+from topologies.scale import DEFAULT_MTU, Scale, check_mtu
+from topologies.shaping import egress_plan
 from topologies.system import ovs_kernel_datapath
 from traffic.agents import AgentFleet
 from traffic.workloads.schedule import build_schedule
@@ -201,9 +203,10 @@ def run_trial(fabric_section: dict[str, Any], schedule: pd.DataFrame, scale: flo
                            "scale": {"bandwidth": scale, "mtu": mtu}})  # fmt: skip
     (run,) = expand(load_spec(text))
     resolved, fabric = run.resolved, run.fabric()
+    deployment = Deployment.of(fabric, run.config.scale)
     with tempfile.TemporaryDirectory(prefix="kvfabric-calibrate-") as tmp:
         scratch = Path(tmp)
-        with fabric_up(fabric, resolved, scratch) as (_, net):
+        with fabric_up(fabric, resolved, scratch, deployment=deployment) as (_, net, _):
             ports = switch_ports(net)
             intfs = {net.intf(sw.name, lk.port_of(sw.name)) for sw in fabric.switches
                      for lk in fabric.links_of(sw.name)}  # fmt: skip
@@ -213,7 +216,7 @@ def run_trial(fabric_section: dict[str, Any], schedule: pd.DataFrame, scale: flo
             with samplers:
                 before = {"hosts": tcpcount.host_counters(net, hosts),
                           "switches": tcpcount.fabric_switch_counters(net, intfs)}  # fmt: skip
-                with AgentFleet(net, scratch / "agents", schedule, scale) as fleet:
+                with AgentFleet(net, scratch / "agents", schedule, deployment.scale) as fleet:
                     flows = fleet.run(timeout_s=seconds * 3 + 10)
                     events = {"t0_ns": fleet.t0_ns, "t_end_ns": time.monotonic_ns()}
                 after = {"hosts": tcpcount.host_counters(net, hosts),
@@ -221,7 +224,7 @@ def run_trial(fabric_section: dict[str, Any], schedule: pd.DataFrame, scale: flo
             cpu = traffic_window(samplers.table("cpu"), events)
             tcp = tcpcount.totals(tcpcount.delta(before["hosts"], after["hosts"]))
             tcp |= tcpcount.unmodelled_places(tcpcount.ledger(before, after))
-            rates = egress_rates_bps(fabric, scale)
+            rates = deployment.rates_bps
             # capacity is what is being measured: offered_load must not judge it
             judged = verdict(flows, samplers.table("queues"), cpu, samplers.rates(), rates,
                              fabric, resolved["fidelity"], capacity_mbps=math.inf,
@@ -237,7 +240,7 @@ def hop_step(hops: int, planned_mbps: float, seconds: float, mtu: int = DEFAULT_
     fabric = make_fabric(section)
     schedule = hop_schedule(pairs, rate, seconds, scale)
     try:
-        egress_plan(fabric, scale, mtu)
+        egress_plan(fabric, Scale(scale, mtu))
     except FabricError:  # a ceiling of the emulation, not a step that ran: search lower
         peak = peak_hop_mbps(schedule, fabric, scale)
         return Step(f"switch_hop_mbps:{hops}", planned_mbps, peak, None, False,
@@ -265,7 +268,7 @@ def message_step(cls: str, planned_hops_per_s: float, seconds: float,
 def sampler_us_per_port(ticks: int = 200) -> float:
     """The queue sampler's cost on the 5-switch-path fabric: µs per port per tick."""
     fabric = make_fabric(INCAST_PAIRS[5][0])
-    with FabricNetwork(fabric, 1e-4, rules=StaticRules()) as net:
+    with FabricNetwork(fabric, Scale(), rules=StaticRules()) as net:
         ports = switch_ports(net)
         seconds = QueueSampler(ports).time_ticks(ticks)
     return seconds / ticks / len(ports) * 1e6

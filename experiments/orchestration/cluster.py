@@ -20,6 +20,7 @@ from experiments.spec.schema import SpecError
 from topologies import Fabric, FabricError
 from topologies.cluster.ssh import Server
 from topologies.placement import MachineShare, Placement, place, placement_of
+from topologies.scale import Scale
 from topologies.system import run
 
 
@@ -40,8 +41,8 @@ def require_engine(resolved: Mapping[str, Any], fabric: Fabric) -> None:
     from topologies.cluster.ssh import LOCAL_NAMES
 
     envelope = load(machine_identity(mtu=resolved["scale"]["mtu"]))[0]
-    placement = cluster_placement(dict(cluster), fabric, resolved["scale"]["bandwidth"],
-                                  envelope)  # fmt: skip
+    scale = Scale(resolved["scale"]["bandwidth"], resolved["scale"]["mtu"])
+    placement = cluster_placement(dict(cluster), fabric, scale, envelope)
     elsewhere = sorted({t.node for t in targets(fabric, list(at))
                         if placement.machine_of[t.node] not in LOCAL_NAMES})  # fmt: skip
     if elsewhere:
@@ -83,8 +84,8 @@ def run_cluster(resolved: Mapping[str, Any], fabric: Fabric,
         from experiments.orchestration.envelope import load, machine_identity
 
         envelope = load(machine_identity(mtu=resolved["scale"]["mtu"]))[0]
-    placement = cluster_placement(dict(cluster), fabric, resolved["scale"]["bandwidth"],
-                                  envelope)  # fmt: skip
+    scale = Scale(resolved["scale"]["bandwidth"], resolved["scale"]["mtu"])
+    placement = cluster_placement(dict(cluster), fabric, scale, envelope)
     by_host = {s.host: str(s) for s in servers}
     machine_of = {node: by_host[host] for node, host in placement.machine_of.items()}
     remote = next(s for s in servers if not s.is_local)
@@ -118,7 +119,7 @@ def with_local_servers(resolved: Mapping[str, Any], addresses: list[str]) -> dic
 
 
 def cluster_placement(
-    cluster: dict[str, Any], fabric: Fabric, scale: float, envelope: Envelope
+    cluster: dict[str, Any], fabric: Fabric, scale: Scale, envelope: Envelope
 ) -> Placement:
     """The nodes on each server: ``place``'s partition for ``auto``, else the spec's own
     (checked when the spec was loaded). A GPU server no server can hold is a SpecError
@@ -214,14 +215,14 @@ def server_address(host: str) -> str:
         raise OSError(f"server {host} does not resolve to an address: {exc}") from None
 
 
-def agents_where(net: Any, processes: int | str | None,
+def agents_where(net: Any, cluster: RunCluster | None, processes: int | str | None,
                  clock: Mapping[str, Any] | None) -> tuple[dict[str, Any] | None, Any]:  # fmt: skip
     """The agent fleet's ``sites`` and ``processes`` for a run on ``net``: on one
-    machine, none and the spec's count; across servers, each host's site
+    machine (``cluster`` None), none and the spec's count; across ``cluster``'s
+    servers (the run's ``Deployment.cluster``), each host's site
     (``agent_sites``) and, when the servers are a local cluster's (they share this
     machine's CPUs), "auto" split between them, so the run has no more workers than on
     one machine."""
-    cluster = getattr(net, "cluster", None)
     if cluster is None:
         return None, processes
     from topologies.cluster.local import local_cluster_of

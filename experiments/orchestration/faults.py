@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from topologies import Fabric
+from topologies.scale import Scale
 
 CONTROLLER_EVENTS = ("controller_down", "controller_up")
 
@@ -84,19 +85,17 @@ def agent_kills(faults: Sequence[Mapping[str, Any]]) -> list[tuple[float, str]]:
 
 
 def rate_changes(
-    applied: Sequence[Mapping[str, Any]], fabric: Fabric, scale: float
+    applied: Sequence[Mapping[str, Any]], fabric: Fabric, scale: Scale
 ) -> dict[tuple[str, int], list[tuple[int, int]]]:
     """``(node, port) -> [(t_ns, rate_bps), ...]``: the emulated rate each egress of a
     degraded link had from each ``link_degrade`` that took effect (``events.json``
     ``faults`` rows), for the fidelity verdict to judge each stretch by its own rate."""
-    from topologies.shaping import emulated_rate_bps
-
     out: dict[tuple[str, int], list[tuple[int, int]]] = {}
     for row in applied:
         if row.get("event") != "link_degrade" or not row.get("ok", True):
             continue
         lk = fabric.link_between(*row["link"])
-        rate = emulated_rate_bps(float(row["gbps"]), scale)
+        rate = scale.emulated_bps(float(row["gbps"]))
         for end in ((lk.a, lk.a_port), (lk.b, lk.b_port)):
             out.setdefault(end, []).append((int(row["t_ns"]), rate))
     return out

@@ -44,6 +44,7 @@ from experiments.orchestration.cluster import (
     run_cluster,
     with_local_servers,
 )
+from experiments.orchestration.deployment import Deployment
 from experiments.orchestration.envelope import DEFAULT, Envelope, figures, machine_identity
 from experiments.orchestration.envelope import load as load_envelope
 from experiments.orchestration.faults import agent_kills, rate_changes
@@ -57,7 +58,6 @@ from topologies import Fabric
 from topologies.builder import Controller, FabricNetwork
 from topologies.cleanup import scratch_dir
 from topologies.qos import class_plan
-from topologies.shaping import egress_plan
 from traffic.agents import AgentFleet
 
 log = logging.getLogger("kvfabric.runner")
@@ -86,6 +86,7 @@ class Prepared:
     run: RunSpec
     fabric: Fabric
     plan: TrafficPlan
+    deployment: Deployment  # the scale and egress plan, built once here; the cluster later
     envelope: Envelope = DEFAULT
     envelope_why: str = ""
     forced: bool = False
@@ -134,16 +135,16 @@ def prepare(spec: Spec, runs: list[RunSpec], force: bool = False,
     out, over = [], []
     for run in runs:
         fabric = run.fabric()
-        sc = run.resolved["scale"]
-        egress_plan(fabric, sc["bandwidth"], sc["mtu"])  # rates and buffers in range
-        env, why = envelope or load_envelope(machine_identity(mtu=sc["mtu"]))
+        deployment = Deployment.of(fabric, run.config.scale)  # rates and buffers in range
+        env, why = envelope or load_envelope(machine_identity(mtu=deployment.scale.mtu))
         policy = run.resolved["controller"]["policy"]
         compute(fabric, policy, params=controller_params(run.resolved))  # policy parameters
         try:
             plan = traffic_plan(run.resolved, fabric, spec.base_dir, env)
         except ValueError as exc:
             raise ValueError(f"run {run.label}: {exc}") from exc
-        out.append(Prepared(run, fabric, plan, env, why, forced=force and bool(plan.exceeded)))
+        out.append(Prepared(run, fabric, plan, deployment, env, why,
+                            forced=force and bool(plan.exceeded)))  # fmt: skip
         over += [f"run {run.label}: {line}" for line in plan.exceeded]
     if over and not force:
         raise EnvelopeExceeded(over)
@@ -224,12 +225,14 @@ def execute(p: Prepared, out_root: Path, stop: StopFlag, progress: Any = None) -
 
 @contextmanager
 def fabric_up(fabric: Fabric, resolved: dict[str, Any], scratch: Path,
-              say: Callable[..., None] = lambda *a, **k: None,
-              ) -> Iterator[tuple[ControllerProcess, FabricNetwork]]:  # fmt: skip
+              say: Callable[..., None] = lambda *a, **k: None, *, deployment: Deployment,
+              ) -> Iterator[tuple[ControllerProcess, FabricNetwork, Deployment]]:  # fmt: skip
     """The spec's controller (own process) and fabric, every rule installed; both are
     released on exit, whatever happens (and a run's TLS PKI, ``controller.tls``, with
-    them). ``kvfabric run`` and ``kvfabric cli`` use it."""
-    scale, ctl = resolved["scale"]["bandwidth"], resolved["controller"]
+    them). ``deployment``: the run's scale and egress plan (``Deployment.of``); what is
+    yielded with the controller and the network also has the run's cluster (None on one
+    machine). ``kvfabric run`` and ``kvfabric cli`` use it."""
+    ctl = resolved["controller"]
     params = controller_params(resolved)
     qos = (
         class_plan(ctl["qos"]["classes"], ctl["qos"]["default_class"])
@@ -247,6 +250,7 @@ def fabric_up(fabric: Fabric, resolved: dict[str, Any], scratch: Path,
             stack.callback(down, rec)
             resolved = with_local_servers(resolved, [s.address for s in rec.plan().servers])
         cluster = run_cluster(resolved, fabric)
+        deployment = deployment.on(cluster)
         # switches on other servers reach the controller on this machine's cluster address,
         # over TLS only (never plain OpenFlow off loopback)
         host = cluster.coordinator if cluster else "127.0.0.1"
@@ -271,31 +275,32 @@ def fabric_up(fabric: Fabric, resolved: dict[str, Any], scratch: Path,
         )
         say("building the fabric" + (f" on {len(cluster.servers)} servers" if cluster else ""))
         kw = {"controller": Controller(host=host, port=proc.port, tls=switch_tls), "qos": qos,
-              "mtu": resolved["scale"]["mtu"]}  # fmt: skip
+              "plan": list(deployment.plan)}  # fmt: skip
+        scale = deployment.scale
         if cluster:
             from topologies.cluster.network import ClusterNetwork
 
             net = stack.enter_context(ClusterNetwork(
                 fabric, scale, servers=cluster.servers, machine_of=cluster.machine_of,
                 link=cluster.link, **kw))  # fmt: skip
-            net.cluster = cluster
         else:
             net = stack.enter_context(FabricNetwork(fabric, scale, **kw))
         say("waiting for the controller")
         proc.wait_ready(timeout_s=60)
-        yield proc, net
+        yield proc, net, deployment
         say("tearing down")
 
 
 def _carry_out(p: Prepared, run_dir: Path, scratch: Path, stop: StopFlag, rec: Recorded,
                say: Callable[..., None]) -> None:  # fmt: skip
-    with fabric_up(p.fabric, p.run.resolved, scratch, say) as (proc, net):
+    with fabric_up(p.fabric, p.run.resolved, scratch, say,
+                   deployment=p.deployment) as (proc, net, deployed):  # fmt: skip
         rec.datapath, rec.prefix = net.datapath, net.prefix
         env = env_info(net.datapath) | {
             "envelope": {"source": p.envelope.source, "calibrated": p.envelope.calibrated},
             "ovs_tx_buffer_bytes": net.tx_buffer,  # topologies.ovs_tx: None if unchanged
         }
-        cluster = getattr(net, "cluster", None)
+        cluster = deployed.cluster
         if cluster is not None:
             say("measuring the servers' clocks")
             clock = {"start": clock_offsets(cluster)}
@@ -305,7 +310,7 @@ def _carry_out(p: Prepared, run_dir: Path, scratch: Path, stop: StopFlag, rec: R
         if stop:
             raise InterruptedError("interrupted before the traffic started")
         try:
-            _traffic(p, net, run_dir, scratch, stop, rec, say, proc,
+            _traffic(p, net, deployed, run_dir, scratch, stop, rec, say, proc,
                      clock["start"] if cluster is not None else None)  # fmt: skip
         finally:
             record_controller(proc, rec)
@@ -331,7 +336,8 @@ def record_controller(proc: ControllerProcess, rec: Recorded) -> None:
         )
 
 
-def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop: StopFlag,
+def _traffic(p: Prepared, net: FabricNetwork, deployed: Deployment, run_dir: Path,
+             scratch: Path, stop: StopFlag,
              rec: Recorded, say: Callable[..., None],
              controller: ControllerProcess | None = None,
              clock: Mapping[str, Any] | None = None) -> None:  # fmt: skip
@@ -341,8 +347,8 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
         for e in net.plan
         if not p.fabric.node(e.node).is_host
     }
-    if getattr(net, "cluster", None) is not None:
-        offsets = {str(s): clock_offset_ns(s, clock or {}) for s in net.cluster.servers
+    if deployed.cluster is not None:
+        offsets = {str(s): clock_offset_ns(s, clock or {}) for s in deployed.cluster.servers
                    if not s.is_local}  # fmt: skip
         samplers: Any = ClusterSamplers(net, scratch / "samplers", r["sampler"]["rate_hz"],
                                         chunks_dir=run_dir, flush_s=r["sampler"]["flush_s"],
@@ -362,8 +368,8 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
         if window is None:
             captures.start()  # before the agents connect: every stream from its first byte
         say("starting agents")
-        sites, processes = agents_where(net, r["agents"]["processes"], clock)
-        fleet = AgentFleet(net, run_dir, p.plan.schedule, r["scale"]["bandwidth"],
+        sites, processes = agents_where(net, deployed.cluster, r["agents"]["processes"], clock)
+        fleet = AgentFleet(net, run_dir, p.plan.schedule, deployed.scale,
                            cc=r["agents"]["cc"], connection=r["agents"]["connection"],
                            processes=processes, driver=p.plan.driver, sites=sites)  # fmt: skip
         with fleet, LiveTables(run_dir, fleet, p.plan.driver, r["agents"]["flush_s"]):
@@ -444,13 +450,13 @@ class ServerWatch:
     """Which servers of a cluster run have failed, looked at most every ``every_s``
     (``ClusterNetwork.failed_servers``; one machine has none)."""
 
-    def __init__(self, net: Any, every_s: float = 0.25) -> None:
-        self.look = getattr(net, "failed_servers", None)
+    def __init__(self, net: FabricNetwork, every_s: float = 0.25) -> None:
+        self.look = net.failed_servers
         self.every_s, self.next_s, self.seen = every_s, 0.0, []
 
     def failed(self) -> list[str]:
         now = time.monotonic()
-        if self.look is not None and not self.seen and now >= self.next_s:
+        if not self.seen and now >= self.next_s:
             self.next_s = now + self.every_s
             self.seen = self.look()
         return self.seen
@@ -525,8 +531,7 @@ def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
     results.write_json(run_dir, "events", rec.events)
     empty = pd.DataFrame()
     t = {name: rec.tables.get(name, empty) for name in TABLES}
-    plan = egress_plan(p.fabric, r["scale"]["bandwidth"], r["scale"]["mtu"])
-    rates = {(e.node, e.port): e.rate_bps for e in plan}
+    rates = p.deployment.rates_bps  # the plan the fabric was shaped by
     partial = rec.interrupted or bool(stop) or bool(rec.error)
     try:
         cpu = traffic_window(t["cpu"], rec.events)  # not agent start-up or teardown
@@ -535,9 +540,9 @@ def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
             tcp |= tcpcount.unmodelled_places(rec.events.get("counters") or {})
         fidelity = verdict(t["flows"], t["queues"], cpu, rec.samplers, rates, p.fabric,
                            r["fidelity"], capacity_mbps=p.envelope.capacity_mbps,
-                           tcp=tcp, mtu=r["scale"]["mtu"],
+                           tcp=tcp, mtu=p.deployment.scale.mtu,
                            rate_changes=rate_changes(rec.events.get("faults") or [], p.fabric,
-                                                     r["scale"]["bandwidth"]),
+                                                     p.deployment.scale),
                            links=t["links"])  # fmt: skip
     except Exception as exc:
         log.debug("fidelity verdict failed", exc_info=True)

@@ -8,6 +8,8 @@ import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from topologies.scale import Scale
+
 
 def switch_ports(net: Any) -> dict[str, tuple[str, int]]:
     """Interface name -> (switch, port) of every shaped switch egress."""
@@ -18,7 +20,7 @@ def switch_ports(net: Any) -> dict[str, tuple[str, int]]:
     }
 
 
-def trial(net: Any, schedule: Any, scale: float, *, queue_hz: float = 200.0,
+def trial(net: Any, schedule: Any, scale: Scale, *, queue_hz: float = 200.0,
           timeout_s: float = 60.0,
           on_start: Callable[[int], None] | None = None,
           capacity_mbps: float | None = None) -> dict[str, Any]:  # fmt: skip
@@ -39,10 +41,10 @@ def trial(net: Any, schedule: Any, scale: float, *, queue_hz: float = 200.0,
             flows = fleet.run(timeout_s=timeout_s, on_start=started)
             return fleet.t0_ns, flows
 
-    return trial_verdict(net, scale, work, queue_hz=queue_hz, capacity_mbps=capacity_mbps)
+    return trial_verdict(net, work, queue_hz=queue_hz, capacity_mbps=capacity_mbps)
 
 
-def trial_verdict(net: Any, scale: float, work: Callable[[Callable[[], None]], tuple[Any, Any]],
+def trial_verdict(net: Any, work: Callable[[Callable[[], None]], tuple[Any, Any]],
                   *, queue_hz: float = 200.0,
                   capacity_mbps: float | None = None) -> dict[str, Any]:  # fmt: skip
     """Run ``work(begin)`` (returning (payload, flows table)); ``begin()`` starts the queue
@@ -73,7 +75,7 @@ def trial_verdict(net: Any, scale: float, work: Callable[[Callable[[], None]], t
              "cpu": (cpu.achieved_hz, cpu.requested_hz)}  # fmt: skip
     judged = verdict(flows, queues.table() if started else None,
                      cpu.table() if len(started) > 1 else None, rates,
-                     egress_rates_bps(net.fabric, scale), net.fabric,
+                     egress_rates_bps(net.plan), net.fabric,
                      capacity_mbps=capacity_mbps, tcp=tcp, mtu=net.mtu)  # fmt: skip
     return {"payload": payload, "flows": flows,
             "queues": queues.table() if started else None, "verdict": judged}  # fmt: skip

@@ -35,7 +35,8 @@ from experiments.spec.schema import (
     section,
 )
 from topologies import Fabric
-from topologies.shaping import MIN_RATE_BPS, emulated_rate_bps
+from topologies.scale import Scale
+from topologies.shaping import MIN_RATE_BPS
 
 LINK_ENDS = list_of(node(), 2, 2, distinct=True)
 
@@ -188,7 +189,7 @@ def _port_delays(faults: list[dict[str, Any]], fabric: Fabric
     return delays
 
 
-def faults_post(faults: list[dict[str, Any]], fabric: Fabric, scale: float) -> None:
+def faults_post(faults: list[dict[str, Any]], fabric: Fabric, scale: Scale) -> None:
     """The timeline as a whole: the controller alternates down and up, starting up;
     one switch port has one detection delay (the controller is configured per port);
     a degraded rate can be shaped at ``scale``."""
@@ -197,11 +198,11 @@ def faults_post(faults: list[dict[str, Any]], fabric: Fabric, scale: float) -> N
         event = _event(f)
         where = f"faults.{i}.{event}"
         if event == "link_degrade":
-            rate = emulated_rate_bps(f[event]["gbps"], scale)
+            rate = scale.emulated_bps(f[event]["gbps"])
             if rate < MIN_RATE_BPS:
-                least = MIN_RATE_BPS / scale / 1e9
+                least = MIN_RATE_BPS / scale.bandwidth / 1e9
                 raise bad(f"{where}.gbps", f[event]["gbps"],
-                          f"at least {least:g} Gbit/s at scale {scale:g}",
+                          f"at least {least:g} Gbit/s at scale {scale.bandwidth:g}",
                           f"{rate / 1e6:.3f} Mbit/s emulated is below the {MIN_RATE_BPS / 1e6:g}"
                           " Mbit/s this emulation shapes faithfully")  # fmt: skip
         if event == "controller_down" and down:

@@ -49,7 +49,7 @@ from experiments.spec.workloads import workload
 from topologies import Fabric
 from topologies.fabric import FabricError
 from topologies.generators import GENERATORS, PARAM_DOCS, defaults, make_fabric
-from topologies.scale import DEFAULT_BANDWIDTH_SCALE, DEFAULT_MTU, MAX_MTU
+from topologies.scale import DEFAULT_BANDWIDTH_SCALE, DEFAULT_MTU, MAX_MTU, Scale
 from topologies.shaping import MAX_BUFFER_PKTS
 from traffic.agents.wire import CONNECTIONS
 
@@ -262,7 +262,7 @@ PAIR = section(
 def _spec_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
     """Checks across sections: the fault timeline as a whole, noisy-neighbour tenants."""
     assert ctx.fabric is not None
-    faults_post(out["faults"], ctx.fabric, out["scale"]["bandwidth"])
+    faults_post(out["faults"], ctx.fabric, Scale(out["scale"]["bandwidth"], out["scale"]["mtu"]))
     _tenants_post(out, path, ctx)
 
 

@@ -16,6 +16,7 @@ import pandas as pd
 
 from experiments.analysis.metrics.stats import Stats, latency_stats, value_stats
 from topologies import Fabric
+from topologies.scale import Scale
 
 MSS = 1448  # TCP payload per frame at MTU 1500 (with timestamps)
 FRAME_BYTES = 1514  # a full frame as HTB counts it: MSS + 52 (TCP/IP) + 14 (Ethernet)
@@ -173,22 +174,20 @@ def _spans(flows: pd.DataFrame, column: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["tenant", column, "flows", "failed", "bytes", "span_ms"])
 
 
-def ideal_fct_ms(flows: pd.DataFrame, fabric: Fabric, scale: float,
-                 mtu: int = 1500) -> np.ndarray:  # fmt: skip
+def ideal_fct_ms(flows: pd.DataFrame, fabric: Fabric, scale: Scale) -> np.ndarray:
     """Each flow's FCT on an empty fabric (ms): its bytes on the wire (frames of ``MSS``
-    payload, ``FRAME_BYTES`` each at MTU 1500) at the path's slowest emulated link, plus one
+    payload, ``FRAME_BYTES`` each at MTU 1500; ``scale.mtu``'s) at the path's slowest
+    emulated link (``scale``), plus one
     frame's store-and-forward at each other link (the pFabric/HPCC ideal: no slow start,
     no queue)."""
-    from topologies.shaping import emulated_rate_bps, frame_bytes
-
-    frame, mss = frame_bytes(mtu), mtu - TCP_IP_HEADER_BYTES
+    frame, mss = scale.frame_bytes, scale.mtu - TCP_IP_HEADER_BYTES
 
     cache: dict[tuple[str, str], tuple[float, float]] = {}
 
     def path(src: str, dst: str) -> tuple[float, float]:
         if (src, dst) not in cache:
             hops = fabric.shortest_paths(src, dst)[0]
-            rates = [emulated_rate_bps(fabric.link_between(a, b).real_gbps, scale)
+            rates = [scale.emulated_bps(fabric.link_between(a, b).real_gbps)
                      for a, b in zip(hops, hops[1:], strict=False)]  # fmt: skip
             slowest = min(rates)
             forward = sum(frame * 8 / r for r in rates) - frame * 8 / slowest
@@ -204,11 +203,11 @@ def ideal_fct_ms(flows: pd.DataFrame, fabric: Fabric, scale: float,
     return out
 
 
-def fct_slowdown(flows: pd.DataFrame, fabric: Fabric, scale: float, mtu: int = 1500) -> Stats:
+def fct_slowdown(flows: pd.DataFrame, fabric: Fabric, scale: Scale) -> Stats:
     """FCT ÷ ideal FCT of every completed TCP flow (``ideal_fct_ms``): comparable across
     flow sizes, scales and flow-size aggregation, as FCT itself is not."""
     done = flows[ok_mask(flows) & (flows["proto"] == "tcp")] if "proto" in flows else flows
     if done.empty:
         return latency_stats([])
     return latency_stats(done["fct_ms"].to_numpy(dtype=np.float64) /
-                         ideal_fct_ms(done, fabric, scale, mtu))  # fmt: skip
+                         ideal_fct_ms(done, fabric, scale))  # fmt: skip
