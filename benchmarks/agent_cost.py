@@ -21,19 +21,20 @@ import numpy as np
 from controller.ofctl import StaticRules
 from topologies import spine_leaf
 from topologies.builder import FabricNetwork
+from topologies.scale import Scale
 from traffic.agents import AgentFleet
 from traffic.workloads.schedule import build_schedule
 
 from .common import process_cpu_s, result, shell_times_s, show
 
 NAME = "agent-cost"
-SCALE = 2e-3  # 100 Gbit/s host links -> 200 Mbit/s
+SCALE = Scale(2e-3)  # 100 Gbit/s host links -> 200 Mbit/s
 CHUNKS = 10
 
 
 def agents(net, emulated_bytes: int) -> tuple[float, float]:
     """(cpu seconds, wall seconds) of the agents moving ``emulated_bytes`` h0 -> h1."""
-    chunk_real = int(emulated_bytes / CHUNKS / SCALE)
+    chunk_real = int(SCALE.real_bytes(emulated_bytes / CHUNKS))
     schedule = build_schedule({
         "kind": ["kv_transfer"] * CHUNKS, "tenant": ["bench"] * CHUNKS,
         "src": ["h0"] * CHUNKS, "dst": ["h1"] * CHUNKS,
@@ -98,7 +99,7 @@ def run(quick: bool = False) -> dict:
     record = result(
         NAME, value=value, baseline=baseline, unit="CPU s per emulated GB",
         target="ratio <= 1.5", target_met=met, quick=quick, bytes_emulated=emulated,
-        link_mbps=100e9 * SCALE / 1e6, repeat=repeat, runs=runs,
+        link_mbps=SCALE.emulated_mbps(100), repeat=repeat, runs=runs,
         limit="" if met else (
             "the agent is Python: per-send bookkeeping, the epoll loop and records cost more "
             "than iperf3's C loop per byte; kernel TCP work is the same for both"),

@@ -37,7 +37,8 @@ from experiments.orchestration.calibrate import (
 )
 from topologies import spine_leaf
 from topologies.builder import FabricNetwork
-from topologies.shaping import DEFAULT_MTU, switch_capacity_mbps
+from topologies.scale import DEFAULT_MTU, Scale
+from topologies.shaping import switch_capacity_mbps
 from topologies.system import run as run_cmd
 
 from .common import failed_checks, result, show, trial
@@ -50,7 +51,7 @@ SWITCHES_PER_FLOW = 3
 def raw_capacity(seconds: float, mtu: int = DEFAULT_MTU) -> dict:
     """iperf3 through one unshaped switch (payload Mbit/s = switch-hop Mbit/s)."""
     fabric = spine_leaf(1, 1, 2, host_gbps=HOST_GBPS, uplink_gbps=HOST_GBPS)
-    with FabricNetwork(fabric, 1e-2, rules=StaticRules(), mtu=mtu) as net:
+    with FabricNetwork(fabric, Scale(1e-2, mtu), rules=StaticRules()) as net:
         for host in ("h0", "h1"):
             link = fabric.link_between(host, "leaf0")
             net.mn(host).pexec("tc", "qdisc", "del", "dev", net.intf(host, link.port_of(host)),
@@ -73,8 +74,8 @@ def step(fraction: float, raw_mbps: float, seconds: float, mtu: int = DEFAULT_MT
     rate = fraction * raw_mbps / (HOST_LINKS_DELIVERED * SWITCHES_PER_FLOW)
     scale = rate * 1e6 / (HOST_GBPS * 1e9)
     fabric = spine_leaf(2, 2, 4, host_gbps=HOST_GBPS, uplink_gbps=4 * HOST_GBPS)
-    with FabricNetwork(fabric, scale, rules=StaticRules(), mtu=mtu) as net:
-        out = trial(net, load_schedule(rate, seconds, scale), scale, timeout_s=seconds * 3 + 10,
+    with FabricNetwork(fabric, Scale(scale, mtu), rules=StaticRules()) as net:
+        out = trial(net, load_schedule(rate, seconds, scale), net.scale, timeout_s=seconds * 3 + 10,
                     capacity_mbps=capacity_mbps or raw_mbps)  # fmt: skip
     offered, _ = offered_switching_mbps(out["flows"], fabric)
     checks = out["verdict"]["checks"]

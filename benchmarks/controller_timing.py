@@ -19,6 +19,7 @@ from controller.process import ControllerProcess
 from experiments.orchestration import envelope
 from topologies import fat_tree, rail_optimized, spine_leaf
 from topologies.builder import Controller, FabricNetwork
+from topologies.scale import Scale
 from topologies.shaping import switching_demand_mbps
 
 from .common import result
@@ -29,7 +30,7 @@ CANDIDATES = [  # largest first; the first that fits this machine is measured
     ("fat_tree k=4", lambda: fat_tree(4)),
     ("spine_leaf 4x8x4", lambda: spine_leaf(4, 8, 4)),
 ]
-SCALE = 1e-4
+SCALE = Scale()  # the default: 400 Gbit/s runs at 40 Mbit/s
 
 
 def largest_fitting():

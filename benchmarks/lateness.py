@@ -14,12 +14,13 @@ import numpy as np
 from controller.ofctl import StaticRules
 from topologies import spine_leaf
 from topologies.builder import FabricNetwork
+from topologies.scale import Scale
 from traffic.workloads.schedule import build_schedule
 
 from .common import failed_checks, result, show, trial
 
 NAME = "lateness"
-SCALE = 1e-4
+SCALE = Scale()  # the default: 400 Gbit/s runs at 40 Mbit/s
 RATES = [100, 1000]
 MESSAGE_BYTES = 1000
 

@@ -19,6 +19,7 @@ from experiments.analysis.fidelity import busy_dequeue
 from experiments.measurement.iperf import TCP_GOODPUT_FRACTION, Transfer, iperf3
 from topologies import spine_leaf
 from topologies.builder import FabricNetwork
+from topologies.scale import Scale
 
 from .common import failed_checks, result, show, trial_verdict
 
@@ -62,10 +63,8 @@ def measure(rate_mbps: float, seconds: float) -> dict:
     scale = rate_mbps * 1e6 / (HOST_GBPS * 1e9)
     fabric = spine_leaf(1, 1, 3, host_gbps=HOST_GBPS, uplink_gbps=HOST_GBPS)
     egress = ("leaf0", fabric.link_between("leaf0", "h2").port_of("leaf0"))
-    with FabricNetwork(fabric, scale, rules=StaticRules()) as net:
-        judged = trial_verdict(
-            net, scale, lambda begin: saturate(net, seconds, begin), queue_hz=200
-        )
+    with FabricNetwork(fabric, Scale(scale), rules=StaticRules()) as net:
+        judged = trial_verdict(net, lambda begin: saturate(net, seconds, begin), queue_hz=200)
     transfers, queues = judged["payload"], judged["queues"]
     rate = {egress: rate_mbps * 1e6}  # the verdict's rule: the queue could not have emptied
     busy = busy_dequeue(queues[(queues["node"] == egress[0]) & (queues["port"] == egress[1])],

@@ -26,13 +26,14 @@ import numpy as np
 from controller.ofctl import StaticRules
 from topologies import spine_leaf
 from topologies.builder import FabricNetwork
-from topologies.shaping import MTU_BYTES, burst_bytes, emulated_rate_bps
+from topologies.scale import Scale
+from topologies.shaping import MTU_BYTES, burst_bytes
 from traffic.workloads.schedule import build_schedule
 
 from .common import failed_checks, md1_lq, relative_error, result, show, trial
 
 NAME = "queue-theory"
-SCALE = 5e-4  # hosts 100 Gbit/s -> 50 Mbit/s, uplinks 10 Gbit/s -> 5 Mbit/s
+SCALE = Scale(5e-4)  # hosts 100 Gbit/s -> 50 Mbit/s, uplinks 10 Gbit/s -> 5 Mbit/s
 RHOS = [0.5, 0.7, 0.9]
 PAYLOAD = MTU_BYTES - 14 - 28  # UDP payload of a full 1514-byte frame
 WARMUP_S = 0.5
@@ -72,7 +73,7 @@ def htb_bucket_bytes(rate_bps: int) -> int:
 def measure(net, rho: float, seconds: float, seed: int) -> dict:
     fabric = net.fabric
     link = fabric.link_between("leaf0", "spine0")
-    rate_bps = emulated_rate_bps(link.real_gbps, SCALE)
+    rate_bps = SCALE.emulated_bps(link.real_gbps)
     service_s = MTU_BYTES * 8 / rate_bps
     instants = poisson_instants(rho / service_s, seconds, np.random.default_rng(seed))
     n = len(instants)
@@ -119,7 +120,7 @@ def run(quick: bool = False) -> dict:
         rows = [measure(net, rho, seconds, seed=i) for i, rho in enumerate(RHOS)]
     worst = max(rows, key=lambda r: r["error_vs_md1"])
     met = all(r["error_vs_md1"] <= 0.25 for r in rows)
-    rate = emulated_rate_bps(10, SCALE)
+    rate = SCALE.emulated_bps(10)
     limit = "" if met else (
         f"HTB's burst is {burst_bytes(rate)} bytes (>= 2 frames: topologies.shaping.burst_bytes) "
         "and HTB sends while its tokens are >= 0, so after an idle spell up to 3 packets leave "

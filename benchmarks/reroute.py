@@ -24,12 +24,13 @@ import numpy as np
 from controller.process import ControllerProcess
 from topologies import spine_leaf
 from topologies.builder import Controller, FabricNetwork
+from topologies.scale import Scale
 from traffic.workloads import probe
 
 from .common import result, show, trial
 
 NAME = "reroute"
-SCALE = 1e-4
+SCALE = Scale()  # the default: 400 Gbit/s runs at 40 Mbit/s
 PROBE_HZ = 500
 FIRST_DOWN_S, CYCLE_S, DOWN_FOR_S = 1.0, 2.5, 1.2
 

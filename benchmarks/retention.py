@@ -28,6 +28,7 @@ from types import SimpleNamespace
 import psutil
 
 from experiments.orchestration.live import LiveTables
+from topologies.scale import Scale
 from traffic.agents import AgentFleet
 from traffic.driver import Message
 from traffic.workloads import concat_schedules, probe
@@ -142,7 +143,7 @@ def main() -> None:
         LoopbackNet(4),
         run_dir,
         schedule,
-        1e-3,
+        Scale(1e-3),
         cc="reno",
         processes=2,
         priority="normal",

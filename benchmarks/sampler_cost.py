@@ -21,11 +21,12 @@ from controller.ofctl import StaticRules
 from experiments.measurement.samplers import QueueSampler
 from topologies import fat_tree
 from topologies.builder import FabricNetwork
+from topologies.scale import Scale
 
 from .common import children_cpu_s, result, show, switch_ports
 
 NAME = "sampler"
-SCALE = 1e-4
+SCALE = Scale()  # the default: 400 Gbit/s runs at 40 Mbit/s
 BACKLOG = re.compile(r"backlog (\d+)b (\d+)p")
 
 
