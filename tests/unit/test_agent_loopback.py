@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from topologies.scale import Scale
 from traffic.agents import FLOW_COLUMNS, AgentFleet, FleetError
 from traffic.workloads import concat_schedules, incast, probe
 
@@ -34,7 +35,7 @@ def test_incast_and_probes_complete_over_loopback(tmp_path, connection, processe
     net = LoopbackNet(4)
     schedule = concat_schedules([incast("h0", ["h1", "h2", "h3"], 20_000_000, 4),
                                  probe([("h1", "h2")], 50, 200, 0.2)])  # fmt: skip
-    with AgentFleet(net, tmp_path, schedule, 1e-3, cc=CC, connection=connection,
+    with AgentFleet(net, tmp_path, schedule, Scale(1e-3), cc=CC, connection=connection,
                     processes=processes) as fleet:  # fmt: skip
         flows = fleet.run(timeout_s=20)
     assert stopped(fleet), "an agent outlived the fleet"
@@ -58,7 +59,7 @@ def test_a_stopped_peer_is_refused_and_the_run_goes_on(tmp_path):
     net = LoopbackNet(4)
     schedule = concat_schedules([incast("h0", ["h1", "h2"], 10_000_000, 2),
                                  incast("h3", ["h1"], 10_000_000, 2)])  # fmt: skip
-    with AgentFleet(net, tmp_path, schedule, 1e-3, cc=CC) as fleet:
+    with AgentFleet(net, tmp_path, schedule, Scale(1e-3), cc=CC) as fleet:
         fleet.stop_agent("h3")
         flows = fleet.run(timeout_s=20)
     to_h3 = flows[flows["dst"] == "h3"]
@@ -72,7 +73,7 @@ def test_a_stopped_peer_is_refused_and_the_run_goes_on(tmp_path):
 def test_an_agent_that_cannot_listen_is_named(tmp_path):
     net = LoopbackNet(2)
     net.fabric.hosts[1].ip = "192.0.2.99"  # not an address of this machine: bind fails
-    fleet = AgentFleet(net, tmp_path, incast("h0", ["h1"], 1000, 1), 1e-3, cc=CC)
+    fleet = AgentFleet(net, tmp_path, incast("h0", ["h1"], 1000, 1), Scale(1e-3), cc=CC)
     with pytest.raises(FleetError, match="h1"), fleet:
         pass
     assert stopped(fleet)
@@ -82,20 +83,20 @@ def test_bad_arguments_are_refused_before_anything_starts(tmp_path):
     net = LoopbackNet(2)
     s = incast("h0", ["h1"], 1000, 1)
     with pytest.raises(ValueError, match="connection"):
-        AgentFleet(net, tmp_path, s, 1e-3, connection="pooled")
+        AgentFleet(net, tmp_path, s, Scale(1e-3), connection="pooled")
     with pytest.raises(ValueError, match="cc="):
-        AgentFleet(net, tmp_path, s, 1e-3, cc="dctcp-nope")
+        AgentFleet(net, tmp_path, s, Scale(1e-3), cc="dctcp-nope")
     with pytest.raises(ValueError, match="h7"):
-        AgentFleet(net, tmp_path, incast("h0", ["h7"], 1000, 1), 1e-3)
+        AgentFleet(net, tmp_path, incast("h0", ["h7"], 1000, 1), Scale(1e-3))
     with pytest.raises(ValueError, match="processes"):
-        AgentFleet(net, tmp_path, s, 1e-3, processes=0)
+        AgentFleet(net, tmp_path, s, Scale(1e-3), processes=0)
     assert not (tmp_path / "agents").exists()
 
 
 def test_an_agent_killed_mid_run_fails_its_flows_with_the_reason_and_the_rest_go_on(tmp_path):
     net = LoopbackNet(3)
     schedule = probe([("h0", "h1"), ("h0", "h2")], 50, 200, 1.0)  # every 20 ms for 1 s
-    with AgentFleet(net, tmp_path, schedule, 1e-3, cc=CC) as fleet:
+    with AgentFleet(net, tmp_path, schedule, Scale(1e-3), cc=CC) as fleet:
         flows = fleet.run(timeout_s=20, agent_kills=[(0.5, "h1")])
     assert len(fleet.killed) == 1 and fleet.killed[0]["ok"], fleet.killed
     kill_ns = fleet.killed[0]["t_ns"]

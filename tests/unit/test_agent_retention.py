@@ -11,6 +11,7 @@ import pandas as pd
 
 from experiments.orchestration.live import LiveTables
 from experiments.output.chunks import ChunkWriter, read_chunks
+from topologies.scale import Scale
 from traffic.agents import FLOW_COLUMNS, AgentFleet
 from traffic.agents.deps import DependencyTracker
 from traffic.agents.fleet import in_run_order
@@ -67,7 +68,7 @@ def test_rows_saved_during_the_run_and_completed_by_the_records_equal_the_held_t
     sent = [Sent(f, 1, 1_100_000 + f, 1_200_000 + f, 100, f != fids[-1],
                  "h2: connection refused" if f == fids[-1] else "") for f in fids]  # fmt: skip
     received = [Received(f, t_end[f], 100, 1_200_000 + f, "h", True, "") for f in t_end]
-    frame = live_frame(live, 1e-3)
+    frame = live_frame(live, Scale(1e-3))
     held = flows_table(planned, frame, outcomes, release, t_end, sent, received, CC, "persistent")
     # What the live tables save as the run goes: the coordinator's view and header instants.
     headers = [Received(f, t_end[f], 0, 1_200_000 + f, "", True, "") for f in t_end]
@@ -104,7 +105,7 @@ def run_probes(tmp_path, *, spill_s: float | None, saving: bool) -> tuple[pd.Dat
     pairs = [("h0", "h1"), ("h1", "h2"), ("h2", "h3"), ("h3", "h0")]
     tcp = probe(pairs, 50, 300, 2.0, tenant="tcp", first_flow_id=10_000).assign(proto="tcp")
     schedule = concat_schedules([probe(pairs, 50, 200, 2.0), tcp])
-    fleet = AgentFleet(LoopbackNet(4), tmp_path, schedule, 1e-3, cc=CC, processes=2,
+    fleet = AgentFleet(LoopbackNet(4), tmp_path, schedule, Scale(1e-3), cc=CC, processes=2,
                        priority="normal", spill_s=spill_s)  # fmt: skip
     with fleet:
         if saving:

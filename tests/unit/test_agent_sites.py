@@ -13,6 +13,7 @@ import pytest
 
 from tests.unit.test_agent_loopback import CC, LoopbackNet, stopped
 from topologies.cluster.ssh import Server
+from topologies.scale import Scale
 from traffic.agents import AgentFleet, FleetError
 from traffic.agents.launcher import Workers
 from traffic.agents.sites import WorkerSite
@@ -103,7 +104,7 @@ def test_a_fleet_served_partly_from_a_site_runs_its_incast(tmp_path):
     net = LoopbackNet(4)
     site = WorkerSite(Behind(), "127.0.0.1")
     schedule = incast("h0", ["h1", "h2", "h3"], 20_000_000, 3)
-    with AgentFleet(net, tmp_path, schedule, 1e-3, cc=CC, processes=1, priority="normal",
+    with AgentFleet(net, tmp_path, schedule, Scale(1e-3), cc=CC, processes=1, priority="normal",
                     sites={"h2": site, "h3": site}) as fleet:  # fmt: skip
         flows = fleet.run(timeout_s=20)
         controls = {w.name: (w.hosts, w.control) for w in fleet.workers.all}
@@ -118,7 +119,7 @@ def test_a_fleet_served_partly_from_a_site_runs_its_incast(tmp_path):
 def test_sites_for_hosts_the_fabric_lacks_are_refused(tmp_path):
     site = WorkerSite(Behind(), "127.0.0.1")
     with pytest.raises(ValueError, match="h9"):
-        AgentFleet(LoopbackNet(2), tmp_path, incast("h0", ["h1"], 1000, 1), 1e-3, cc=CC,
+        AgentFleet(LoopbackNet(2), tmp_path, incast("h0", ["h1"], 1000, 1), Scale(1e-3), cc=CC,
                    sites={"h9": site})  # fmt: skip
 
 
@@ -130,7 +131,7 @@ def test_a_sites_rows_go_over_in_parts_and_its_records_come_back_in_the_reply(
     monkeypatch.setattr(fleet_module, "LOAD_PART", 2)  # 6 rows of the site: 3 parts
     site = WorkerSite(Behind(), "127.0.0.1")
     schedule = incast("h0", ["h1", "h2", "h3"], 20_000, 3)
-    with AgentFleet(LoopbackNet(4), tmp_path, schedule, 1e-3, cc=CC, processes=1,
+    with AgentFleet(LoopbackNet(4), tmp_path, schedule, Scale(1e-3), cc=CC, processes=1,
                     priority="normal", sites={"h2": site, "h3": site}) as fleet:  # fmt: skip
         flows = fleet.run(timeout_s=20)
         status = fleet.status()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from topologies.scale import Scale
 from traffic.agents import wire
 from traffic.header import AGENT_PORT, HEADER_LEN, KIND_CODES, pack_header, unpack_header
 
@@ -62,7 +63,7 @@ def test_deframer_reports_a_partial_message_and_bad_magic():
     ],
 )
 def test_scale_bytes(real, scaled, scale, expected):
-    assert wire.scale_bytes(real, scaled, scale) == expected
+    assert wire.scale_bytes(real, scaled, Scale(scale)) == expected
 
 
 def test_control_lines_round_trip():

@@ -23,6 +23,7 @@ from experiments.orchestration.runner import Recorded, write_tables
 from experiments.output import chunks
 from experiments.output.report import write_report
 from experiments.output.results import load_run, read_table, write_json, write_table
+from topologies.scale import Scale
 from traffic.agents import AgentFleet
 
 CC = "cubic" if os.geteuid() == 0 else "reno"
@@ -185,7 +186,7 @@ def test_flows_saved_during_a_run_match_the_final_table(tmp_path):
     schedule = concat_schedules([incast("h0", ["h1", "h2"], 200_000_000, 3),
                                  incast("h0", ["h1", "h2"], 200_000_000, 3, start_ms=300,
                                         first_flow_id=100)])  # fmt: skip
-    fleet = AgentFleet(LoopbackNet(3), tmp_path, schedule, 1e-3, cc=CC, processes=1)
+    fleet = AgentFleet(LoopbackNet(3), tmp_path, schedule, Scale(1e-3), cc=CC, processes=1)
     with fleet, LiveTables(tmp_path, fleet, None, flush_s=0.02):
         flows = fleet.run(timeout_s=20)
         time.sleep(0.1)  # the thread's next flush takes the last round

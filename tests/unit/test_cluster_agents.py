@@ -18,7 +18,7 @@ HOSTS = ["h0", "h1", "h2", "h3"]
 def _net(servers, machine_of):
     cluster = RunCluster(tuple(servers), machine_of, "vxlan", "10.9.0.1", placement=None)
     fabric = SimpleNamespace(hosts=[SimpleNamespace(name=h) for h in HOSTS])
-    return SimpleNamespace(cluster=cluster, fabric=fabric, prefix="kfab")
+    return SimpleNamespace(fabric=fabric, prefix="kfab"), cluster
 
 
 CLOCK = {"root@10.9.0.11": {"monotonic": {"offset_ms": 12.5, "uncertainty_ms": 0.02}},
@@ -26,8 +26,8 @@ CLOCK = {"root@10.9.0.11": {"monotonic": {"offset_ms": 12.5, "uncertainty_ms": 0
 
 
 def test_each_host_gets_its_servers_site_on_the_coordinators_clock():
-    net = _net([A, B], {"h0": str(A), "h1": str(A), "h2": str(B), "h3": str(B)})
-    sites, processes = agents_where(net, "auto", CLOCK)
+    net, cluster = _net([A, B], {"h0": str(A), "h1": str(A), "h2": str(B), "h3": str(B)})
+    sites, processes = agents_where(net, cluster, "auto", CLOCK)
     assert sites["h0"] is sites["h1"] and sites["h2"] is sites["h3"]  # one site per server
     assert sites["h0"].address == "10.9.0.11" and sites["h2"].address == "10.9.0.12"
     assert sites["h0"].clock_offset_ns == 12_500_000 and sites["h2"].clock_offset_ns == -3_000_000
@@ -40,15 +40,16 @@ def test_each_host_gets_its_servers_site_on_the_coordinators_clock():
 
 def test_hosts_on_localhost_have_no_site_and_a_server_without_a_clock_is_refused():
     here = Server("localhost")
-    net = _net([here, A], {"h0": "localhost", "h1": "localhost", "h2": str(A), "h3": str(A)})
-    sites, _ = agents_where(net, 2, CLOCK)
+    net, cluster = _net([here, A], {"h0": "localhost", "h1": "localhost", "h2": str(A),
+                                    "h3": str(A)})  # fmt: skip
+    sites, _ = agents_where(net, cluster, 2, CLOCK)
     assert set(sites) == {"h2", "h3"}
     with pytest.raises(OSError, match=r"root@10.9.0.11's clock offset could not be measured"):
-        agents_where(net, 2, {"root@10.9.0.11": {"error": "ssh: no route"}})
+        agents_where(net, cluster, 2, {"root@10.9.0.11": {"error": "ssh: no route"}})
 
 
 def test_one_machine_has_no_sites_and_keeps_its_count():
-    assert agents_where(SimpleNamespace(cluster=None), 3, None) == (None, 3)
+    assert agents_where(SimpleNamespace(), None, 3, None) == (None, 3)
 
 
 def test_a_server_is_bound_by_address_and_a_name_resolves():

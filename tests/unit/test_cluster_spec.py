@@ -16,6 +16,7 @@ from experiments.orchestration.envelope import DEFAULT
 from experiments.spec.cluster import cluster_override, servers_of
 from experiments.spec.load import SpecError, expand, load_spec, resolved_yaml
 from topologies.placement import server_domains
+from topologies.scale import Scale
 
 LEAVES = {
     "name": "two-leaves",
@@ -146,7 +147,7 @@ def test_an_explicit_placement_is_kept_and_placed_as_written():
     spec = _load(_spec(LEAVES, {"servers": ["kv-a", "kv-b"], "placement": BY_LEAF}))
     cluster = spec.resolved["cluster"]
     assert cluster["placement"] == BY_LEAF
-    placement = cluster_placement(cluster, spec.fabric(), 1e-4, DEFAULT)
+    placement = cluster_placement(cluster, spec.fabric(), Scale(1e-4), DEFAULT)
     assert {m.name: set(m.nodes) for m in placement.machines} == {
         k: set(v) for k, v in BY_LEAF.items()}  # fmt: skip
     assert sorted(f"{lk.a}-{lk.b}" for lk in placement.cut) == ["leaf0-spine1", "leaf1-spine0"]
@@ -157,7 +158,7 @@ def test_auto_placement_keeps_every_nvlink_domain_on_one_server():
     rails["fabric"] = {"kind": "rail_optimized", "servers": 4, "gpus_per_server": 4}
     spec = _load(rails)
     fabric = spec.fabric()
-    placement = cluster_placement(spec.resolved["cluster"], fabric, 1e-4, DEFAULT)
+    placement = cluster_placement(spec.resolved["cluster"], fabric, Scale(1e-4), DEFAULT)
     for domain in server_domains(fabric).values():
         assert len({placement.machine_of[n] for n in domain}) == 1, domain
     assert {m.name for m in placement.machines if m.hosts} == {"kv-a", "kv-b"}
@@ -199,7 +200,7 @@ def test_dry_run_names_each_server_and_each_cut_link_of_the_cluster_option(
     out = capsys.readouterr().out
     assert "cluster: 2 servers (kv@kv-a, root@kv-b)" in out and "old-a" not in out
     spec = load_spec(leaves_file, [cluster_override("kv@kv-a,kv-b")])
-    placement = cluster_placement(spec.resolved["cluster"], spec.fabric(), 1e-4, DEFAULT)
+    placement = cluster_placement(spec.resolved["cluster"], spec.fabric(), Scale(1e-4), DEFAULT)
     assert placement.cut
     for lk in placement.cut:
         assert f"{lk.a}-{lk.b}" in out

@@ -16,6 +16,7 @@ from experiments.orchestration.plan import traffic_plan
 from experiments.orchestration.runner import EnvelopeExceeded, prepare
 from experiments.spec.load import expand, load_spec
 from topologies import spine_leaf
+from topologies.scale import Scale
 from traffic.flowsizes import mean_flow_bytes
 from traffic.workloads import background, incast
 from traffic.workloads.schedule import build_schedule
@@ -103,10 +104,10 @@ def test_slowdown_is_one_for_a_flow_that_met_its_ideal_and_grows_with_queueing()
     flows = pd.DataFrame({"src": ["h0", "h0"], "dst": ["h4", "h1"], "bytes": [144_800, 1448],
                           "proto": ["tcp", "tcp"], "ok": [True, True],
                           "error": [None, None]})  # fmt: skip
-    ideal = ideal_fct_ms(flows, FABRIC, 1e-4)
+    ideal = ideal_fct_ms(flows, FABRIC, Scale(1e-4))
     # 100 full frames at the 10 Mbit/s host link: 121 ms, plus a frame at the others
     assert ideal[0] == pytest.approx(100 * 1514 * 8 / 10e6 * 1e3, rel=0.02)
-    stats = fct_slowdown(flows.assign(fct_ms=ideal * [1.0, 3.0]), FABRIC, 1e-4)
+    stats = fct_slowdown(flows.assign(fct_ms=ideal * [1.0, 3.0]), FABRIC, Scale(1e-4))
     assert stats["p50"] == pytest.approx(2.0) and stats["max"] == pytest.approx(3.0)
 
 
@@ -159,7 +160,8 @@ def test_the_ideal_fct_of_jumbo_frames_carries_fewer_header_bytes():
     from experiments.analysis.metrics.flows import ideal_fct_ms
 
     flows = pd.DataFrame({"src": ["h0"], "dst": ["h4"], "bytes": [894_800]})
-    at_1500, at_9000 = ideal_fct_ms(flows, FABRIC, 1e-4), ideal_fct_ms(flows, FABRIC, 1e-4, 9000)
+    at_1500 = ideal_fct_ms(flows, FABRIC, Scale(1e-4))
+    at_9000 = ideal_fct_ms(flows, FABRIC, Scale(1e-4, 9000))
     assert at_1500[0] == pytest.approx(618 * 1514 * 8 / 10e6 * 1e3, rel=0.02)
     assert at_9000[0] == pytest.approx(100 * 9014 * 8 / 10e6 * 1e3, rel=0.05)
     assert at_9000[0] < at_1500[0]

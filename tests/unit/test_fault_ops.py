@@ -12,6 +12,7 @@ from experiments.analysis.fidelity import dequeue_rate_check, split_by_rate
 from experiments.orchestration.faults import FaultOp, agent_kills, fault_ops, rate_changes
 from experiments.spec.faults import detect_delays
 from topologies import spine_leaf
+from topologies.scale import Scale
 
 FABRIC = spine_leaf(spines=2, leaves=2, hosts_per_leaf=2)
 
@@ -94,7 +95,7 @@ def test_a_degraded_port_is_judged_by_the_rate_in_force_at_each_stretch():
     assert not whole["ok"]  # judged by one rate, the slow stretch looks like a shaping fault
     applied = [{"event": "link_degrade", "link": ["leaf0", "spine1"], "gbps": 25.0,
                 "t_start_ns": t_change - 1000, "t_ns": t_change - 10, "ok": True}]  # fmt: skip
-    changes = rate_changes(applied, FABRIC, 1e-4)  # 25 Gbit/s at 1e-4: 2.5 Mbit/s
+    changes = rate_changes(applied, FABRIC, Scale(1e-4))  # 25 Gbit/s at 1e-4: 2.5 Mbit/s
     assert changes[("leaf0", port)] == [(t_change - 10, low)]
     assert len(changes) == 2  # both ends of the link
     split, split_rates = split_by_rate(queues, rates, changes)

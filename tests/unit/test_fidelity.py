@@ -13,6 +13,8 @@ import pytest
 
 from experiments.analysis import fidelity as fd
 from topologies import fat_tree, rail_optimized, spine_leaf
+from topologies.scale import Scale
+from topologies.shaping import egress_plan
 
 PERIOD_NS = 5_000_000  # 200 Hz
 RATE = 10_000_000  # 10 Mbit/s
@@ -136,7 +138,8 @@ def test_a_port_without_configured_rate_is_reported():
 
 
 def test_egress_rates_come_from_the_shaping_plan():
-    rates = fd.egress_rates_bps(spine_leaf(spines=1, leaves=2, hosts_per_leaf=2), 1e-4)
+    rates = fd.egress_rates_bps(egress_plan(spine_leaf(spines=1, leaves=2, hosts_per_leaf=2),
+                                            Scale(1e-4)))  # fmt: skip
     assert rates[("leaf0", 1)] == 10_000_000  # 100 Gbit/s host link
     assert rates[("leaf0", 3)] == 40_000_000  # 400 Gbit/s uplink
     assert rates[("h0", 0)] == 10_000_000
@@ -288,7 +291,8 @@ def run_tables(factor=1.0, lateness=0.2, cpu=40.0, hz=199.0):
                         port_rows("leaf0", 1, [0] * 201, 0)])  # fmt: skip
     cpu_t = pd.DataFrame({"t_ns": range(10), "cpu_pct": cpu, "max_core_pct": cpu})
     samplers = {"queues": (hz, 200.0), "cpu": (10.0, 10.0)}
-    return flows, queues, cpu_t, samplers, fd.egress_rates_bps(fabric, 1e-4), fabric
+    rates = fd.egress_rates_bps(egress_plan(fabric, Scale(1e-4)))
+    return flows, queues, cpu_t, samplers, rates, fabric
 
 
 def test_a_faithful_run_is_ok_and_json_safe():

@@ -9,6 +9,7 @@ from experiments.cli.main import EXIT_FAILED, EXIT_OK, main
 from experiments.orchestration.crossing import cross_traffic
 from topologies import Fabric, FabricError, make_fabric
 from topologies.placement import MachineShare, place
+from topologies.scale import Scale
 from topologies.shaping import switching_demand_mbps
 
 TWO = [MachineShare("a"), MachineShare("b")]
@@ -52,9 +53,9 @@ def test_spine_leaf_puts_two_leaves_with_their_hosts_on_each_machine():
 
 def test_the_shares_add_up_to_the_one_machine_demand_and_balance():
     fabric = make_fabric("fat_tree", k=4)
-    placement = place(fabric, TWO, scale=1e-4)
+    placement = place(fabric, TWO, scale=Scale(1e-4))
     total = sum(m.demand_mbps for m in placement.machines)
-    assert total == pytest.approx(switching_demand_mbps(fabric, 1e-4), rel=0.02)
+    assert total == pytest.approx(switching_demand_mbps(fabric, Scale(1e-4)), rel=0.02)
     assert [round(m.share, 2) for m in placement.machines] == [0.5, 0.5]
 
 
