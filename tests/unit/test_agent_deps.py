@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from topologies.scale import Scale
 from traffic.agents.deps import DependencyTracker
 from traffic.agents.merge import agent_rows, plan
 from traffic.workloads import concat_schedules, incast, moe_alltoall, probe
@@ -106,7 +107,7 @@ def test_start_does_not_revive_a_failed_row():
 def test_plan_scales_bytes_and_numbers_kinds_and_tenants():
     s = concat_schedules([incast("h0", ["h1", "h2"], 100_000_000, 2, tenant="b"),
                           probe([("h1", "h0")], 10, 100, 0.2, tenant="a")])  # fmt: skip
-    p = plan(s, 1e-4)
+    p = plan(s, Scale(1e-4))
     assert p.loc[p["kind"] == "incast", "bytes_emulated"].eq(10_000).all()
     assert p.loc[p["kind"] == "probe", "bytes_emulated"].eq(100).all()
     assert set(p.loc[p["tenant"] == "a", "tenant_code"]) == {0}
@@ -117,4 +118,6 @@ def test_plan_scales_bytes_and_numbers_kinds_and_tenants():
     assert {r["proto"] for r in rows} == {"tcp", "udp"}
     assert [r["after"] for r in rows if r["proto"] == "tcp"] == [-1, 0]
     with pytest.raises(ValueError, match="scale"):
-        plan(s, 0)
+        plan(s, Scale(0))  # a zero scale cannot even be made
+    with pytest.raises(TypeError, match="scale"):
+        plan(s, 1e-4)  # a bare number is not a Scale

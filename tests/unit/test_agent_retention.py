@@ -58,7 +58,7 @@ def test_rows_saved_during_the_run_and_completed_by_the_records_equal_the_held_t
     dtype for dtype, the table built from everything held in memory."""
     probes = probe([("h1", "h2")], 50, 200, 0.1, first_flow_id=100)
     schedule = concat_schedules([incast("h0", ["h1", "h2"], 20_000, 2), probes])
-    planned = plan(schedule, 1e-3, {"default": 0, "probe": 1, "live": 2})
+    planned = plan(schedule, Scale(1e-3), {"default": 0, "probe": 1, "live": 2})
     live = [Message(500 + i, "kv", "h2", "h0", 4000, 10**9, tenant="live") for i in range(3)]
     fids = planned["flow_id"].tolist() + [m.flow_id for m in live]
     failed = {fids[1]: "sent, but agent on h2 stopped", fids[-1]: "refused"}
