@@ -13,6 +13,7 @@ from experiments.analysis.metrics.flows import alltoall_step_ms, incast_goodput
 from experiments.measurement.qstats import QdiscReader
 from topologies import spine_leaf
 from topologies.builder import FabricNetwork
+from topologies.scale import Scale
 from traffic.agents import AgentFleet
 from traffic.workloads import concat_schedules, incast, moe_alltoall, probe
 from traffic.workloads.schedule import build_schedule
@@ -20,7 +21,7 @@ from traffic.workloads.schedule import build_schedule
 pytestmark = pytest.mark.root
 
 log = logging.getLogger("test_agents")
-SCALE = 1e-4  # 100 Gbit/s host links -> 10 Mbit/s
+SCALE = Scale()  # the default 1e-4: 100 Gbit/s host links -> 10 Mbit/s
 HOSTS = [f"h{i}" for i in range(10)]
 
 

@@ -18,6 +18,7 @@ from topologies import fat_tree, rail_optimized, spine_leaf
 from topologies.builder import BuildError, FabricNetwork
 from topologies.cleanup import bridges, interfaces
 from topologies.naming import owned
+from topologies.scale import Scale
 
 pytestmark = pytest.mark.root
 log = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ SMALL = {
 @pytest.mark.parametrize("kind", sorted(SMALL))
 def test_all_pairs_ping(kind):
     fabric = SMALL[kind]()
-    with FabricNetwork(fabric, 1e-4, rules=StaticRules()) as net:
+    with FabricNetwork(fabric, Scale(), rules=StaticRules()) as net:
         reach = all_pairs_ping(net)
     failed = [pair for pair, ok in reach.items() if not ok]
     assert not failed, f"{len(failed)} of {len(reach)} pairs unreachable, e.g. {failed[:5]}"
@@ -42,7 +43,7 @@ def test_all_pairs_ping(kind):
 def test_transfer_across_the_spine_runs_at_the_emulated_rate():
     fabric = rail_optimized(servers=2, gpus_per_server=2, spines=2)
     assert "spine0" in fabric.shortest_paths("gpu0_0", "gpu1_1")[0]
-    with FabricNetwork(fabric, 1e-4, rules=StaticRules()) as net:
+    with FabricNetwork(fabric, Scale(), rules=StaticRules()) as net:
         t = iperf3(net, "gpu0_0", "gpu1_1", seconds=4)
     configured = 400e9 * 1e-4 / 1e6  # 40 Mbit/s
     # goodput excludes headers: compare the wire rate it implies
@@ -90,7 +91,7 @@ def _incast_queue(buffer_pkts: int) -> tuple[int, int, int]:
     the receiver's leaf egress."""
     fabric = spine_leaf(spines=1, leaves=2, hosts_per_leaf=3, host_gbps=100, uplink_gbps=400,
                         buffer_pkts=buffer_pkts)  # fmt: skip
-    with FabricNetwork(fabric, 1e-4, rules=StaticRules()) as net:
+    with FabricNetwork(fabric, Scale(), rules=StaticRules()) as net:
         samples = _three_into_h0(net, fabric, ["-t", "3", "-C", "cubic"])
     return max(s.backlog_pkts for s in samples), samples[-1].drops, len(samples)
 
@@ -111,7 +112,7 @@ def _owned_by(prefix: str) -> list[str]:
 
 def test_exit_removes_every_bridge_veth_and_process():
     net = FabricNetwork(
-        rail_optimized(servers=2, gpus_per_server=2, spines=1), 1e-4, rules=StaticRules()
+        rail_optimized(servers=2, gpus_per_server=2, spines=1), Scale(), rules=StaticRules()
     )
     with net:
         prefix = net.prefix
@@ -133,7 +134,7 @@ def test_a_failure_half_way_through_the_build_leaves_nothing(monkeypatch, step):
     monkeypatch.setattr(FabricNetwork, step, boom)
     with (
         pytest.raises(BuildError, match="injected"),
-        FabricNetwork(spine_leaf(), 1e-4, rules=StaticRules()),
+        FabricNetwork(spine_leaf(), Scale(), rules=StaticRules()),
     ):
         pass
     assert seen["before"] > 0, "the failure should strike after resources exist"
@@ -143,7 +144,7 @@ def test_a_failure_half_way_through_the_build_leaves_nothing(monkeypatch, step):
 def test_ctrl_c_during_use_tears_down():
     with (
         pytest.raises(KeyboardInterrupt),
-        FabricNetwork(spine_leaf(), 1e-4, rules=StaticRules()) as net,
+        FabricNetwork(spine_leaf(), Scale(), rules=StaticRules()) as net,
     ):
         prefix = net.prefix
         raise KeyboardInterrupt
@@ -169,7 +170,7 @@ def test_a_deep_queue_fills_to_its_depth_and_loss_is_counted():
 
     fabric = spine_leaf(spines=1, leaves=2, hosts_per_leaf=3, host_gbps=100, uplink_gbps=400,
                         buffer_pkts=256)  # fmt: skip
-    with FabricNetwork(fabric, 1e-4, rules=StaticRules()) as net:
+    with FabricNetwork(fabric, Scale(), rules=StaticRules()) as net:
         if net.datapath != "user":
             pytest.skip("the transmit buffer matters on the userspace datapath only")
         assert net.tx_buffer is not None and net.tx_buffer["now"] >= 256 * 4096

@@ -22,6 +22,7 @@ from topologies.builder import BuildError, Controller
 from topologies.cluster.network import ClusterNetwork
 from topologies.cluster.ssh import Server
 from topologies.placement import MachineShare, place
+from topologies.scale import Scale
 
 pytestmark = pytest.mark.root
 
@@ -38,7 +39,7 @@ def cluster_fabric(rec, fabric, tmp: Path, **kw) -> Iterator[tuple[ClusterNetwor
     ):  # fmt: skip
         files = tuple(str(tls.path(n)) for n in ("switch.key", "switch.pem", "ca.pem"))
         ctl = Controller(host=plan.coordinator_address, port=proc.port, tls=files)
-        with ClusterNetwork(fabric, 1e-4, servers=servers, machine_of=placement.machine_of,
+        with ClusterNetwork(fabric, Scale(), servers=servers, machine_of=placement.machine_of,
                             controller=ctl, **kw) as net:  # fmt: skip
             proc.wait_ready(timeout_s=60)
             yield net, {"placement": placement, "servers": servers, "controller": proc}

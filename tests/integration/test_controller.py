@@ -24,6 +24,7 @@ from experiments.measurement.iperf import iperf3
 from experiments.measurement.reach import all_pairs_ping
 from topologies import Fabric, fat_tree, rail_optimized, spine_leaf
 from topologies.builder import Controller, FabricNetwork
+from topologies.scale import Scale
 
 from .ofdump import flow_of, ofctl, parse_flows, parse_groups, table_diff
 
@@ -54,7 +55,7 @@ def fabric_with_controller(
 ) -> Iterator[tuple[ControllerProcess, FabricNetwork]]:
     with (
         ControllerProcess(fabric, policy, run_dir, params) as proc,
-        FabricNetwork(fabric, 1e-4, controller=Controller(port=proc.port)) as net,
+        FabricNetwork(fabric, Scale(), controller=Controller(port=proc.port)) as net,
     ):
         proc.wait_ready(timeout_s=30)
         yield proc, net

@@ -12,6 +12,7 @@ from controller.ofctl import StaticRules
 from experiments.measurement.iperf import iperf3
 from topologies import spine_leaf
 from topologies.builder import FabricNetwork
+from topologies.scale import Scale
 
 pytestmark = pytest.mark.root
 
@@ -27,7 +28,7 @@ def test_jumbo_frames_cross_the_spine_at_the_emulated_rate_with_buffers_of_the_s
     fabric = spine_leaf(spines=1, leaves=2, hosts_per_leaf=1, host_gbps=100, uplink_gbps=400)
     path = fabric.shortest_paths("h0", "h1")[0]
     assert "spine0" in path
-    with FabricNetwork(fabric, 1e-4, rules=StaticRules(), mtu=9000) as net:
+    with FabricNetwork(fabric, Scale(mtu=9000), rules=StaticRules()) as net:
         assert _ping_df(net, "h0", "h1", 9000 - 28), "a 9,000-byte packet did not cross"
         assert not _ping_df(net, "h0", "h1", 9001 - 28), "the MTU is larger than asked"
         port = net.intf("leaf0", fabric.port("leaf0", "spine0"))

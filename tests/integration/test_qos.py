@@ -13,6 +13,7 @@ from controller.ofctl import StaticRules
 from topologies import spine_leaf
 from topologies.builder import FabricNetwork
 from topologies.qos import class_plan
+from topologies.scale import Scale
 
 pytestmark = pytest.mark.root
 
@@ -65,7 +66,7 @@ def test_weighted_classes_share_a_congested_egress():
     fabric = spine_leaf(spines=1, leaves=2, hosts_per_leaf=2, host_gbps=100, uplink_gbps=400)
     params = {"tenants": TENANTS, "qos": QOS}
     with FabricNetwork(
-        fabric, 1e-4, rules=StaticRules(params=params), qos=class_plan(QOS["classes"])
+        fabric, Scale(), rules=StaticRules(params=params), qos=class_plan(QOS["classes"])
     ) as net:
         rates = _two_flows(net)
     # leaf1 -> h3 runs at 10 Mbit/s: gold is assured 7.5, bronze 2.5 (3:1);
@@ -87,7 +88,7 @@ def test_a_strict_priority_class_goes_first_whatever_the_others_share():
     }
     params = {"tenants": TENANTS, "qos": qos}
     with FabricNetwork(
-        fabric, 1e-4, rules=StaticRules(params=params), qos=class_plan(qos["classes"])
+        fabric, Scale(), rules=StaticRules(params=params), qos=class_plan(qos["classes"])
     ) as net:
         rates = _two_flows(net)
     assert rates["h0"] > 4.0 * rates["h1"], rates
@@ -100,7 +101,7 @@ def test_the_leaf_rewrites_host_marking():
     fabric = spine_leaf(spines=1, leaves=2, hosts_per_leaf=2, host_gbps=100, uplink_gbps=400)
     params = {"tenants": TENANTS, "qos": QOS}
     with FabricNetwork(
-        fabric, 1e-4, rules=StaticRules(params=params), qos=class_plan(QOS["classes"])
+        fabric, Scale(), rules=StaticRules(params=params), qos=class_plan(QOS["classes"])
     ) as net:
         # h1 (bronze) marks its packets EF (dscp 46, tos 0xb8)
         net.mn("h1").cmd("ping -c 5 -i 0.05 -Q 0xb8 10.0.0.4")

@@ -25,9 +25,10 @@ from experiments.measurement.samplers import (
 )
 from topologies import spine_leaf
 from topologies.builder import FabricNetwork
+from topologies.scale import Scale
 
 log = logging.getLogger("test_samplers")
-SCALE = 1e-4  # 100 Gbit/s host links -> 10 Mbit/s, 400 Gbit/s uplinks -> 40 Mbit/s
+SCALE = Scale()  # 1e-4: 100 Gbit/s host links -> 10 Mbit/s, 400 Gbit/s uplinks -> 40 Mbit/s
 BUFFER = 64
 
 
@@ -106,7 +107,7 @@ def test_a_saturated_egress_stands_at_its_buffer_and_drains_at_its_rate(net):
     assert hot["backlog_bytes"].max() <= BUFFER * 1514
 
     # ... draining at its configured rate, and it is the only standing queue
-    rates = egress_rates_bps(net.fabric, SCALE)
+    rates = egress_rates_bps(net.plan)
     busy = busy_dequeue(q)
     assert {(r.node, r.port) for r in busy.itertuples()} == {("leaf1", 1)}, busy
     ratio = busy.iloc[0]["bps"] / rates[("leaf1", 1)]

@@ -16,6 +16,7 @@ from experiments.cli.main import main
 from experiments.measurement.reach import all_pairs_ping
 from topologies import rail_optimized
 from topologies.builder import Controller, FabricNetwork
+from topologies.scale import Scale
 
 pytestmark = pytest.mark.root
 
@@ -28,7 +29,7 @@ def test_every_pair_of_64_gpus_is_reachable_through_the_controller(tmp_path):
     assert len(fabric.hosts) == 64
     with (
         ControllerProcess(fabric, "ecmp", tmp_path / "controller") as ctl,
-        FabricNetwork(fabric, 1e-4, controller=Controller(port=ctl.port)) as net,
+        FabricNetwork(fabric, Scale(), controller=Controller(port=ctl.port)) as net,
     ):
         ctl.wait_ready(timeout_s=60)
         reach = all_pairs_ping(net)

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from experiments.cli.main import main
+from experiments.orchestration.deployment import Deployment
 from experiments.orchestration.runner import fabric_up
 from experiments.spec.load import expand, load_spec
 
@@ -41,7 +42,9 @@ def test_switches_reach_the_controller_over_tls_only_and_nothing_of_it_remains(t
     spec_path.write_text(SPEC)
     run = expand(load_spec(spec_path))[0]
     fabric = run.fabric()
-    with fabric_up(fabric, run.resolved, tmp_path / "scratch") as (proc, net):
+    deployment = Deployment.of(fabric, run.config.scale)
+    with fabric_up(fabric, run.resolved, tmp_path / "scratch",
+                   deployment=deployment) as (proc, net, _):  # fmt: skip
         status = proc.client.status()
         assert status["ready"], status  # every switch connected and acknowledged its rules
         targets = subprocess.run(["ovs-vsctl", "get-controller", net.bridge("leaf0")],
