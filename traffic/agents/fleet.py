@@ -2,7 +2,7 @@
 of worker processes, and the coordinator that starts them together and resolves
 the schedule's dependencies live.
 
-    with AgentFleet(net, run_dir, schedule, Scale(1e-4)) as fleet:
+    with AgentFleet(net, run_dir, schedule, Scale()) as fleet:
         flows = fleet.run(timeout_s=30)
 
 ``AgentFleet`` groups the hosts (a GPU server's hosts stay together) into at most
