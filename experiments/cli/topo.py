@@ -5,6 +5,7 @@ placement on several machines (a spec's: with its plan's traffic across them; no
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -103,7 +104,7 @@ def cmd_topo(args: argparse.Namespace) -> int:
         spec = load_spec(locate(args.kind))
         run, base_dir = expand(spec)[0], spec.base_dir
         fabric = run.fabric()
-        scale = scale_arg(args.scale or str(run.resolved["scale"]["bandwidth"]))
+        scale = scale_arg(args.scale or str(run.config.scale.bandwidth))
     else:
         scale = scale_arg(args.scale or "1e-4")
         try:
@@ -182,6 +183,8 @@ def _placed(machines: list[MachineShare], run: RunSpec | None, base_dir: Path | 
     from experiments.orchestration.crossing import plan_cross_traffic
     from experiments.orchestration.plan import traffic_plan
 
-    plan = traffic_plan(run.resolved, fabric, base_dir, env)
-    resolved = run.resolved | {"scale": run.resolved["scale"] | {"bandwidth": scale}}
-    return placement, plan_cross_traffic(placement, fabric, plan, resolved)
+    plan = traffic_plan(run.config, fabric, base_dir, env)
+    config = dataclasses.replace(
+        run.config, scale=dataclasses.replace(run.config.scale, bandwidth=scale)
+    )
+    return placement, plan_cross_traffic(placement, fabric, plan, config)

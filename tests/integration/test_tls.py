@@ -41,7 +41,7 @@ def test_switches_reach_the_controller_over_tls_only_and_nothing_of_it_remains(t
     spec_path.write_text(SPEC)
     run = expand(load_spec(spec_path))[0]
     fabric = run.fabric()
-    with fabric_up(fabric, run.resolved, tmp_path / "scratch") as (proc, net):
+    with fabric_up(fabric, run.config, tmp_path / "scratch") as (proc, net):
         status = proc.client.status()
         assert status["ready"], status  # every switch connected and acknowledged its rules
         targets = subprocess.run(["ovs-vsctl", "get-controller", net.bridge("leaf0")],

@@ -78,11 +78,11 @@ workloads: [{kind: background, load: 0.6}]
 def test_auto_flow_size_scale_is_the_smallest_that_fits(tmp_path):
     spec = load_spec(SPEC, base_dir=tmp_path)
     run = expand(spec)[0]
-    plan = traffic_plan(run.resolved, run.fabric(), tmp_path)
+    plan = traffic_plan(run.config, run.fabric(), tmp_path)
     k = plan.flow_size_scale[0]
     assert k > 1 and not plan.exceeded
     smaller = load_spec(SPEC, [f"workloads.0.flow_size_scale={k / 2:g}"], base_dir=tmp_path)
-    p2 = traffic_plan(expand(smaller)[0].resolved, run.fabric(), tmp_path)
+    p2 = traffic_plan(expand(smaller)[0].config, run.fabric(), tmp_path)
     assert p2.exceeded and "messages_per_s" in p2.exceeded[0]
 
 
