@@ -1,4 +1,4 @@
-"""A resolved spec's traffic as data: the network workloads' schedule, the
+"""A run configuration's traffic as data: the network workloads' schedule, the
 serving workload's live driver, and what they will ask of this machine (pure; no
 root, no network).
 
