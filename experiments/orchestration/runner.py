@@ -335,7 +335,7 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
              rec: Recorded, say: Callable[..., None],
              controller: ControllerProcess | None = None,
              clock: Mapping[str, Any] | None = None) -> None:  # fmt: skip
-    r = p.run.config
+    cfg = p.run.config
     ports = {
         net.intf(e.node, e.port): (e.node, e.port)
         for e in net.plan
@@ -344,29 +344,29 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
     if getattr(net, "cluster", None) is not None:
         offsets = {str(s): clock_offset_ns(s, clock or {}) for s in net.cluster.servers
                    if not s.is_local}  # fmt: skip
-        samplers: Any = ClusterSamplers(net, scratch / "samplers", r.sampler.rate_hz,
-                                        chunks_dir=run_dir, flush_s=r.sampler.flush_s,
+        samplers: Any = ClusterSamplers(net, scratch / "samplers", cfg.sampler.rate_hz,
+                                        chunks_dir=run_dir, flush_s=cfg.sampler.flush_s,
                                         offsets_ns=offsets)  # fmt: skip
     else:
-        samplers = SamplerProcess(scratch / "samplers", ports, r.sampler.rate_hz,
-                                  chunks_dir=run_dir, flush_s=r.sampler.flush_s,
+        samplers = SamplerProcess(scratch / "samplers", ports, cfg.sampler.rate_hz,
+                                  chunks_dir=run_dir, flush_s=cfg.sampler.flush_s,
                                   link_ports=ports)  # fmt: skip
-    faults = FaultInjector(net, r.faults, controller)
-    cap = r.capture
+    faults = FaultInjector(net, cfg.faults, controller)
+    cap = cfg.capture
     window = tuple(cap.window_s) if cap.window_s else None
     captures = Captures(net, run_dir / "captures", targets(p.fabric, list(cap.at)),
                         cap.snaplen, cap.max_mb, window)  # fmt: skip
-    duration = r.duration_s
+    duration = cfg.duration_s
     try:
         samplers.start()
         if window is None:
             captures.start()  # before the agents connect: every stream from its first byte
         say("starting agents")
-        sites, processes = agents_where(net, r.agents.processes, clock)
-        fleet = AgentFleet(net, run_dir, p.plan.schedule, r.scale.bandwidth,
-                           cc=r.agents.cc, connection=r.agents.connection,
+        sites, processes = agents_where(net, cfg.agents.processes, clock)
+        fleet = AgentFleet(net, run_dir, p.plan.schedule, cfg.scale.bandwidth,
+                           cc=cfg.agents.cc, connection=cfg.agents.connection,
                            processes=processes, driver=p.plan.driver, sites=sites)  # fmt: skip
-        with fleet, LiveTables(run_dir, fleet, p.plan.driver, r.agents.flush_s):
+        with fleet, LiveTables(run_dir, fleet, p.plan.driver, cfg.agents.flush_s):
             t_start = [0.0]
 
             def started(t0_ns: int) -> None:
@@ -400,7 +400,7 @@ def _traffic(p: Prepared, net: FabricNetwork, run_dir: Path, scratch: Path, stop
                     timeout_s=duration + DRAIN_S,
                     should_stop=should_stop,
                     on_start=started,
-                    agent_kills=agent_kills(r.faults),
+                    agent_kills=agent_kills(cfg.faults),
                 )
             finally:
                 # the traffic's end, not the collection's: what the CPU and queue checks
