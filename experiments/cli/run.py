@@ -95,7 +95,7 @@ def _require_engine(runs: list[Any]) -> bool:
 
     try:
         for run in runs:
-            require_engine(run.resolved, run.fabric())
+            require_engine(run.config, run.fabric())
     except EngineUnavailable as exc:
         err.print(f"[red]refused:[/red] {escape(str(exc))}", soft_wrap=True)
         return False
@@ -114,8 +114,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         prepared = prepare(spec, runs, force=True)
         for p in prepared:
             _print_demand(p, console)
-            c = p.run.resolved["cluster"]
-            if c is not None and (c["servers"] or c["local"]):
+            c = p.run.config.cluster
+            if c is not None and (c.servers or c.local):
                 _print_cluster(p)
         console.print(f"envelope: {prepared[0].envelope.source}" if prepared else "no runs",
                       soft_wrap=True)  # fmt: skip
@@ -188,15 +188,17 @@ def _print_cluster(p: Any) -> None:
     from experiments.orchestration.cluster import cluster_placement, with_placeholders
     from experiments.orchestration.crossing import plan_cross_traffic
     from experiments.spec.cluster import AUTO, servers_of
+    from experiments.spec.typed import resolved_of
 
-    cluster, resolved = with_placeholders(p.run.resolved["cluster"]), p.run.resolved
+    config = p.run.config
+    cluster = with_placeholders(config.cluster)
     placement = cluster_placement(cluster, p.fabric, p.deployment.scale, p.envelope)
-    servers = ", ".join(str(s) for s in servers_of(cluster))
-    say(f"cluster: {len(cluster['servers'])} servers ({escape(servers)}), cut links over "
-        f"{cluster['link']}; each judged by this machine's envelope")  # fmt: skip
-    auto = cluster["placement"] == AUTO
+    servers = ", ".join(str(s) for s in servers_of(resolved_of(cluster)))
+    say(f"cluster: {len(cluster.servers)} servers ({escape(servers)}), cut links over "
+        f"{cluster.link}; each judged by this machine's envelope")  # fmt: skip
+    auto = cluster.placement == AUTO
     print_placement(
-        p.fabric, placement, plan_cross_traffic(placement, p.fabric, p.plan, resolved),
+        p.fabric, placement, plan_cross_traffic(placement, p.fabric, p.plan, config),
         chosen="balanced by capacity" if auto else "as cluster.placement gives it",
         fix="more cluster.servers, or a lower scale.bandwidth" if auto
         else "fewer of its nodes in cluster.placement, or a lower scale.bandwidth",
@@ -292,11 +294,11 @@ def cmd_cli(args: argparse.Namespace) -> int:
     if not _require_engine([run]):
         return EXIT_FAILED
     preflight()
-    fabric, policy = run.fabric(), run.resolved["controller"]["policy"]
+    fabric, policy = run.fabric(), run.config.controller.policy
     deployment = Deployment.of(fabric, run.config.scale)
     with (
         tempfile.TemporaryDirectory(prefix="kvf-cli-") as scratch,
-        fabric_up(fabric, run.resolved, Path(scratch), deployment=deployment) as (proc, net, _),
+        fabric_up(fabric, run.config, Path(scratch), deployment=deployment) as (proc, net, _),
     ):
         names = {h.name: net.mn(h.name).name for h in fabric.hosts}
         console.print(f"{spec.name}: {len(names)} hosts, policy {policy}, run prefix "

@@ -5,6 +5,7 @@ placement on several machines (a spec's: with its plan's traffic across them; no
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -183,6 +184,6 @@ def _placed(machines: list[MachineShare], run: RunSpec | None, base_dir: Path | 
     from experiments.orchestration.crossing import plan_cross_traffic
     from experiments.orchestration.plan import traffic_plan
 
-    plan = traffic_plan(run.resolved, fabric, base_dir, env)
-    resolved = run.resolved | {"scale": run.resolved["scale"] | {"bandwidth": scale.bandwidth}}
-    return placement, plan_cross_traffic(placement, fabric, plan, resolved)
+    plan = traffic_plan(run.config, fabric, base_dir, env)
+    config = dataclasses.replace(run.config, scale=scale)
+    return placement, plan_cross_traffic(placement, fabric, plan, config)

@@ -52,6 +52,7 @@ from experiments.orchestration.runner import fabric_up, traffic_window
 from experiments.orchestration.trial import failed_checks, switch_ports
 from experiments.spec.load import expand, load_spec
 from experiments.spec.sections import build_fabric
+from experiments.spec.typed import resolved_of
 from topologies import Fabric, FabricError
 from topologies.builder import FabricNetwork
 from topologies.scale import DEFAULT_MTU, Scale, check_mtu
@@ -202,17 +203,17 @@ def run_trial(fabric_section: dict[str, Any], schedule: pd.DataFrame, scale: flo
     text = yaml.safe_dump({"name": "calibrate", "duration_s": seconds, "fabric": fabric_section,
                            "scale": {"bandwidth": scale, "mtu": mtu}})  # fmt: skip
     (run,) = expand(load_spec(text))
-    resolved, fabric = run.resolved, run.fabric()
-    deployment = Deployment.of(fabric, run.config.scale)
+    config, fabric = run.config, run.fabric()
+    deployment = Deployment.of(fabric, config.scale)
     with tempfile.TemporaryDirectory(prefix="kvfabric-calibrate-") as tmp:
         scratch = Path(tmp)
-        with fabric_up(fabric, resolved, scratch, deployment=deployment) as (_, net, _):
+        with fabric_up(fabric, config, scratch, deployment=deployment) as (_, net, _):
             ports = switch_ports(net)
             intfs = {net.intf(sw.name, lk.port_of(sw.name)) for sw in fabric.switches
                      for lk in fabric.links_of(sw.name)}  # fmt: skip
             hosts = [h.name for h in fabric.hosts]
             samplers = SamplerProcess(scratch / "samplers", ports,
-                                      resolved["sampler"]["rate_hz"], link_ports=ports)  # fmt: skip
+                                      config.sampler.rate_hz, link_ports=ports)  # fmt: skip
             with samplers:
                 before = {"hosts": tcpcount.host_counters(net, hosts),
                           "switches": tcpcount.fabric_switch_counters(net, intfs)}  # fmt: skip
@@ -227,7 +228,7 @@ def run_trial(fabric_section: dict[str, Any], schedule: pd.DataFrame, scale: flo
             rates = deployment.rates_bps
             # capacity is what is being measured: offered_load must not judge it
             judged = verdict(flows, samplers.table("queues"), cpu, samplers.rates(), rates,
-                             fabric, resolved["fidelity"], capacity_mbps=math.inf,
+                             fabric, resolved_of(config.fidelity), capacity_mbps=math.inf,
                              tcp=tcp, mtu=mtu)  # fmt: skip
     return flows, judged
 

@@ -1,4 +1,4 @@
-"""A resolved ``cluster:`` section against a run: where each node is emulated
+"""A run's ``cluster`` configuration against its fabric: where each node is emulated
 (``cluster_placement``), whether this version can build it (``require_engine``), and
 where each host's agent runs (``agent_sites``, ``agents_where``).
 
@@ -9,6 +9,7 @@ the others' are not known before they are reached), at the fabric's mean path le
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,7 +17,9 @@ from typing import Any
 
 from experiments.orchestration.envelope import Envelope
 from experiments.spec.cluster import AUTO, servers_of
+from experiments.spec.config import Cluster, RunConfig, ServerAddress
 from experiments.spec.schema import SpecError
+from experiments.spec.typed import resolved_of
 from topologies import Fabric, FabricError
 from topologies.cluster.ssh import Server
 from topologies.placement import MachineShare, Placement, place, placement_of
@@ -28,21 +31,19 @@ class EngineUnavailable(RuntimeError):
     """A cluster this version cannot build (exit code 1, before anything is built)."""
 
 
-def require_engine(resolved: Mapping[str, Any], fabric: Fabric) -> None:
+def require_engine(config: RunConfig, fabric: Fabric) -> None:
     """Refuse what this version cannot build across servers, before anything is built:
     packet captures (``capture.at``) at nodes emulated on another server (tcpdump runs
     on this machine, and their interfaces are there)."""
-    cluster = resolved.get("cluster")
-    at = (resolved.get("capture") or {}).get("at") or []
-    if not cluster or not at or not (cluster["servers"] or cluster.get("local")):
+    cluster, at = config.cluster, config.capture.at
+    if cluster is None or not at or not (cluster.servers or cluster.local):
         return
     from experiments.measurement.capture import targets
     from experiments.orchestration.envelope import load, machine_identity
     from topologies.cluster.ssh import LOCAL_NAMES
 
-    envelope = load(machine_identity(mtu=resolved["scale"]["mtu"]))[0]
-    scale = Scale(resolved["scale"]["bandwidth"], resolved["scale"]["mtu"])
-    placement = cluster_placement(dict(cluster), fabric, scale, envelope)
+    envelope = load(machine_identity(mtu=config.scale.mtu))[0]
+    placement = cluster_placement(cluster, fabric, config.scale, envelope)
     elsewhere = sorted({t.node for t in targets(fabric, list(at))
                         if placement.machine_of[t.node] not in LOCAL_NAMES})  # fmt: skip
     if elsewhere:
@@ -70,26 +71,25 @@ class RunCluster:
                 "cut": self.placement.to_dict()["cut"]}  # fmt: skip
 
 
-def run_cluster(resolved: Mapping[str, Any], fabric: Fabric,
+def run_cluster(config: RunConfig, fabric: Fabric,
                 envelope: Envelope | None = None) -> RunCluster | None:  # fmt: skip
     """The run's cluster, or None for one machine (no section, or one server that is
     this machine). ``envelope``: this machine's (default: the stored one)."""
-    cluster = resolved.get("cluster")
-    if not cluster or not cluster["servers"]:
+    cluster = config.cluster
+    if cluster is None or not cluster.servers:
         return None
-    servers = servers_of(cluster)
+    servers = servers_of(resolved_of(cluster))
     if len(servers) == 1 and servers[0].is_local:
         return None
     if envelope is None:
         from experiments.orchestration.envelope import load, machine_identity
 
-        envelope = load(machine_identity(mtu=resolved["scale"]["mtu"]))[0]
-    scale = Scale(resolved["scale"]["bandwidth"], resolved["scale"]["mtu"])
-    placement = cluster_placement(dict(cluster), fabric, scale, envelope)
+        envelope = load(machine_identity(mtu=config.scale.mtu))[0]
+    placement = cluster_placement(cluster, fabric, config.scale, envelope)
     by_host = {s.host: str(s) for s in servers}
     machine_of = {node: by_host[host] for node, host in placement.machine_of.items()}
     remote = next(s for s in servers if not s.is_local)
-    return RunCluster(servers, machine_of, cluster["link"], address_towards(remote.host),
+    return RunCluster(servers, machine_of, cluster.link, address_towards(remote.host),
                       placement)  # fmt: skip
 
 
@@ -103,37 +103,38 @@ def address_towards(host: str) -> str:
     return words[words.index("src") + 1]
 
 
-def with_placeholders(cluster: dict[str, Any]) -> dict[str, Any]:
+def with_placeholders(cluster: Cluster) -> Cluster:
     """A ``local: N`` cluster before it is up: its servers named ``local-1``..``local-N``
     (to plan and show a placement)."""
-    if not cluster.get("local") or cluster["servers"]:
+    if not cluster.local or cluster.servers:
         return cluster
-    return {**cluster, "servers": [{"host": f"local-{i}", "user": "root"}
-                                   for i in range(1, cluster["local"] + 1)]}  # fmt: skip
+    servers = tuple(ServerAddress(f"local-{i}", "root") for i in range(1, cluster.local + 1))
+    return dataclasses.replace(cluster, servers=servers)
 
 
-def with_local_servers(resolved: Mapping[str, Any], addresses: list[str]) -> dict[str, Any]:
-    """``resolved`` with its ``local: N`` cluster's servers filled in once it is up."""
-    cluster = dict(resolved["cluster"], servers=[{"host": a, "user": "root"} for a in addresses])
-    return {**resolved, "cluster": cluster}
+def with_local_servers(config: RunConfig, addresses: list[str]) -> RunConfig:
+    """``config`` with its ``local: N`` cluster's servers filled in once it is up."""
+    assert config.cluster is not None
+    servers = tuple(ServerAddress(a, "root") for a in addresses)
+    return dataclasses.replace(config, cluster=dataclasses.replace(config.cluster, servers=servers))
 
 
 def cluster_placement(
-    cluster: dict[str, Any], fabric: Fabric, scale: Scale, envelope: Envelope
+    cluster: Cluster, fabric: Fabric, scale: Scale, envelope: Envelope
 ) -> Placement:
     """The nodes on each server: ``place``'s partition for ``auto``, else the spec's own
     (checked when the spec was loaded). A GPU server no server can hold is a SpecError
     naming ``cluster.servers``."""
     cluster = with_placeholders(cluster)
     capacity = round(envelope.capacity_mbps(fabric.summary()["mean_switch_hops"]), 1)
-    machines = [MachineShare(s["host"], capacity) for s in cluster["servers"]]
-    if cluster["placement"] == AUTO:
+    machines = [MachineShare(s.host, capacity) for s in cluster.servers]  # resolved: {host, user}
+    if cluster.placement == AUTO:
         try:
             return place(fabric, machines, scale=scale)
         except FabricError as exc:
             why = str(exc).removeprefix("--servers: ")
             raise SpecError(f"cluster.servers: {why}", "cluster.servers") from None
-    machine_of = {n: host for host, names in cluster["placement"].items() for n in names}
+    machine_of = {n: host for host, names in cluster.placement.items() for n in names}
     return placement_of(fabric, machine_of, machines, scale=scale)
 
 

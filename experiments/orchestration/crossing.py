@@ -24,6 +24,7 @@ from controller.rules import Group, Rule, RuleSet
 from controller.walk import trace
 from experiments.orchestration.demand import demand_of, message_table, plan_messages
 from experiments.orchestration.plan import TrafficPlan, controller_params
+from experiments.spec.config import RunConfig
 from topologies import Fabric
 from topologies.placement import Placement
 
@@ -105,14 +106,14 @@ def cross_traffic(
 
 
 def plan_cross_traffic(
-    placement: Placement, fabric: Fabric, plan: TrafficPlan, resolved: dict[str, Any]
+    placement: Placement, fabric: Fabric, plan: TrafficPlan, config: RunConfig
 ) -> CrossTraffic:
     """What a run's traffic plan sends across ``placement``'s boundaries, routed by the
-    run's own policy. A plan's serving driver is run to its end: pass one no run uses."""
-    scale = resolved["scale"]["bandwidth"]
-    messages = plan_messages(plan.schedule, plan.driver, fabric, scale)
-    policy = resolved["controller"]["policy"]
-    return cross_traffic(placement, fabric, messages, scale, policy, controller_params(resolved))
+    run's own policy (the plan's serving driver is left unused: a copy of it runs)."""
+    scale = config.scale.bandwidth
+    messages = plan_messages(plan.schedule, plan.spare_driver(), fabric, scale)
+    ctl = config.controller
+    return cross_traffic(placement, fabric, messages, scale, ctl.policy, controller_params(ctl))
 
 
 def _with_defaults(messages: pd.DataFrame) -> pd.DataFrame:

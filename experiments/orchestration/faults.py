@@ -16,9 +16,10 @@ The fault injector (``runtime.FaultInjector``) carries out every operation but
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
+from experiments.spec.config import Fault
 from topologies import Fabric
 from topologies.scale import Scale
 
@@ -43,16 +44,21 @@ class FaultOp:
         return self.event == "link_up"
 
 
-def _event(fault: Mapping[str, Any]) -> tuple[str, Any]:
-    return next((k, v) for k, v in fault.items() if k not in ("at_s", "detect_ms"))
+EVENTS = tuple(f.name for f in fields(Fault) if f.name not in ("at_s", "detect_ms"))
 
 
-def fault_ops(faults: Sequence[Mapping[str, Any]], fabric: Fabric) -> list[FaultOp]:
-    """Every operation of ``faults`` (resolved spec entries), in time order (ties keep
-    the spec's order)."""
+def _event(fault: Fault) -> tuple[str, Any]:
+    """The fault's one event (what the spec gives besides ``at_s`` and ``detect_ms``)."""
+    given = [(name, getattr(fault, name)) for name in EVENTS]
+    return next(((k, v) for k, v in given if v is not None and v is not False), ("none", None))
+
+
+def fault_ops(faults: Sequence[Fault], fabric: Fabric) -> list[FaultOp]:
+    """Every operation of ``faults`` (the run's ``config.faults``), in time order (ties
+    keep the spec's order)."""
     ops: list[FaultOp] = []
     for f in faults:
-        at = float(f["at_s"])
+        at = float(f.at_s)
         event, value = _event(f)
         if event in ("link_down", "link_up"):
             ops.append(FaultOp(at, event, event, (value[0], value[1])))
@@ -61,15 +67,15 @@ def fault_ops(faults: Sequence[Mapping[str, Any]], fabric: Fabric) -> list[Fault
             for lk in fabric.links_of(value):
                 ops.append(FaultOp(at, op, event, (value, lk.other(value))))
         elif event == "link_flap":
-            a, b = value["link"]
-            half = value["period_ms"] / 2e3
-            for c in range(int(value["count"])):
+            a, b = value.link
+            half = value.period_ms / 2e3
+            for c in range(int(value.count)):
                 start = at + 2 * c * half
                 ops.append(FaultOp(start, "link_down", event, (a, b)))
                 ops.append(FaultOp(start + half, "link_up", event, (a, b)))
         elif event == "link_degrade":
-            a, b = value["link"]
-            ops.append(FaultOp(at, event, event, (a, b), gbps=float(value["gbps"])))
+            a, b = value.link
+            ops.append(FaultOp(at, event, event, (a, b), gbps=float(value.gbps)))
         elif event in CONTROLLER_EVENTS:
             ops.append(FaultOp(at, event, event))
         elif event == "agent_kill":
@@ -79,9 +85,9 @@ def fault_ops(faults: Sequence[Mapping[str, Any]], fabric: Fabric) -> list[Fault
     return sorted(ops, key=lambda op: op.at_s)
 
 
-def agent_kills(faults: Sequence[Mapping[str, Any]]) -> list[tuple[float, str]]:
+def agent_kills(faults: Sequence[Fault]) -> list[tuple[float, str]]:
     """``(at_s, host)`` of every ``agent_kill``, in time order."""
-    return sorted((float(f["at_s"]), f["agent_kill"]) for f in faults if "agent_kill" in f)
+    return sorted((float(f.at_s), f.agent_kill) for f in faults if f.agent_kill is not None)
 
 
 def rate_changes(

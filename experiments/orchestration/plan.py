@@ -1,10 +1,13 @@
-"""A resolved spec's traffic as data: the network workloads' schedule, the
+"""A run configuration's traffic as data: the network workloads' schedule, the
 serving workload's live driver, and what they will ask of this machine (pure; no
 root, no network).
 
 Each workload gets its own seed, derived from the run's seed and the
 workload's position, so adding a workload does not reshuffle the others.
 Flow ids: the schedule's rows first, then the driver allocates from the next id.
+The serving driver is built once per plan: what runs a driver to its end before or
+beside the run (the demand's fluid simulation, the traffic across a placement, the
+estimate) runs an unused copy of it (``TrafficPlan.spare_driver``).
 
 A ``background`` workload whose ``flow_size_scale`` is ``auto`` is fitted into
 the envelope: the smallest k of ``FLOW_SIZE_LADDER`` whose plan fits is taken
@@ -13,6 +16,7 @@ the envelope: the smallest k of ``FLOW_SIZE_LADDER`` whose plan fits is taken
 
 from __future__ import annotations
 
+import copy
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +27,8 @@ import pandas as pd
 
 from experiments.orchestration.demand import Demand, driver_demand, schedule_demand
 from experiments.orchestration.envelope import DEFAULT, Envelope, exceeded
+from experiments.spec.config import BackgroundWorkload, Controller, RunConfig, ServingWorkload
+from experiments.spec.typed import resolved_of
 from experiments.spec.workloads import NETWORK_KINDS
 from topologies import Fabric
 from traffic.driver import Driver
@@ -34,22 +40,36 @@ FLOW_SIZE_LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 @dataclass
 class TrafficPlan:
     schedule: pd.DataFrame  # real-equivalent bytes (the fleet scales them)
-    driver: Driver | None
+    driver: Driver | None  # the run's: numbered after the schedule, not yet used
     demand: Demand = field(default_factory=Demand)
     flow_size_scale: dict[int, float] = field(default_factory=dict)  # workload -> k
     exceeded: list[str] = field(default_factory=list)  # figures over the envelope
+    fabric: Fabric | None = None  # the driver's (shared by its copies)
+    _unused: Driver | None = field(default=None, repr=False)  # a copy of driver, never run
+
+    def spare_driver(self) -> Driver | None:
+        """A new copy of the plan's driver as built, numbered as the run's, never run:
+        for what runs a driver to its end without the run (``plan_cross_traffic``, the
+        estimate). None without a serving workload."""
+        return None if self._unused is None else unused_copy(self._unused, self.fabric)
 
 
-def controller_params(resolved: dict[str, Any]) -> dict[str, Any]:
+def unused_copy(driver: Driver, fabric: Fabric | None) -> Driver:
+    """A copy of a driver no one has run yet, sharing its fabric (a driver is pure: the
+    copy sends what the original would)."""
+    memo = {} if fabric is None else {id(fabric): fabric}
+    return copy.deepcopy(driver, memo)
+
+
+def controller_params(controller: Controller) -> dict[str, Any]:
     """The controller section as policy parameters (only what the spec gives)."""
-    ctl = resolved["controller"]
     params: dict[str, Any] = {}
-    if ctl["tenants"]:
-        params["tenants"] = ctl["tenants"]
-    if ctl["spines"] and ctl["policy"] == "tenant_paths":  # so a policy sweep can keep it
-        params["spines"] = ctl["spines"]
-    if ctl["qos"]["classes"]:
-        params["qos"] = ctl["qos"]
+    if controller.tenants:
+        params["tenants"] = resolved_of(controller.tenants)
+    if controller.spines and controller.policy == "tenant_paths":  # so a policy sweep can keep it
+        params["spines"] = resolved_of(controller.spines)
+    if controller.qos.classes:
+        params["qos"] = resolved_of(controller.qos)
     return params
 
 
@@ -58,28 +78,30 @@ def workload_seed(run_seed: int, index: int) -> int:
     return int(np.random.SeedSequence([run_seed, index]).generate_state(1)[0])
 
 
-def network_schedule(resolved: dict[str, Any], fabric: Fabric,
+def network_schedule(config: RunConfig, fabric: Fabric,
                      flow_size_scale: dict[int, float] | None = None) -> pd.DataFrame:  # fmt: skip
-    """Every network workload of the spec (all but ``serving``) as one schedule;
+    """Every network workload of the run (all but ``serving``) as one schedule;
     ``flow_size_scale`` gives the k of workloads whose spec says ``auto``."""
-    return _network_parts(resolved, fabric, flow_size_scale or {})[0]
+    return _network_parts(config, fabric, flow_size_scale or {})[0]
 
 
-def _network_parts(resolved: dict[str, Any], fabric: Fabric,
+def _network_parts(config: RunConfig, fabric: Fabric,
                    ks: dict[int, float]) -> tuple[pd.DataFrame, dict[int, int]]:  # fmt: skip
     """The schedule and flow id -> workload index. Workloads that take every host by
     default take the GPUs (storage nodes send only the serving workload's tier traffic)."""
     hosts = [h.name for h in fabric.gpus]
+    autos = set(auto_scaled(config))
     parts, index, first_request = [], [], 0
-    for i, workload in enumerate(resolved["workloads"]):
-        kind = NETWORK_KINDS.get(workload["kind"])
+    for i, workload in enumerate(config.workloads):
+        kind = NETWORK_KINDS.get(workload.kind)
         if kind is None:
             continue
-        params = {k: v for k, v in workload.items() if k != "kind"}
-        if params.get("flow_size_scale") == "auto":
+        # the generator's keyword arguments: the workload's keys as the spec resolves them
+        params = {k: v for k, v in resolved_of(workload).items() if k != "kind"}
+        if i in autos:
             params["flow_size_scale"] = ks.get(i, 1.0)
         accepted = inspect.signature(kind.fn).parameters
-        runtime = {"hosts": hosts, "seed": workload_seed(resolved["seed"], i),
+        runtime = {"hosts": hosts, "seed": workload_seed(config.seed, i),
                    "first_request_id": first_request}  # fmt: skip
         for name, value in runtime.items():
             if name in accepted and name not in params:
@@ -95,51 +117,59 @@ def _network_parts(resolved: dict[str, Any], fabric: Fabric,
     return schedule, dict(zip(schedule["flow_id"].tolist(), index, strict=True))
 
 
-def auto_scaled(resolved: dict[str, Any]) -> list[int]:
+def auto_scaled(config: RunConfig) -> list[int]:
     """Workloads whose flow_size_scale the plan chooses."""
-    return [i for i, w in enumerate(resolved["workloads"]) if w.get("flow_size_scale") == "auto"]
+    return [i for i, w in enumerate(config.workloads)
+            if isinstance(w, BackgroundWorkload) and w.flow_size_scale == "auto"]  # fmt: skip
 
 
-def traffic_plan(resolved: dict[str, Any], fabric: Fabric, base_dir: Path | None,
+def traffic_plan(config: RunConfig, fabric: Fabric, base_dir: Path | None,
                  envelope: Envelope | None = None) -> TrafficPlan:  # fmt: skip
     """The schedule, the serving workload's driver (if any), the run's demand, and
     the flow-size scale of ``auto`` background workloads fitted into ``envelope``
     (default: ``envelope.DEFAULT``)."""
     env = envelope or DEFAULT
-    scale = resolved["scale"]["bandwidth"]
-    connection = resolved["agents"]["connection"]
+    scale = config.scale.bandwidth
+    connection = config.agents.connection
     serving_demand = Demand()
-    driver_factory = _serving(resolved, fabric, base_dir)
-    if driver_factory is not None:
-        i, make = driver_factory
-        serving_demand = driver_demand(make(0), fabric, scale, connection, workload=i)
-    autos = auto_scaled(resolved)
+    serving = _serving(config, fabric, base_dir)
+    if serving is not None:
+        i, built = serving
+        serving_demand = driver_demand(unused_copy(built, fabric), fabric, scale, connection,
+                                       workload=i)  # fmt: skip
+    autos = auto_scaled(config)
     chosen: dict[int, float] = {}
     for k in FLOW_SIZE_LADDER if autos else (1,):
         chosen = dict.fromkeys(autos, float(k))
-        schedule, workload_of = _network_parts(resolved, fabric, chosen)
+        schedule, workload_of = _network_parts(config, fabric, chosen)
         demand = schedule_demand(schedule, fabric, scale, connection, workload_of) + serving_demand
         over = exceeded(demand, env)
         if not over:
             break
-    driver = None
-    if driver_factory is not None:
-        first = int(schedule["flow_id"].max()) + 1 if len(schedule) else 0
-        driver = driver_factory[1](first)
-    return TrafficPlan(schedule, driver, demand, chosen, over)
+    if serving is None:
+        return TrafficPlan(schedule, None, demand, chosen, over, fabric)
+    driver = serving[1]
+    _number_from(driver, int(schedule["flow_id"].max()) + 1 if len(schedule) else 0)
+    return TrafficPlan(schedule, driver, demand, chosen, over, fabric,
+                       unused_copy(driver, fabric))  # fmt: skip
 
 
-def _serving(resolved: dict[str, Any], fabric: Fabric,
-             base_dir: Path | None) -> tuple[int, Any] | None:  # fmt: skip
-    """(workload index, first flow id -> a new driver) of the spec's serving workload."""
-    serving = [(i, w) for i, w in enumerate(resolved["workloads"]) if w["kind"] == "serving"]
-    if len(serving) > 1:
-        where = ", ".join(f"workloads.{i}" for i, _ in serving)
-        raise ValueError(f"{where}: one serving workload per spec (run a second spec instead)")
+def _number_from(driver: Any, first: int) -> None:
+    """The flow ids of a driver not yet run start at ``first`` (after the schedule's):
+    what building it with ``first_flow_id=first`` gives (nothing it has built depends on
+    its flow ids before it runs)."""
+    driver.first_flow_id = driver._next_id = first
+
+
+def _serving(config: RunConfig, fabric: Fabric,
+             base_dir: Path | None) -> tuple[int, Driver] | None:  # fmt: skip
+    """(workload index, its driver, not yet run, flows numbered from 0) of the run's
+    serving workload (one per spec: the spec's rule)."""
+    serving = [(i, w) for i, w in enumerate(config.workloads) if isinstance(w, ServingWorkload)]
     if not serving:
         return None
     from traffic.serving import build_serving
 
     i, workload = serving[0]
-    seed = workload_seed(resolved["seed"], i)
-    return i, lambda first: build_serving(workload, fabric, seed, first, base_dir)
+    seed = workload_seed(config.seed, i)
+    return i, build_serving(resolved_of(workload), fabric, seed, 0, base_dir)

@@ -52,8 +52,10 @@ from experiments.orchestration.live import LiveTables, live_record
 from experiments.orchestration.plan import TrafficPlan, controller_params, traffic_plan
 from experiments.orchestration.runtime import FaultInjector, RunLock, StopFlag, env_info
 from experiments.output import chunks, results
+from experiments.spec.config import RunConfig, ServingWorkload
 from experiments.spec.faults import detect_delays
 from experiments.spec.load import RunSpec, Spec, resolved_yaml
+from experiments.spec.typed import resolved_of
 from topologies import Fabric
 from topologies.builder import Controller, FabricNetwork
 from topologies.cleanup import scratch_dir
@@ -134,13 +136,13 @@ def prepare(spec: Spec, runs: list[RunSpec], force: bool = False,
     default this machine's own or ``envelope.DEFAULT``."""
     out, over = [], []
     for run in runs:
-        fabric = run.fabric()
-        deployment = Deployment.of(fabric, run.config.scale)  # rates and buffers in range
+        fabric, config = run.fabric(), run.config
+        deployment = Deployment.of(fabric, config.scale)  # rates and buffers in range
         env, why = envelope or load_envelope(machine_identity(mtu=deployment.scale.mtu))
-        policy = run.resolved["controller"]["policy"]
-        compute(fabric, policy, params=controller_params(run.resolved))  # policy parameters
+        ctl = config.controller
+        compute(fabric, ctl.policy, params=controller_params(ctl))  # policy parameters
         try:
-            plan = traffic_plan(run.resolved, fabric, spec.base_dir, env)
+            plan = traffic_plan(config, fabric, spec.base_dir, env)
         except ValueError as exc:
             raise ValueError(f"run {run.label}: {exc}") from exc
         out.append(Prepared(run, fabric, plan, deployment, env, why,
@@ -188,16 +190,16 @@ def run_spec(spec: Spec, runs: list[RunSpec], out_root: Path, *,
 def execute(p: Prepared, out_root: Path, stop: StopFlag, progress: Any = None) -> Outcome:
     """One run: build, run, collect, judge, write. Never raises for a failed run:
     the failure is in the outcome's summary (``error``, ``partial``)."""
-    run = p.run
+    run, config = p.run, p.run.config
     started = datetime.now()
     run_dir = results.new_run_dir(out_root, run.experiment, run.seed, started)
     (run_dir / "spec.yaml").write_text(resolved_yaml(run))
     base = {"experiment": run.experiment, "run_id": run_dir.name, "label": run.label,
-            "seed": run.seed, "point": run.point, "scale": run.resolved["scale"]["bandwidth"],
+            "seed": run.seed, "point": run.point, "scale": config.scale.bandwidth,
             "started": started.isoformat(timespec="seconds")}  # fmt: skip
     results.write_json(run_dir, "summary", base | {"partial": True, "error": "run in progress",
-                       "live_tables": live_record(run.resolved["sampler"]["flush_s"],
-                                                  run.resolved["agents"]["flush_s"])})  # fmt: skip
+                       "live_tables": live_record(config.sampler.flush_s,
+                                                  config.agents.flush_s)})  # fmt: skip
     rec = Recorded()
     scratch = scratch_dir()  # short paths for Unix sockets; kvfabric clean knows it
     task = progress.add_task(f"{run.label}: building", total=None) if progress else None
@@ -224,7 +226,7 @@ def execute(p: Prepared, out_root: Path, stop: StopFlag, progress: Any = None) -
 
 
 @contextmanager
-def fabric_up(fabric: Fabric, resolved: dict[str, Any], scratch: Path,
+def fabric_up(fabric: Fabric, config: RunConfig, scratch: Path,
               say: Callable[..., None] = lambda *a, **k: None, *, deployment: Deployment,
               ) -> Iterator[tuple[ControllerProcess, FabricNetwork, Deployment]]:  # fmt: skip
     """The spec's controller (own process) and fabric, every rule installed; both are
@@ -232,35 +234,33 @@ def fabric_up(fabric: Fabric, resolved: dict[str, Any], scratch: Path,
     them). ``deployment``: the run's scale and egress plan (``Deployment.of``); what is
     yielded with the controller and the network also has the run's cluster (None on one
     machine). ``kvfabric run`` and ``kvfabric cli`` use it."""
-    ctl = resolved["controller"]
-    params = controller_params(resolved)
-    qos = (
-        class_plan(ctl["qos"]["classes"], ctl["qos"]["default_class"])
-        if ctl["qos"]["classes"]
-        else None
-    )
-    detect = detect_delays(resolved["faults"], fabric)
+    ctl = config.controller
+    params = controller_params(ctl)
+    qos = None
+    if ctl.qos.classes:
+        qos = class_plan(resolved_of(ctl.qos.classes), ctl.qos.default_class)
+    detect = detect_delays(resolved_of(config.faults), fabric)
     with contextlib.ExitStack() as stack:
-        local = (resolved.get("cluster") or {}).get("local")
+        local = config.cluster.local if config.cluster is not None else None
         if local:  # the run's own local cluster, removed with the run
             from topologies.cluster.local import down, up
 
             say(f"starting a local cluster of {local} servers")
             rec = up(local, for_run=True)
             stack.callback(down, rec)
-            resolved = with_local_servers(resolved, [s.address for s in rec.plan().servers])
-        cluster = run_cluster(resolved, fabric)
+            config = with_local_servers(config, [s.address for s in rec.plan().servers])
+        cluster = run_cluster(config, fabric)
         deployment = deployment.on(cluster)
         # switches on other servers reach the controller on this machine's cluster address,
         # over TLS only (never plain OpenFlow off loopback)
         host = cluster.coordinator if cluster else "127.0.0.1"
         tls = (stack.enter_context(RunPKI(addresses=tuple(dict.fromkeys(["127.0.0.1", host])),
                                           parent=scratch))
-               if ctl["tls"] or cluster else None)  # fmt: skip
+               if ctl.tls or cluster else None)  # fmt: skip
         proc = stack.enter_context(
             ControllerProcess(
                 fabric,
-                ctl["policy"],
+                ctl.policy,
                 scratch / "controller",
                 params,
                 detect_ms=detect,
@@ -293,7 +293,7 @@ def fabric_up(fabric: Fabric, resolved: dict[str, Any], scratch: Path,
 
 def _carry_out(p: Prepared, run_dir: Path, scratch: Path, stop: StopFlag, rec: Recorded,
                say: Callable[..., None]) -> None:  # fmt: skip
-    with fabric_up(p.fabric, p.run.resolved, scratch, say,
+    with fabric_up(p.fabric, p.run.config, scratch, say,
                    deployment=p.deployment) as (proc, net, deployed):  # fmt: skip
         rec.datapath, rec.prefix = net.datapath, net.prefix
         env = env_info(net.datapath) | {
@@ -341,7 +341,7 @@ def _traffic(p: Prepared, net: FabricNetwork, deployed: Deployment, run_dir: Pat
              rec: Recorded, say: Callable[..., None],
              controller: ControllerProcess | None = None,
              clock: Mapping[str, Any] | None = None) -> None:  # fmt: skip
-    r = p.run.resolved
+    cfg = p.run.config
     ports = {
         net.intf(e.node, e.port): (e.node, e.port)
         for e in net.plan
@@ -350,29 +350,29 @@ def _traffic(p: Prepared, net: FabricNetwork, deployed: Deployment, run_dir: Pat
     if deployed.cluster is not None:
         offsets = {str(s): clock_offset_ns(s, clock or {}) for s in deployed.cluster.servers
                    if not s.is_local}  # fmt: skip
-        samplers: Any = ClusterSamplers(net, scratch / "samplers", r["sampler"]["rate_hz"],
-                                        chunks_dir=run_dir, flush_s=r["sampler"]["flush_s"],
+        samplers: Any = ClusterSamplers(net, scratch / "samplers", cfg.sampler.rate_hz,
+                                        chunks_dir=run_dir, flush_s=cfg.sampler.flush_s,
                                         offsets_ns=offsets)  # fmt: skip
     else:
-        samplers = SamplerProcess(scratch / "samplers", ports, r["sampler"]["rate_hz"],
-                                  chunks_dir=run_dir, flush_s=r["sampler"]["flush_s"],
+        samplers = SamplerProcess(scratch / "samplers", ports, cfg.sampler.rate_hz,
+                                  chunks_dir=run_dir, flush_s=cfg.sampler.flush_s,
                                   link_ports=ports)  # fmt: skip
-    faults = FaultInjector(net, r["faults"], controller)
-    cap = r["capture"]
-    window = tuple(cap["window_s"]) if cap["window_s"] else None
-    captures = Captures(net, run_dir / "captures", targets(p.fabric, cap["at"]),
-                        cap["snaplen"], cap["max_mb"], window)  # fmt: skip
-    duration = r["duration_s"]
+    faults = FaultInjector(net, cfg.faults, controller)
+    cap = cfg.capture
+    window = tuple(cap.window_s) if cap.window_s else None
+    captures = Captures(net, run_dir / "captures", targets(p.fabric, list(cap.at)),
+                        cap.snaplen, cap.max_mb, window)  # fmt: skip
+    duration = cfg.duration_s
     try:
         samplers.start()
         if window is None:
             captures.start()  # before the agents connect: every stream from its first byte
         say("starting agents")
-        sites, processes = agents_where(net, deployed.cluster, r["agents"]["processes"], clock)
+        sites, processes = agents_where(net, deployed.cluster, cfg.agents.processes, clock)
         fleet = AgentFleet(net, run_dir, p.plan.schedule, deployed.scale,
-                           cc=r["agents"]["cc"], connection=r["agents"]["connection"],
+                           cc=cfg.agents.cc, connection=cfg.agents.connection,
                            processes=processes, driver=p.plan.driver, sites=sites)  # fmt: skip
-        with fleet, LiveTables(run_dir, fleet, p.plan.driver, r["agents"]["flush_s"]):
+        with fleet, LiveTables(run_dir, fleet, p.plan.driver, cfg.agents.flush_s):
             t_start = [0.0]
 
             def started(t0_ns: int) -> None:
@@ -406,7 +406,7 @@ def _traffic(p: Prepared, net: FabricNetwork, deployed: Deployment, run_dir: Pat
                     timeout_s=duration + DRAIN_S,
                     should_stop=should_stop,
                     on_start=started,
-                    agent_kills=agent_kills(r["faults"]),
+                    agent_kills=agent_kills(cfg.faults),
                 )
             finally:
                 # the traffic's end, not the collection's: what the CPU and queue checks
@@ -420,7 +420,7 @@ def _traffic(p: Prepared, net: FabricNetwork, deployed: Deployment, run_dir: Pat
                 )
                 faults.stop()
                 rec.events["faults"] = applied_faults(faults.applied, fleet)
-                if cap["at"]:
+                if cap.at:
                     rec.events["captures"] = captures.stop()
                 rec.events["t0_ns"] = fleet.t0_ns
             if stop:
@@ -435,7 +435,7 @@ def _traffic(p: Prepared, net: FabricNetwork, deployed: Deployment, run_dir: Pat
                 rec.tables["tokens"] = driver.tokens_table()
                 rec.events["serving"] = driver.cache_stats()
     finally:
-        if cap["at"] and "captures" not in rec.events:  # the traffic never started
+        if cap.at and "captures" not in rec.events:  # the traffic never started
             rec.events["captures"] = captures.stop()
         try:
             samplers.stop()
@@ -472,14 +472,14 @@ def applied_faults(injected: list[dict[str, Any]], fleet: AgentFleet) -> list[di
     return sorted(injected + kills, key=lambda row: row["t_start_ns"])
 
 
-def compute_provenance(resolved: dict[str, Any]) -> dict[str, Any] | None:
+def compute_provenance(config: RunConfig) -> dict[str, Any] | None:
     """Which compute model (profiled or roofline) timed the serving workload's steps."""
     from traffic import compute
 
-    for w in resolved["workloads"]:
-        if w["kind"] == "serving":
-            tps = [w["prefill"]["tp"]] + ([w["decode"]["tp"]] if w["decode"] else [])
-            return compute.provenance(w["model"], w["gpu"], tps)
+    for w in config.workloads:
+        if isinstance(w, ServingWorkload):
+            tps = [w.prefill.tp] + ([w.decode.tp] if w.decode else [])
+            return compute.provenance(w.model, w.gpu, tps)
     return None
 
 
@@ -526,7 +526,7 @@ def write_tables(run_dir: Path, rec: Recorded) -> dict[str, str]:
 def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
             stop: StopFlag) -> dict[str, Any]:  # fmt: skip
     """Write the tables, judge fidelity, compute metrics, write summary and report."""
-    r = p.run.resolved
+    r, config = p.run.resolved, p.run.config
     sources = write_tables(run_dir, rec)
     results.write_json(run_dir, "events", rec.events)
     empty = pd.DataFrame()
@@ -539,7 +539,7 @@ def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
         if tcp is not None:
             tcp |= tcpcount.unmodelled_places(rec.events.get("counters") or {})
         fidelity = verdict(t["flows"], t["queues"], cpu, rec.samplers, rates, p.fabric,
-                           r["fidelity"], capacity_mbps=p.envelope.capacity_mbps,
+                           resolved_of(config.fidelity), capacity_mbps=p.envelope.capacity_mbps,
                            tcp=tcp, mtu=p.deployment.scale.mtu,
                            rate_changes=rate_changes(rec.events.get("faults") or [], p.fabric,
                                                      p.deployment.scale),
@@ -572,7 +572,7 @@ def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
         "metrics": metrics,
         "estimate": predicted,
         "envelope": p.envelope_record(),
-        "compute": compute_provenance(r),
+        "compute": compute_provenance(config),
         "tables": sources,
     }
     results.write_json(run_dir, "summary", summary)

@@ -13,12 +13,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from experiments.orchestration.faults import FaultOp, fault_ops
+from experiments.spec.config import Fault
 from topologies.cleanup import STATE_DIR
 
 
@@ -110,13 +112,13 @@ class StopFlag:
 
 @dataclass
 class FaultInjector:
-    """Applies ``faults`` (resolved spec entries, ``experiments.orchestration.faults``)
+    """Applies ``faults`` (the run's ``config.faults``, ``experiments.orchestration.faults``)
     at ``t0 + at_s`` on a running ``FabricNetwork`` (and its ``ControllerProcess``),
     from a thread; records when each operation took effect and which fault it was
     part of. ``agent_kill`` is the agents' coordinator's to carry out (``agent_kills``)."""
 
     net: Any
-    faults: list[dict[str, Any]]
+    faults: Sequence[Fault]
     controller: Any = None
     applied: list[dict[str, Any]] = field(default_factory=list)
     _cancel: threading.Event = field(default_factory=threading.Event)

@@ -260,10 +260,21 @@ PAIR = section(
 
 
 def _spec_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
-    """Checks across sections: the fault timeline as a whole, noisy-neighbour tenants."""
+    """Checks across sections: the fault timeline as a whole, noisy-neighbour tenants,
+    one serving workload."""
     assert ctx.fabric is not None
     faults_post(out["faults"], ctx.fabric, Scale(out["scale"]["bandwidth"], out["scale"]["mtu"]))
     _tenants_post(out, path, ctx)
+    _serving_post(out, path)
+
+
+def _serving_post(out: dict[str, Any], path: str) -> None:
+    """At most one serving workload per spec (a run has one serving driver)."""
+    serving = [i for i, w in enumerate(out["workloads"]) if w.get("kind") == "serving"]
+    if len(serving) > 1:
+        where = ", ".join(f"workloads.{i}" for i in serving)
+        raise SpecError(f"{where}: one serving workload per spec (run a second spec instead)",
+                        join(path, f"workloads.{serving[1]}"))  # fmt: skip
 
 
 def _tenants_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:

@@ -80,7 +80,7 @@ def test_a_serving_run_crosses_the_servers_and_a_failed_cut_link_is_rerouted(
     arg = local_cluster.plan().cluster_arg()
     spec = _write(tmp_path, SERVING)
     (planned,) = expand(load_spec(spec, [f"cluster.servers={json.dumps(arg.split(','))}"]))
-    cluster = run_cluster(planned.resolved, planned.fabric())
+    cluster = run_cluster(planned.config, planned.fabric())
     spine_cut = next(lk for lk in cluster.placement.cut if "spine" in lk.a + lk.b)
     faults = (f"    faults:\n      - {{at_s: 3.0, link_down: [{spine_cut.a}, {spine_cut.b}]}}\n"
               f"      - {{at_s: 6.0, link_up: [{spine_cut.a}, {spine_cut.b}]}}\n")  # fmt: skip

@@ -43,7 +43,7 @@ def test_switches_reach_the_controller_over_tls_only_and_nothing_of_it_remains(t
     run = expand(load_spec(spec_path))[0]
     fabric = run.fabric()
     deployment = Deployment.of(fabric, run.config.scale)
-    with fabric_up(fabric, run.resolved, tmp_path / "scratch",
+    with fabric_up(fabric, run.config, tmp_path / "scratch",
                    deployment=deployment) as (proc, net, _):  # fmt: skip
         status = proc.client.status()
         assert status["ready"], status  # every switch connected and acknowledged its rules

@@ -147,7 +147,7 @@ def test_an_explicit_placement_is_kept_and_placed_as_written():
     spec = _load(_spec(LEAVES, {"servers": ["kv-a", "kv-b"], "placement": BY_LEAF}))
     cluster = spec.resolved["cluster"]
     assert cluster["placement"] == BY_LEAF
-    placement = cluster_placement(cluster, spec.fabric(), Scale(1e-4), DEFAULT)
+    placement = cluster_placement(spec.config.cluster, spec.fabric(), Scale(1e-4), DEFAULT)
     assert {m.name: set(m.nodes) for m in placement.machines} == {
         k: set(v) for k, v in BY_LEAF.items()}  # fmt: skip
     assert sorted(f"{lk.a}-{lk.b}" for lk in placement.cut) == ["leaf0-spine1", "leaf1-spine0"]
@@ -158,7 +158,7 @@ def test_auto_placement_keeps_every_nvlink_domain_on_one_server():
     rails["fabric"] = {"kind": "rail_optimized", "servers": 4, "gpus_per_server": 4}
     spec = _load(rails)
     fabric = spec.fabric()
-    placement = cluster_placement(spec.resolved["cluster"], fabric, Scale(1e-4), DEFAULT)
+    placement = cluster_placement(spec.config.cluster, fabric, Scale(1e-4), DEFAULT)
     for domain in server_domains(fabric).values():
         assert len({placement.machine_of[n] for n in domain}) == 1, domain
     assert {m.name for m in placement.machines if m.hosts} == {"kv-a", "kv-b"}
@@ -200,7 +200,7 @@ def test_dry_run_names_each_server_and_each_cut_link_of_the_cluster_option(
     out = capsys.readouterr().out
     assert "cluster: 2 servers (kv@kv-a, root@kv-b)" in out and "old-a" not in out
     spec = load_spec(leaves_file, [cluster_override("kv@kv-a,kv-b")])
-    placement = cluster_placement(spec.resolved["cluster"], spec.fabric(), Scale(1e-4), DEFAULT)
+    placement = cluster_placement(spec.config.cluster, spec.fabric(), Scale(1e-4), DEFAULT)
     assert placement.cut
     for lk in placement.cut:
         assert f"{lk.a}-{lk.b}" in out
@@ -234,15 +234,15 @@ def test_a_capture_at_a_node_on_another_server_is_refused_before_anything_is_bui
     assert not out_dir.exists()
     spec = load_spec(leaves_file)
     run = expand(spec)[0]
-    require_engine(run.resolved, run.fabric())  # no capture: nothing refused
+    require_engine(run.config, run.fabric())  # no capture: nothing refused
     with pytest.raises(EngineUnavailable, match="h0"):
         captured = load_spec(leaves_file, captures=["h0"])
-        require_engine(captured.resolved, expand(captured)[0].fabric())
+        require_engine(captured.config, expand(captured)[0].fabric())
     placed = _load(_spec(LEAVES, {"servers": ["localhost", "b"],
                                   "placement": {"localhost": ["h0", "h1", "leaf0", "spine0"],
                                                 "b": ["h2", "h3", "leaf1", "spine1"]}}),
                    captures=["h0", "leaf0:1"])  # fmt: skip
-    require_engine(placed.resolved, expand(placed)[0].fabric())  # captured here: allowed
+    require_engine(placed.config, expand(placed)[0].fabric())  # captured here: allowed
 
 
 def test_a_run_on_other_machines_goes_on_to_build_its_fabric(leaves_file, nothing_built,

@@ -113,7 +113,7 @@ def test_fabric_up_builds_by_the_deployments_plan_and_yields_it(prepared, tmp_pa
     monkeypatch.setattr(runner, "ControllerProcess", Controller)
     monkeypatch.setattr(runner, "FabricNetwork", Network)
     d = prepared.deployment
-    with runner.fabric_up(prepared.fabric, prepared.run.resolved, tmp_path,
+    with runner.fabric_up(prepared.fabric, prepared.run.config, tmp_path,
                           deployment=d) as (_, net, deployed):  # fmt: skip
         assert isinstance(net, Network)
     assert deployed == d and deployed.cluster is None

@@ -12,9 +12,11 @@ import pytest
 
 from experiments.orchestration.demand import WINDOW_NS, demand_of, message_table, schedule_demand
 from experiments.orchestration.envelope import DEFAULT, Envelope, exceeded, figures, load, save
-from experiments.orchestration.plan import traffic_plan
+from experiments.orchestration.plan import traffic_plan, workload_seed
 from experiments.orchestration.runner import EnvelopeExceeded, prepare
-from experiments.spec.load import expand, load_spec
+from experiments.spec.config import ServingWorkload
+from experiments.spec.load import expand, find_bundled, load_spec
+from experiments.spec.typed import resolved_of
 from topologies import spine_leaf
 from topologies.scale import Scale
 from traffic.flowsizes import mean_flow_bytes
@@ -79,12 +81,35 @@ workloads: [{kind: background, load: 0.6}]
 def test_auto_flow_size_scale_is_the_smallest_that_fits(tmp_path):
     spec = load_spec(SPEC, base_dir=tmp_path)
     run = expand(spec)[0]
-    plan = traffic_plan(run.resolved, run.fabric(), tmp_path)
+    plan = traffic_plan(run.config, run.fabric(), tmp_path)
     k = plan.flow_size_scale[0]
     assert k > 1 and not plan.exceeded
     smaller = load_spec(SPEC, [f"workloads.0.flow_size_scale={k / 2:g}"], base_dir=tmp_path)
-    p2 = traffic_plan(expand(smaller)[0].resolved, run.fabric(), tmp_path)
+    p2 = traffic_plan(expand(smaller)[0].config, run.fabric(), tmp_path)
     assert p2.exceeded and "messages_per_s" in p2.exceeded[0]
+
+
+def test_the_serving_driver_is_built_once_per_plan_and_numbered_after_the_schedule(
+    monkeypatch,
+):
+    import traffic.serving as serving
+    from traffic.serving import fabric_rate, simulate
+
+    spec = load_spec(find_bundled("link-failure"))
+    run, built = expand(spec)[0], []
+    fabric, config, build = run.fabric(), run.config, serving.build_serving
+    monkeypatch.setattr(serving, "build_serving", lambda *a, **k: built.append(a) or build(*a, **k))
+    plan = traffic_plan(config, fabric, spec.base_dir)
+    assert len(built) == 1  # the demand's simulation ran a copy
+    first = int(plan.schedule["flow_id"].max()) + 1
+    i, w = next((i, w) for i, w in enumerate(config.workloads) if isinstance(w, ServingWorkload))
+    fresh = build(resolved_of(w), fabric, workload_seed(config.seed, i), first, spec.base_dir)
+    flows = simulate(plan.driver, fabric_rate(fabric, 1.0)).flows
+    assert flows["flow_id"].min() == first
+    assert flows.equals(simulate(fresh, fabric_rate(fabric, 1.0)).flows)  # as if built with it
+    spare = simulate(plan.spare_driver(), fabric_rate(fabric, 1.0)).flows
+    assert spare.equals(flows)  # a spare sends what the run's driver sent, whatever it did
+    assert len(built) == 1
 
 
 def test_an_over_envelope_plan_is_refused_with_the_figure_the_limit_and_the_fixes(tmp_path):

@@ -10,6 +10,7 @@ import pytest
 
 from experiments.analysis.fidelity import dequeue_rate_check, split_by_rate
 from experiments.orchestration.faults import FaultOp, agent_kills, fault_ops, rate_changes
+from experiments.spec.config import Fault, LinkDegrade, LinkFlap
 from experiments.spec.faults import detect_delays
 from topologies import spine_leaf
 from topologies.scale import Scale
@@ -18,8 +19,7 @@ FABRIC = spine_leaf(spines=2, leaves=2, hosts_per_leaf=2)
 
 
 def test_a_switch_down_takes_every_one_of_its_links_at_once():
-    ops = fault_ops([{"at_s": 1.0, "switch_down": "spine0"},
-                    {"at_s": 2.0, "switch_up": "spine0"}], FABRIC)  # fmt: skip
+    ops = fault_ops([Fault(1.0, switch_down="spine0"), Fault(2.0, switch_up="spine0")], FABRIC)
     down = [op for op in ops if not op.up]
     assert {frozenset(op.link) for op in down} == {frozenset(("spine0", "leaf0")),
                                                    frozenset(("spine0", "leaf1"))}  # fmt: skip
@@ -31,8 +31,7 @@ def test_a_switch_down_takes_every_one_of_its_links_at_once():
 
 
 def test_a_flap_is_down_for_half_of_each_cycle():
-    ops = fault_ops([{"at_s": 1.0, "link_flap": {"link": ["leaf0", "spine1"], "period_ms": 400,
-                                                "count": 2}}], FABRIC)  # fmt: skip
+    ops = fault_ops([Fault(1.0, link_flap=LinkFlap(("leaf0", "spine1"), 400.0, 2))], FABRIC)
     assert [(op.at_s, op.up) for op in ops] == [(1.0, False), (pytest.approx(1.2), True),
                                                 (pytest.approx(1.4), False),
                                                 (pytest.approx(1.6), True)]  # fmt: skip
@@ -40,17 +39,17 @@ def test_a_flap_is_down_for_half_of_each_cycle():
 
 
 def test_the_timeline_is_in_time_order_and_keeps_plain_link_faults():
-    ops = fault_ops([{"at_s": 3.0, "link_up": ["leaf0", "spine0"]},
-                    {"at_s": 1.0, "link_down": ["leaf0", "spine0"]}], FABRIC)  # fmt: skip
+    ops = fault_ops([Fault(3.0, link_up=("leaf0", "spine0")),
+                     Fault(1.0, link_down=("leaf0", "spine0"))], FABRIC)  # fmt: skip
     assert ops == [FaultOp(1.0, "link_down", "link_down", ("leaf0", "spine0")),
                    FaultOp(3.0, "link_up", "link_up", ("leaf0", "spine0"))]  # fmt: skip
     assert [op.event for op in ops] == ["link_down", "link_up"]
 
 
 def test_controller_degrade_and_agent_faults_become_one_operation_each():
-    faults = [{"at_s": 2.0, "controller_up": True}, {"at_s": 1.0, "controller_down": True},
-              {"at_s": 1.5, "link_degrade": {"link": ["leaf0", "spine1"], "gbps": 25.0}},
-              {"at_s": 0.5, "agent_kill": "h1"}]  # fmt: skip
+    faults = [Fault(2.0, controller_up=True), Fault(1.0, controller_down=True),
+              Fault(1.5, link_degrade=LinkDegrade(("leaf0", "spine1"), 25.0)),
+              Fault(0.5, agent_kill="h1")]  # fmt: skip
     ops = fault_ops(faults, FABRIC)
     assert [op.event for op in ops] == ["agent_kill", "controller_down", "link_degrade",
                                         "controller_up"]  # fmt: skip

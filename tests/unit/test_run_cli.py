@@ -72,19 +72,19 @@ def test_bad_input_is_a_usage_error_before_anything_is_built(args, says, capsys,
 def test_the_schedule_of_a_spec_is_its_workloads_in_order_with_fresh_ids(tmp_path):
     spec = load_spec(SPEC)
     (run,) = expand(spec)
-    sched = network_schedule(run.resolved, run.fabric())
+    sched = network_schedule(run.config, run.fabric())
     assert list(sched["kind"].unique()) == ["incast", "probe"]
     assert (sched["kind"] == "incast").sum() == 4  # 2 senders × 2 rounds
     assert (sched["kind"] == "probe").sum() == 50  # 10 Hz × 5 s
     assert sched["flow_id"].is_unique
-    again = network_schedule(run.resolved, run.fabric())
+    again = network_schedule(run.config, run.fabric())
     assert sched.equals(again)  # same seed, same schedule
     assert workload_seed(1, 0) != workload_seed(1, 1) != workload_seed(2, 1)
 
 
 def test_controller_params_pass_only_what_the_spec_gives():
     (run,) = expand(load_spec(find_bundled("incast-basic"), ["sweep={}"]))
-    assert controller_params(run.resolved) == {}
+    assert controller_params(run.config.controller) == {}
 
 
 def test_a_second_run_lock_is_refused_and_names_the_holder(tmp_path):
@@ -157,4 +157,4 @@ def test_spines_reach_the_controller_only_under_tenant_paths():
     for policy, has_spines in (("ecmp", False), ("tenant_paths", True)):
         spec = load_spec(find_bundled("incast-basic"), [*sets, f"controller.policy={policy}"])
         (run,) = expand(spec)
-        assert ("spines" in controller_params(run.resolved)) is has_spines
+        assert ("spines" in controller_params(run.config.controller)) is has_spines

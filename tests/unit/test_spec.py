@@ -714,6 +714,13 @@ BAD = [
     ("fabric not a mapping", "incast", "fabric", "spine_leaf", ["fabric:", "kind (spine_leaf"]),
     ("serving slo", "serving", "workloads.0.slo.ttft_ms", -1, ["slo.ttft_ms:", "-1", "> 0"]),
     (
+        "two serving workloads",
+        "serving",
+        "workloads",
+        SERVING["workloads"] * 2,
+        ["workloads.0, workloads.1:", "one serving workload per spec (run a second spec instead)"],
+    ),
+    (
         "serving cache flag",
         "serving",
         "workloads.0.prefix_cache.enabled",
@@ -761,6 +768,12 @@ def test_bad_specs_name_the_key_the_value_and_what_is_allowed(base, path, value,
     for fragment in fragments:
         assert fragment in message, f"{fragment!r} not in {message!r}"
     assert isinstance(info.value, ValueError)
+
+
+def test_a_second_serving_workload_is_named():
+    with pytest.raises(SpecError) as info:
+        _load(_with(SERVING, "workloads", SERVING["workloads"] * 2))
+    assert info.value.path == "workloads.1"
 
 
 def test_bad_table_is_large():

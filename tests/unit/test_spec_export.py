@@ -43,6 +43,7 @@ NEEDS_KVFABRIC = {
     "serving overlap", "serving tp", "serving no decode", "serving trace missing",
     "serving token dist", "serving token range", "serving peaky share",
     "serving peaky window", "serving sessions context", "serving sessions turns",
+    "two serving workloads",
     "sweep bad value", "sweep the name",
     "sweep missing list item",
 }  # fmt: skip
