@@ -23,6 +23,7 @@ import pandas as pd
 
 from experiments.orchestration.demand import Demand, driver_demand, schedule_demand
 from experiments.orchestration.envelope import DEFAULT, Envelope, exceeded
+from experiments.spec.typed import config_of
 from experiments.spec.workloads import NETWORK_KINDS
 from topologies import Fabric
 from traffic.driver import Driver
@@ -140,6 +141,7 @@ def _serving(resolved: dict[str, Any], fabric: Fabric,
         return None
     from traffic.serving import build_serving
 
-    i, workload = serving[0]
+    i, _ = serving[0]
     seed = workload_seed(resolved["seed"], i)
+    workload = config_of(resolved).workloads[i]
     return i, lambda first: build_serving(workload, fabric, seed, first, base_dir)

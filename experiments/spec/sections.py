@@ -45,6 +45,7 @@ from experiments.spec.schema import (
     text,
     unknown_keys,
 )
+from experiments.spec.serving import one_serving
 from experiments.spec.workloads import workload
 from topologies import Fabric
 from topologies.fabric import FabricError
@@ -408,7 +409,9 @@ SPEC = section(
             list_of(FAULT), [], "link, switch, controller and agent failures at run times"
         ),
         "workloads": Field(
-            list_of(workload()), [], "the traffic: each entry's kind picks its parameters"
+            one_serving(list_of(workload())),
+            [],
+            "the traffic: each entry's kind picks its parameters",
         ),  # fmt: skip
         "noisy_neighbour": Field(
             list_of(PAIR), [], "tenant pairs whose interference the summary measures"

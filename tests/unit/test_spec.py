@@ -621,6 +621,13 @@ BAD = [
     ("serving tp", "serving", "workloads.0.decode.tp", 3, ["decode.tp:", "1, 2, 4, 8"]),
     ("serving no decode", "serving", "workloads.0.decode", DELETE, ["workloads.0.decode: missing"]),
     (
+        "two serving workloads",
+        "serving",
+        "workloads",
+        [SERVING["workloads"][0]] * 2,
+        ["workloads.1:", "one serving workload per spec", "workloads.0, workloads.1 are all"],
+    ),
+    (
         "serving trace format",
         "serving",
         "workloads.0.arrivals.format",
