@@ -13,6 +13,7 @@ import yaml
 
 from experiments.analysis.metrics.sessions import session_metrics
 from experiments.analysis.summary import summarize
+from experiments.spec.config import Distribution
 from experiments.spec.load import SPECS_DIR, SpecError, expand, load_spec
 from topologies import rail_optimized
 from traffic.serving import ServingError, build_serving, fabric_rate, simulate
@@ -89,6 +90,12 @@ def test_distributions_vary_turns_and_tool_time():
     per_session = df.groupby("session_id").size()
     assert per_session.between(1, 6).all() and per_session.nunique() > 2
     assert df["after_ms"].dropna().nunique() > 10
+    # the same draws from the typed configuration's Distribution objects
+    typed = session_arrivals(
+        1, n=40, rate_per_s=5, turns=Distribution("uniform", low=1, high=6),
+        tool_ms=Distribution("lognormal", mean=800.0, sigma=0.5),
+    )  # fmt: skip
+    pd.testing.assert_frame_equal(df, typed)
 
 
 def test_a_session_longer_than_the_model_holds_is_refused_naming_the_key():
