@@ -53,6 +53,7 @@ from experiments.orchestration.runtime import FaultInjector, RunLock, StopFlag, 
 from experiments.output import chunks, results
 from experiments.spec.faults import detect_delays
 from experiments.spec.load import RunSpec, Spec, resolved_yaml
+from experiments.spec.typed import config_of
 from topologies import Fabric
 from topologies.builder import Controller, FabricNetwork
 from topologies.cleanup import scratch_dir
@@ -231,11 +232,8 @@ def fabric_up(fabric: Fabric, resolved: dict[str, Any], scratch: Path,
     them). ``kvfabric run`` and ``kvfabric cli`` use it."""
     scale, ctl = resolved["scale"]["bandwidth"], resolved["controller"]
     params = controller_params(resolved)
-    qos = (
-        class_plan(ctl["qos"]["classes"], ctl["qos"]["default_class"])
-        if ctl["qos"]["classes"]
-        else None
-    )
+    qos_config = config_of(resolved).controller.qos
+    qos = class_plan(qos_config.classes, qos_config.default_class) if qos_config.classes else None
     detect = detect_delays(resolved["faults"], fabric)
     with contextlib.ExitStack() as stack:
         local = (resolved.get("cluster") or {}).get("local")
