@@ -89,7 +89,7 @@ def test_azure_trace_on_a_different_base_dir(fabric, basic, tmp_path):
         build_serving(w, fabric, 1, 0, tmp_path)
 
 
-def test_half_link_rate_raises_ttft_p50(fabric, basic):
+def test_half_link_rate_raises_ttft_p50(fabric):
     # At 400 Gbit/s a KV transfer takes about a millisecond, less than the jitter of
     # joining a 21 ms decode step; at 8 Gbit/s it takes tens of ms, so halving shows.
     w = _workload(transfer="monolithic")
@@ -98,7 +98,7 @@ def test_half_link_rate_raises_ttft_p50(fabric, basic):
     assert slow.requests_table()["ttft_ms"].median() > fast.requests_table()["ttft_ms"].median()
 
 
-def test_layer_pipelined_beats_monolithic_for_long_prompts(fabric, basic):
+def test_layer_pipelined_beats_monolithic_for_long_prompts(fabric):
     arrivals = _synthetic(n=4, rate=0.5, inp=16_000, out=4)
     ttft = {}
     for transfer in ("monolithic", "layer_pipelined"):
@@ -111,7 +111,7 @@ def test_layer_pipelined_beats_monolithic_for_long_prompts(fabric, basic):
     assert ttft["layer_pipelined"] < ttft["monolithic"]
 
 
-def test_colocated_sends_no_kv_and_prefill_stalls_decode(fabric, basic):
+def test_colocated_sends_no_kv_and_prefill_stalls_decode(fabric):
     w = _workload(mode="colocated", decode=None)
     driver, result = _run(w, fabric)
     assert not {"kv_transfer", "kv_layer"} & set(result.flows["kind"])
@@ -124,7 +124,7 @@ def test_colocated_sends_no_kv_and_prefill_stalls_decode(fabric, basic):
     assert itl.max() > 1.5 * itl.median()
 
 
-def test_prefix_shared_requests_hit_remotely_and_fetch(fabric, basic):
+def test_prefix_shared_requests_hit_remotely_and_fetch(fabric):
     arrivals = _synthetic(n=8, rate=1.0, inp=4096, out=4, shared_prefix_blocks=6)
     w = _workload(router="round_robin", arrivals=arrivals)
     driver, result = _run(w, fabric)
@@ -143,7 +143,7 @@ def test_prefix_shared_requests_hit_remotely_and_fetch(fabric, basic):
     assert 0 < stats["hit_rate"] < 1
 
 
-def test_kv_affinity_keeps_shared_prefix_local(fabric, basic):
+def test_kv_affinity_keeps_shared_prefix_local(fabric):
     arrivals = _synthetic(n=8, rate=1.0, inp=4096, out=4, shared_prefix_blocks=6)
     w = _workload(router="kv_affinity", router_weight=1.0, arrivals=arrivals)
     driver, result = _run(w, fabric)
@@ -151,7 +151,7 @@ def test_kv_affinity_keeps_shared_prefix_local(fabric, basic):
     assert "cache_fetch" not in set(result.flows["kind"])
 
 
-def test_request_too_big_for_decode_is_unserved(fabric, basic):
+def test_request_too_big_for_decode_is_unserved(fabric):
     arrivals = _synthetic(n=4, rate=1.0, inp={"dist": "uniform", "low": 100, "high": 3000})
     w = _workload(arrivals=arrivals)
     driver, result = _run(w, fabric, kv_capacity_tokens=2000)
@@ -164,7 +164,7 @@ def test_request_too_big_for_decode_is_unserved(fabric, basic):
     assert req.loc[~big, "served"].all()
 
 
-def test_run_end_records_open_requests_unserved(fabric, basic):
+def test_run_end_records_open_requests_unserved(fabric):
     w = _workload(arrivals=_synthetic(n=5, rate=1.0, out=400))
     driver = build_serving(w, fabric, 1, 0, None)
     result = simulate(driver, fabric_rate(fabric), until_ns=2 * 10**9)
@@ -175,7 +175,7 @@ def test_run_end_records_open_requests_unserved(fabric, basic):
     assert req["error"].str.contains("decoding|waiting to arrive").all()
 
 
-def test_failed_kv_message_makes_its_request_unserved(fabric, basic):
+def test_failed_kv_message_makes_its_request_unserved(fabric):
     w = _workload(transfer="monolithic", arrivals=_synthetic(n=1, out=2))
     driver = build_serving(w, fabric, 1, 0, None)
     assert driver.start(0) == []
@@ -192,7 +192,7 @@ def test_failed_kv_message_makes_its_request_unserved(fabric, basic):
     assert not row["served"] and "connection reset" in row["error"]
 
 
-def test_tp1_decode_steps_end_by_timer(fabric, basic):
+def test_tp1_decode_steps_end_by_timer(fabric):
     w = _workload(
         model="llama-3-8b", gpu="h100", prefill={"servers": [0], "tp": 1},
         decode={"servers": [1], "tp": 1}, router="least_loaded", transfer="monolithic",
@@ -206,7 +206,7 @@ def test_tp1_decode_steps_end_by_timer(fabric, basic):
     assert set(req["decode_host"]) <= {f"gpu1_{i}" for i in range(4)}
 
 
-def test_topology_aware_router_runs(fabric, basic):
+def test_topology_aware_router_runs(fabric):
     w = _workload(router="topology_aware", decode={"servers": [2, 3], "tp": 2})
     driver, _ = _run(w, fabric)
     req = driver.requests_table()
@@ -215,7 +215,7 @@ def test_topology_aware_router_runs(fabric, basic):
     assert req["decode_instance"].nunique() == 4
 
 
-def test_same_seed_same_result(fabric, basic):
+def test_same_seed_same_result(fabric):
     w = _workload(arrivals=_synthetic(n=10, rate=5.0))
     a, _ = _run(w, fabric, seed=3)
     b, _ = _run(w, fabric, seed=3)
@@ -236,7 +236,7 @@ def test_bad_workloads_fail_before_running(fabric, basic, change, match):
         build_serving(_replaced(basic, **change), fabric, 1, 0, None)
 
 
-def test_weights_that_do_not_fit_are_an_error(fabric, basic):
+def test_weights_that_do_not_fit_are_an_error(fabric):
     w = _workload(prefill={"servers": [0], "tp": 1}, decode={"servers": [2], "tp": 1})
     with pytest.raises(ServingError, match="do not fit"):
         build_serving(w, fabric, 1, 0, None)
