@@ -14,6 +14,8 @@ Pipeline (the same on every switch, whatever the policy):
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +66,20 @@ class Forward:
     match: tuple[tuple[str, Any], ...]
     ports: tuple[int, ...]
     table: int = TABLE_ROUTE
+
+
+def plain_params(value: Any) -> Any:
+    """Policy parameters as plain JSON data, the controller's own format: a section of
+    the run's configuration (a frozen dataclass such as ``Qos`` or ``QosClass``), a
+    read-only mapping or a tuple becomes the dict or list it was resolved from. What the
+    policies read and what crosses to the controller process (JSON) is this."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain_params(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {k: plain_params(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain_params(v) for v in value]
+    return value
 
 
 def check_keys(where: str, given: dict[str, Any], allowed: tuple[str, ...]) -> None:

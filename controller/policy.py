@@ -14,6 +14,12 @@ OpenFlow library). ``compute`` is the one entry point for every policy.
 
 Any policy takes ``params["qos"]`` (DSCP marking at host ports, ``qos.py``)
 and ``params["tenants"]``. The table and priority layout is in ``core.py``.
+
+``params`` are plain data, the controller's own format (they reach the controller
+process as JSON and are checked here, not by the spec): the experiments side builds
+them from the run's configuration, and a configuration section given in their place
+(``Qos``, a read-only ``tenants`` table) is read as the plain data it was resolved from
+(``core.plain_params``).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from .core import (
     Forward,
     PolicyError,
     check_keys,
+    plain_params,
 )
 from .ecmp import destination_routes, materialise
 from .paths import next_hops
@@ -111,7 +118,7 @@ def compute(
             f"policy {policy!r} is not known: allowed {', '.join(POLICIES)}"
         ) from None
     state = state or FabricState()
-    params = dict(params or {})
+    params = plain_params(dict(params or {}))
     check_keys(f"policy {policy}", params, spec.params + COMMON_PARAMS)
     groups = tenants.parse_tenants(fabric, params["tenants"]) if "tenants" in params else {}
     hops = next_hops(fabric, state.down_pairs())

@@ -27,6 +27,7 @@ from topologies.system import die_with_parent
 
 from .adaptive import poll_interval
 from .channel import ChannelClient
+from .core import plain_params
 from .policy import compute
 from .tls import TlsFiles
 
@@ -55,11 +56,12 @@ class ControllerProcess:
         tls: TlsFiles | None = None,
         listen_host: str = "127.0.0.1",
     ) -> None:
+        params = plain_params(dict(params or {}))  # JSON, as the process reads them
         compute(fabric, policy, params=params)  # a bad policy fails here, before any process starts
         poll_interval({"poll_s": poll_s})
         self.fabric = fabric
         self.policy = policy
-        self.params = params or {}
+        self.params = params
         self.run_dir = Path(run_dir)
         self.port = free_port()
         self.socket = self.run_dir / "controller.sock"

@@ -25,6 +25,7 @@ that is what strict priority means on a real switch too.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,9 +130,11 @@ class ClassPlan:
 
 
 def class_plan(classes: Any, default_class: str | None = None) -> ClassPlan:
-    """Check a spec's ``qos.classes`` (a list of {name, dscp, rate_share or
-    priority, buffer_pkts?}); the default class is ``default_class`` or the last listed."""
-    if not isinstance(classes, list) or not 1 <= len(classes) <= MAX_CLASSES:
+    """Check ``qos.classes``: the ``QosClass`` sections of the run's configuration (read
+    by attribute), or, as the controller's JSON parameters hold them, a list of {name,
+    dscp, rate_share or priority, buffer_pkts?}. The default class is ``default_class``
+    or the last listed."""
+    if not isinstance(classes, list | tuple) or not 1 <= len(classes) <= MAX_CLASSES:
         raise QosError(f"qos.classes must be a list of 1 to {MAX_CLASSES} classes, got {classes!r}")
     parsed = [_parse_class(i, c) for i, c in enumerate(classes)]
     for key in ("name", "dscp", "priority"):
@@ -151,9 +154,19 @@ def class_plan(classes: Any, default_class: str | None = None) -> ClassPlan:
     return ClassPlan(tuple(parsed), default)
 
 
-def _parse_class(i: int, spec: Any) -> TrafficClass:
-    if not isinstance(spec, dict):
-        raise QosError(f"qos.classes[{i}] must be a mapping, got {spec!r}")
+def _class_keys(spec: Any) -> dict[str, Any] | None:
+    """A class's keys: a mapping's own, or a ``QosClass``'s fields (None: neither)."""
+    if isinstance(spec, Mapping):
+        return dict(spec)
+    if all(hasattr(spec, key) for key in CLASS_KEYS):
+        return {key: getattr(spec, key) for key in CLASS_KEYS}
+    return None
+
+
+def _parse_class(i: int, given: Any) -> TrafficClass:
+    spec = _class_keys(given)
+    if spec is None:
+        raise QosError(f"qos.classes[{i}] must be a mapping, got {given!r}")
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise QosError(f"qos.classes[{i}]: name={name!r} must be a non-empty string")

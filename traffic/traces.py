@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -186,6 +187,26 @@ def read_burstgpt(
 # --- synthetic arrivals ---------------------------------------------------------------------
 
 
+DIST_FIELDS = ("value", "low", "high", "mean", "sigma")
+
+
+class DistributionLike(Protocol):
+    """A ``Distribution`` of the run's configuration (``experiments.spec.config``): a
+    ``dist`` and the parameters it takes, the others None."""
+
+    dist: str
+    value: int | None
+    low: int | None
+    high: int | None
+    mean: float | None
+    sigma: float | None
+
+
+def is_distribution(spec: object) -> bool:
+    """Whether ``spec`` is a configuration's ``Distribution`` (read by attribute)."""
+    return hasattr(spec, "dist") and all(hasattr(spec, k) for k in DIST_FIELDS)
+
+
 @dataclass(frozen=True)
 class TokenDist:
     """A token-length distribution: ``fixed`` (value), ``uniform`` (low..high inclusive) or
@@ -199,16 +220,20 @@ class TokenDist:
     sigma: float = 1.0
 
     @classmethod
-    def parse(cls, spec: int | Mapping[str, float] | TokenDist) -> TokenDist:
+    def parse(cls, spec: int | Mapping[str, float] | DistributionLike | TokenDist) -> TokenDist:
         """Accept an int (fixed), a mapping like ``{"dist": "lognormal", "mean": 1000}``,
+        a ``Distribution`` of the run's configuration (its fields left unset are None),
         or a TokenDist, and validate it."""
         if isinstance(spec, TokenDist):
             dist = spec
+        elif is_distribution(spec):
+            given = {k: getattr(spec, k) for k in ("dist", *DIST_FIELDS)}
+            return cls.parse({k: v for k, v in given.items() if v is not None})
         elif isinstance(spec, int | np.integer) and not isinstance(spec, bool):
             dist = cls("fixed", value=int(spec))
         elif isinstance(spec, Mapping):
             fields = {k: v for k, v in spec.items() if k != "dist"}
-            unknown = set(fields) - {"value", "low", "high", "mean", "sigma"}
+            unknown = set(fields) - set(DIST_FIELDS)
             if unknown:
                 raise ValueError(f"unknown token distribution key(s): {sorted(unknown)}")
             ints = {k: int(v) for k, v in fields.items() if k in ("value", "low", "high")}
@@ -251,8 +276,8 @@ def synthetic_arrivals(
     pattern: str = "poisson",
     on_s: float = 1.0,
     off_s: float = 1.0,
-    input_tokens: int | Mapping[str, float] | TokenDist = 512,
-    output_tokens: int | Mapping[str, float] | TokenDist = 128,
+    input_tokens: int | Mapping[str, float] | DistributionLike | TokenDist = 512,
+    output_tokens: int | Mapping[str, float] | DistributionLike | TokenDist = 128,
     shared_prefix_blocks: int = 0,
     n_prefixes: int = 1,
     peak_second_share: float = 0.18,

@@ -280,12 +280,14 @@ def serving_estimate(resolved: dict[str, Any], index: int, fabric: Fabric) -> di
     from experiments.analysis.metrics.sessions import session_metrics
     from experiments.analysis.tier_estimate import tier_estimate
     from experiments.orchestration.plan import workload_seed
+    from experiments.spec.typed import config_of
     from traffic import presets
     from traffic.serving import build_serving, fabric_rate, simulate
     from traffic.serving.instances import TIERS
 
     w = resolved["workloads"][index]
-    driver = build_serving(w, fabric, workload_seed(resolved["seed"], index))
+    typed = config_of(resolved).workloads[index]
+    driver = build_serving(typed, fabric, workload_seed(resolved["seed"], index))
     arrivals_n = len(driver.requests)
     until = int((resolved["duration_s"] + 5.0) * 1e9)  # the run's length plus its drain
     res = simulate(driver, fabric_rate(fabric), until_ns=until)

@@ -172,4 +172,4 @@ def _serving(config: RunConfig, fabric: Fabric,
 
     i, workload = serving[0]
     seed = workload_seed(config.seed, i)
-    return i, build_serving(resolved_of(workload), fabric, seed, 0, base_dir)
+    return i, build_serving(workload, fabric, seed, 0, base_dir)

@@ -236,9 +236,7 @@ def fabric_up(fabric: Fabric, config: RunConfig, scratch: Path,
     machine). ``kvfabric run`` and ``kvfabric cli`` use it."""
     ctl = config.controller
     params = controller_params(ctl)
-    qos = None
-    if ctl.qos.classes:
-        qos = class_plan(resolved_of(ctl.qos.classes), ctl.qos.default_class)
+    qos = class_plan(ctl.qos.classes, ctl.qos.default_class) if ctl.qos.classes else None
     detect = detect_delays(resolved_of(config.faults), fabric)
     with contextlib.ExitStack() as stack:
         local = config.cluster.local if config.cluster is not None else None

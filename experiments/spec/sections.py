@@ -45,6 +45,7 @@ from experiments.spec.schema import (
     text,
     unknown_keys,
 )
+from experiments.spec.serving import one_serving
 from experiments.spec.workloads import workload
 from topologies import Fabric
 from topologies.fabric import FabricError
@@ -260,21 +261,11 @@ PAIR = section(
 
 
 def _spec_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
-    """Checks across sections: the fault timeline as a whole, noisy-neighbour tenants,
-    one serving workload."""
+    """Checks across sections: the fault timeline as a whole, noisy-neighbour tenants
+    (one serving workload per spec: ``serving.one_serving``)."""
     assert ctx.fabric is not None
     faults_post(out["faults"], ctx.fabric, Scale(out["scale"]["bandwidth"], out["scale"]["mtu"]))
     _tenants_post(out, path, ctx)
-    _serving_post(out, path)
-
-
-def _serving_post(out: dict[str, Any], path: str) -> None:
-    """At most one serving workload per spec (a run has one serving driver)."""
-    serving = [i for i, w in enumerate(out["workloads"]) if w.get("kind") == "serving"]
-    if len(serving) > 1:
-        where = ", ".join(f"workloads.{i}" for i in serving)
-        raise SpecError(f"{where}: one serving workload per spec (run a second spec instead)",
-                        join(path, f"workloads.{serving[1]}"))  # fmt: skip
 
 
 def _tenants_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
@@ -419,7 +410,9 @@ SPEC = section(
             list_of(FAULT), [], "link, switch, controller and agent failures at run times"
         ),
         "workloads": Field(
-            list_of(workload()), [], "the traffic: each entry's kind picks its parameters"
+            one_serving(list_of(workload())),
+            [],
+            "the traffic: each entry's kind picks its parameters",
         ),  # fmt: skip
         "noisy_neighbour": Field(
             list_of(PAIR), [], "tenant pairs whose interference the summary measures"

@@ -201,6 +201,23 @@ def _check_tp(out: dict[str, Any], path: str, role: str) -> None:
         )  # fmt: skip
 
 
+def one_serving(workloads: Check) -> Check:
+    """The ``workloads`` list ``workloads`` checks, holding at most one ``serving`` entry:
+    a run drives one serving deployment (run a second spec for another)."""
+
+    def fn(value: Any, path: str, ctx: Ctx) -> list[Any]:
+        out = workloads(value, path, ctx)
+        serving = [i for i, w in enumerate(out) if w["kind"] == "serving"]
+        if len(serving) > 1:
+            where = join(path, serving[1])
+            others = ", ".join(f"workloads.{i}" for i in serving)
+            raise bad(where, "serving", "one serving workload per spec (run a second spec"
+                      " instead)", f"{others} are all serving")  # fmt: skip
+        return out
+
+    return Check(fn, workloads.allowed, workloads.accepts, workloads.json)
+
+
 def _serving_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
     session_context(out, path)
     if out["mode"] == "disaggregated" and out["decode"] is None:

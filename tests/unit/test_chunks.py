@@ -212,7 +212,7 @@ def test_a_serving_driver_hands_each_settled_request_over_once():
     from traffic.serving import build_serving, fabric_rate, simulate
 
     fabric = rail_optimized(servers=4, gpus_per_server=4)
-    workload = expand(load_spec(SPECS_DIR / "serving-basic.yaml"))[0].resolved["workloads"][0]
+    workload = expand(load_spec(SPECS_DIR / "serving-basic.yaml"))[0].config.workloads[0]
     driver = build_serving(workload, fabric, 1, 1000, None)
     seen: set[int] = set()
     assert driver.settled_tables(seen) is None  # nothing has arrived yet

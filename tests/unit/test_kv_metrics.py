@@ -146,7 +146,9 @@ def basic():
 def _served(spec, fabric, **changes):
     spec = copy.deepcopy(spec)
     spec["workloads"][0] |= {"transfer": "monolithic"} | changes
-    driver = build_serving(spec["workloads"][0], fabric, 1, 1000, None)
+    loaded = load_spec(yaml.safe_dump(spec))  # the changes resolved as a run resolves them
+    spec = loaded.resolved
+    driver = build_serving(loaded.config.workloads[0], fabric, 1, 1000, None)
     result = simulate(driver, fabric_rate(fabric), t0_ns=10**12)
     assert result.finished
     return spec, driver, result

@@ -117,7 +117,7 @@ def _spec(fabric=None, **workload) -> dict:
 
 def _resolved(spec: dict):
     loaded = load_spec(yaml.safe_dump(spec, sort_keys=False))
-    return loaded.resolved["workloads"][0], loaded.fabric()
+    return loaded.config.workloads[0], loaded.fabric()
 
 
 def _run(spec: dict):
@@ -299,7 +299,7 @@ def test_a_tier_fetch_mark_the_storage_nodes_port_would_rewrite_is_refused():
         _resolved(spec)
     spec["controller"]["tenants"]["a"] = [*gpus, "storage0"]
     workload, _ = _resolved(spec)
-    assert workload["dscp"]["tier_fetch"] == 26
+    assert workload.dscp.tier_fetch == 26
 
 
 def test_hbm_for_kv_beyond_what_the_weights_leave_is_refused():

@@ -1,11 +1,15 @@
 """QoS by class: DSCP marking at the trust boundary (walked through the rules)
 and the per-egress HTB class plan as tc argument lists."""
 
+import json
+from types import MappingProxyType
+
 import pytest
 
-from controller.core import TABLE_CLASSIFY
+from controller.core import TABLE_CLASSIFY, plain_params
 from controller.policy import POLICIES, PolicyError, compute
 from controller.walk import deliveries
+from experiments.spec.config import Qos, QosClass
 from topologies import rail_optimized, spine_leaf
 from topologies.qos import FLOOR_SHARE, QosError, class_plan
 
@@ -126,6 +130,30 @@ def test_strict_priorities_rank_before_the_weighted_group():
                        {"name": "top", "dscp": 46, "priority": 2}], "bulk")  # fmt: skip
     assert [c.name for c in plan.strict()] == ["top", "low"]
     assert plan.htb_prio() == {"top": 0, "low": 1, "bulk": 2}
+
+
+def _typed_qos(tenant_class, default_class=None):
+    """QOS as the run's configuration holds it: frozen sections, tuples, read-only tables."""
+    classes = tuple(QosClass(**({"rate_share": None, "priority": None, "buffer_pkts": None} | c))
+                    for c in CLASSES)  # fmt: skip
+    table = MappingProxyType({t: tuple(c) if isinstance(c, list) else c
+                              for t, c in tenant_class.items()})  # fmt: skip
+    return Qos(classes, table, default_class)
+
+
+def test_the_configurations_qos_sections_plan_and_mark_as_their_plain_data_does():
+    typed = _typed_qos({"serve": ["kv", "token"], "moe": "bulk"}, "kv")
+    assert class_plan(typed.classes, typed.default_class) == class_plan(CLASSES, "kv")
+    f = spine_leaf(spines=2, leaves=2, hosts_per_leaf=3)
+    plain = {"classes": CLASSES, "tenant_class": {"serve": ["kv", "token"], "moe": "bulk"},
+             "default_class": "kv"}  # fmt: skip
+    tenants = MappingProxyType({t: tuple(h) for t, h in TENANTS.items()})
+    got = compute(f, "ecmp", params={"tenants": tenants, "qos": typed})
+    assert got.rules == compute(f, "ecmp", params={"tenants": TENANTS, "qos": plain}).rules
+    # what crosses to the controller process is plain JSON data
+    assert json.loads(json.dumps(plain_params({"qos": typed}))) == {"qos": plain | {
+        "classes": [{"rate_share": None, "priority": None, "buffer_pkts": None} | c
+                    for c in CLASSES]}}  # fmt: skip
 
 
 BAD_CLASSES = [

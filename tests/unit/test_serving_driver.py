@@ -1,9 +1,10 @@
 """The serving driver under the fluid simulator: what a user of the served model would see."""
 
-import copy
+import dataclasses
 
 import numpy as np
 import pytest
+import yaml
 
 from experiments.spec.load import SPECS_DIR, expand, load_spec
 from topologies import rail_optimized
@@ -11,6 +12,7 @@ from traffic.serving import ServingError, build_serving, fabric_rate, simulate
 from traffic.traces import TraceError, bundled_azure_trace
 
 FIRST_ID = 1000
+BASIC = SPECS_DIR / "serving-basic.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -20,15 +22,25 @@ def fabric():
 
 @pytest.fixture(scope="module")
 def basic():
-    """The bundled serving-basic spec's resolved workload (50 Azure requests)."""
-    return expand(load_spec(SPECS_DIR / "serving-basic.yaml"))[0].resolved["workloads"][0]
+    """The bundled serving-basic spec's workload, typed (50 Azure requests)."""
+    return expand(load_spec(BASIC))[0].config.workloads[0]
 
 
-def _workload(basic, **changes):
-    w = copy.deepcopy(basic)
+def _workload(**changes):
+    """The serving-basic workload with ``changes`` as a spec writes them, resolved (its
+    defaults filled in, its rules checked) and typed again."""
+    raw = load_spec(BASIC).raw
+    raw["workloads"][0].update(changes)
+    return load_spec(yaml.safe_dump(raw), base_dir=SPECS_DIR).config.workloads[0]
+
+
+def _replaced(section, **changes):
+    """``section`` with ``changes`` (a dict changes fields of the section it names), built
+    by hand without the spec's checks: what ``build_serving`` must refuse on its own."""
     for key, value in changes.items():
-        w[key] = value
-    return w
+        if isinstance(value, dict):
+            changes[key] = _replaced(getattr(section, key), **value)
+    return dataclasses.replace(section, **changes)
 
 
 def _synthetic(n=6, rate=2.0, inp=512, out=8, **extra):
@@ -70,29 +82,28 @@ def test_bundled_azure_trace_runs_to_completion(fabric, basic):
 
 
 def test_azure_trace_on_a_different_base_dir(fabric, basic, tmp_path):
-    arrivals = dict(basic["arrivals"], trace=bundled_azure_trace().name, limit=5)
-    w = _workload(basic, arrivals=arrivals)
+    w = _replaced(basic, arrivals={"trace": bundled_azure_trace().name, "limit": 5})
     driver = build_serving(w, fabric, 1, 0, bundled_azure_trace().parent)
     assert len(driver.requests) == 5
     with pytest.raises(TraceError, match="not found"):
         build_serving(w, fabric, 1, 0, tmp_path)
 
 
-def test_half_link_rate_raises_ttft_p50(fabric, basic):
+def test_half_link_rate_raises_ttft_p50(fabric):
     # At 400 Gbit/s a KV transfer takes about a millisecond, less than the jitter of
     # joining a 21 ms decode step; at 8 Gbit/s it takes tens of ms, so halving shows.
-    w = _workload(basic, transfer="monolithic")
+    w = _workload(transfer="monolithic")
     fast, _ = _run(w, fabric, 0.02)
     slow, _ = _run(w, fabric, 0.01)
     assert slow.requests_table()["ttft_ms"].median() > fast.requests_table()["ttft_ms"].median()
 
 
-def test_layer_pipelined_beats_monolithic_for_long_prompts(fabric, basic):
+def test_layer_pipelined_beats_monolithic_for_long_prompts(fabric):
     arrivals = _synthetic(n=4, rate=0.5, inp=16_000, out=4)
     ttft = {}
     for transfer in ("monolithic", "layer_pipelined"):
         no_cache = {"enabled": False, "capacity_blocks": 4096}
-        w = _workload(basic, transfer=transfer, arrivals=arrivals, prefix_cache=no_cache)
+        w = _workload(transfer=transfer, arrivals=arrivals, prefix_cache=no_cache)
         driver, result = _run(w, fabric)
         kinds = set(result.flows["kind"])
         assert kinds == {"kv_transfer" if transfer == "monolithic" else "kv_layer", "collective"}
@@ -100,8 +111,8 @@ def test_layer_pipelined_beats_monolithic_for_long_prompts(fabric, basic):
     assert ttft["layer_pipelined"] < ttft["monolithic"]
 
 
-def test_colocated_sends_no_kv_and_prefill_stalls_decode(fabric, basic):
-    w = _workload(basic, mode="colocated", decode=None)
+def test_colocated_sends_no_kv_and_prefill_stalls_decode(fabric):
+    w = _workload(mode="colocated", decode=None)
     driver, result = _run(w, fabric)
     assert not {"kv_transfer", "kv_layer"} & set(result.flows["kind"])
     req = driver.requests_table()
@@ -113,9 +124,9 @@ def test_colocated_sends_no_kv_and_prefill_stalls_decode(fabric, basic):
     assert itl.max() > 1.5 * itl.median()
 
 
-def test_prefix_shared_requests_hit_remotely_and_fetch(fabric, basic):
+def test_prefix_shared_requests_hit_remotely_and_fetch(fabric):
     arrivals = _synthetic(n=8, rate=1.0, inp=4096, out=4, shared_prefix_blocks=6)
-    w = _workload(basic, router="round_robin", arrivals=arrivals)
+    w = _workload(router="round_robin", arrivals=arrivals)
     driver, result = _run(w, fabric)
     req = driver.requests_table()
     assert req["served"].all()
@@ -132,17 +143,17 @@ def test_prefix_shared_requests_hit_remotely_and_fetch(fabric, basic):
     assert 0 < stats["hit_rate"] < 1
 
 
-def test_kv_affinity_keeps_shared_prefix_local(fabric, basic):
+def test_kv_affinity_keeps_shared_prefix_local(fabric):
     arrivals = _synthetic(n=8, rate=1.0, inp=4096, out=4, shared_prefix_blocks=6)
-    w = _workload(basic, router="kv_affinity", router_weight=1.0, arrivals=arrivals)
+    w = _workload(router="kv_affinity", router_weight=1.0, arrivals=arrivals)
     driver, result = _run(w, fabric)
     assert (driver.requests_table()["remote_hit_blocks"] == 0).all()
     assert "cache_fetch" not in set(result.flows["kind"])
 
 
-def test_request_too_big_for_decode_is_unserved(fabric, basic):
+def test_request_too_big_for_decode_is_unserved(fabric):
     arrivals = _synthetic(n=4, rate=1.0, inp={"dist": "uniform", "low": 100, "high": 3000})
-    w = _workload(basic, arrivals=arrivals)
+    w = _workload(arrivals=arrivals)
     driver, result = _run(w, fabric, kv_capacity_tokens=2000)
     assert result.finished
     req = driver.requests_table()
@@ -153,8 +164,8 @@ def test_request_too_big_for_decode_is_unserved(fabric, basic):
     assert req.loc[~big, "served"].all()
 
 
-def test_run_end_records_open_requests_unserved(fabric, basic):
-    w = _workload(basic, arrivals=_synthetic(n=5, rate=1.0, out=400))
+def test_run_end_records_open_requests_unserved(fabric):
+    w = _workload(arrivals=_synthetic(n=5, rate=1.0, out=400))
     driver = build_serving(w, fabric, 1, 0, None)
     result = simulate(driver, fabric_rate(fabric), until_ns=2 * 10**9)
     assert not result.finished
@@ -164,8 +175,8 @@ def test_run_end_records_open_requests_unserved(fabric, basic):
     assert req["error"].str.contains("decoding|waiting to arrive").all()
 
 
-def test_failed_kv_message_makes_its_request_unserved(fabric, basic):
-    w = _workload(basic, transfer="monolithic", arrivals=_synthetic(n=1, out=2))
+def test_failed_kv_message_makes_its_request_unserved(fabric):
+    w = _workload(transfer="monolithic", arrivals=_synthetic(n=1, out=2))
     driver = build_serving(w, fabric, 1, 0, None)
     assert driver.start(0) == []
     msgs = driver.on_timer(driver.next_timer_ns())
@@ -181,9 +192,9 @@ def test_failed_kv_message_makes_its_request_unserved(fabric, basic):
     assert not row["served"] and "connection reset" in row["error"]
 
 
-def test_tp1_decode_steps_end_by_timer(fabric, basic):
+def test_tp1_decode_steps_end_by_timer(fabric):
     w = _workload(
-        basic, model="llama-3-8b", gpu="h100", prefill={"servers": [0], "tp": 1},
+        model="llama-3-8b", gpu="h100", prefill={"servers": [0], "tp": 1},
         decode={"servers": [1], "tp": 1}, router="least_loaded", transfer="monolithic",
         arrivals=_synthetic(n=10, rate=20.0, out=5),
     )  # fmt: skip
@@ -195,8 +206,8 @@ def test_tp1_decode_steps_end_by_timer(fabric, basic):
     assert set(req["decode_host"]) <= {f"gpu1_{i}" for i in range(4)}
 
 
-def test_topology_aware_router_runs(fabric, basic):
-    w = _workload(basic, router="topology_aware", decode={"servers": [2, 3], "tp": 2})
+def test_topology_aware_router_runs(fabric):
+    w = _workload(router="topology_aware", decode={"servers": [2, 3], "tp": 2})
     driver, _ = _run(w, fabric)
     req = driver.requests_table()
     assert req["served"].all()
@@ -204,8 +215,8 @@ def test_topology_aware_router_runs(fabric, basic):
     assert req["decode_instance"].nunique() == 4
 
 
-def test_same_seed_same_result(fabric, basic):
-    w = _workload(basic, arrivals=_synthetic(n=10, rate=5.0))
+def test_same_seed_same_result(fabric):
+    w = _workload(arrivals=_synthetic(n=10, rate=5.0))
     a, _ = _run(w, fabric, seed=3)
     b, _ = _run(w, fabric, seed=3)
     np.testing.assert_array_equal(a.tokens_table()["t_ns"], b.tokens_table()["t_ns"])
@@ -214,18 +225,18 @@ def test_same_seed_same_result(fabric, basic):
 @pytest.mark.parametrize(
     ("change", "match"),
     [
-        ({"decode": {"servers": [1, 2], "tp": 4}}, "overlap"),
-        ({"decode": {"servers": [5], "tp": 4}}, "lacks"),
-        ({"prefill": {"servers": [0, 1], "tp": 3}}, "KV heads"),
+        ({"decode": {"servers": (1, 2), "tp": 4}}, "overlap"),
+        ({"decode": {"servers": (5,), "tp": 4}}, "lacks"),
+        ({"prefill": {"servers": (0, 1), "tp": 3}}, "KV heads"),
         ({"model": "gpt-9"}, "unknown model"),
     ],
 )
 def test_bad_workloads_fail_before_running(fabric, basic, change, match):
     with pytest.raises(ValueError, match=match):
-        build_serving(_workload(basic, **change), fabric, 1, 0, None)
+        build_serving(_replaced(basic, **change), fabric, 1, 0, None)
 
 
-def test_weights_that_do_not_fit_are_an_error(fabric, basic):
-    w = _workload(basic, prefill={"servers": [0], "tp": 1}, decode={"servers": [2], "tp": 1})
+def test_weights_that_do_not_fit_are_an_error(fabric):
+    w = _workload(prefill={"servers": [0], "tp": 1}, decode={"servers": [2], "tp": 1})
     with pytest.raises(ServingError, match="do not fit"):
         build_serving(w, fabric, 1, 0, None)

@@ -146,9 +146,8 @@ def test_per_kind_marks_need_no_qos_classes():
 
 
 def test_collectives_and_kv_leave_with_their_own_marks():
-    resolved = _load(SPEC).resolved
     fabric = rail_optimized(servers=4, gpus_per_server=4)
-    driver = build_serving(resolved["workloads"][0], fabric, 1, 0, None)
+    driver = build_serving(_load(SPEC).config.workloads[0], fabric, 1, 0, None)
     result = simulate(driver, fabric_rate(fabric), t0_ns=10**12)
     assert result.finished
     by_kind = result.flows.groupby("kind")["dscp"].unique().to_dict()

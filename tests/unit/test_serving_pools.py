@@ -13,6 +13,7 @@ from controller.policy import compute
 from controller.walk import trace
 from experiments.analysis.estimates import estimate
 from experiments.spec.load import SpecError, expand, find_bundled, load_spec
+from experiments.spec.typed import resolved_of
 from topologies import rail_optimized
 from traffic.serving import (
     RouterState,
@@ -55,9 +56,10 @@ def _spec(**changes) -> dict:
     return spec
 
 
-def _resolved(spec: dict) -> tuple[dict, object]:
+def _resolved(spec: dict) -> tuple[object, object]:
+    """The spec's serving workload, typed (``ServingWorkload``), and its fabric."""
     loaded = load_spec(yaml.safe_dump(spec, sort_keys=False))
-    return loaded.resolved["workloads"][0], loaded.fabric()
+    return loaded.config.workloads[0], loaded.fabric()
 
 
 def _simulate(spec: dict):
@@ -133,12 +135,12 @@ def test_a_gpu_in_both_pools_is_refused(fabric):
 
 def test_spec_fills_gpus_and_tp_and_the_budget():
     w, _ = _resolved(SHARED)
-    assert w["prefill"] == {"servers": [0], "gpus": [0, 1], "tp": 1}
-    assert w["topology_budget_ms"] == 50.0
+    assert resolved_of(w.prefill) == {"servers": [0], "gpus": [0, 1], "tp": 1}
+    assert w.topology_budget_ms == 50.0
     w, _ = _resolved(_spec(prefill={"servers": [0], "gpus": [0, 1]}))
-    assert w["prefill"]["tp"] == 2  # default tp: the pool's GPUs of one server
+    assert w.prefill.tp == 2  # default tp: the pool's GPUs of one server
     w, _ = _resolved(_spec(decode={"servers": [2, 3]}))
-    assert w["decode"] == {"servers": [2, 3], "gpus": [0, 1, 2, 3], "tp": 4}
+    assert resolved_of(w.decode) == {"servers": [2, 3], "gpus": [0, 1, 2, 3], "tp": 4}
 
 
 @pytest.mark.parametrize(
@@ -261,7 +263,7 @@ THREE_TIERS["fabric"] |= {"rail_gbps": 400, "spine_gbps": 200, "nvlink_gbps": 36
 
 def test_a_mapping_in_the_spec_and_its_refusals():
     w, _ = _resolved(THREE_TIERS)
-    assert w["decode"]["gpus"] == {0: [2, 3], 1: [2, 3], 2: [0, 1, 2, 3]}
+    assert resolved_of(w.decode.gpus) == {0: [2, 3], 1: [2, 3], 2: [0, 1, 2, 3]}
     wrong_keys = _spec(decode={"servers": [0, 1], "gpus": {0: [2, 3]}, "tp": 1})
     with pytest.raises(SpecError, match=r"decode.gpus: .*exactly the pool's servers \[0, 1\]"):
         _resolved(wrong_keys)

@@ -3,15 +3,18 @@ driver runs under the fluid simulator, the cache reuse later turns see, the cont
 limit, and the session metrics on a table computed by hand."""
 
 import copy
+import dataclasses
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from experiments.analysis.metrics.sessions import session_metrics
 from experiments.analysis.summary import summarize
-from experiments.spec.load import SPECS_DIR, expand, load_spec
+from experiments.spec.config import Distribution
+from experiments.spec.load import SPECS_DIR, SpecError, expand, load_spec
 from topologies import rail_optimized
 from traffic.serving import ServingError, build_serving, fabric_rate, simulate
 from traffic.serving.sessions import SessionError, session_arrivals
@@ -38,12 +41,20 @@ def basic():
     return expand(load_spec(SPECS_DIR / "serving-basic.yaml"))[0].resolved["workloads"][0]
 
 
+def _typed(workload):
+    """A serving-basic workload a test changed, resolved by the spec again and typed (the
+    ``ServingWorkload`` a run's configuration holds)."""
+    spec = expand(load_spec(SPECS_DIR / "serving-basic.yaml"))[0].resolved
+    spec["workloads"][0] = workload
+    return load_spec(yaml.safe_dump(spec)).config.workloads[0]
+
+
 def _run(basic, fabric, *, sessions=SESSION, cache=True, router="kv_affinity", **overrides):
     w = copy.deepcopy(basic)
     w["arrivals"] = {"sessions": dict(sessions)}
     w["router"] = router
     w["prefix_cache"] = {"enabled": cache, "capacity_blocks": 4096}
-    driver = build_serving(w, fabric, 1, 0, None, **overrides)
+    driver = build_serving(_typed(w), fabric, 1, 0, None, **overrides)
     result = simulate(driver, fabric_rate(fabric), t0_ns=10**12)
     return driver, result
 
@@ -79,6 +90,12 @@ def test_distributions_vary_turns_and_tool_time():
     per_session = df.groupby("session_id").size()
     assert per_session.between(1, 6).all() and per_session.nunique() > 2
     assert df["after_ms"].dropna().nunique() > 10
+    # the same draws from the typed configuration's Distribution objects
+    typed = session_arrivals(
+        1, n=40, rate_per_s=5, turns=Distribution("uniform", low=1, high=6),
+        tool_ms=Distribution("lognormal", mean=800.0, sigma=0.5),
+    )  # fmt: skip
+    pd.testing.assert_frame_equal(df, typed)
 
 
 def test_a_session_longer_than_the_model_holds_is_refused_naming_the_key():
@@ -137,8 +154,14 @@ def test_an_unserved_turn_ends_its_session(basic, fabric):
 
 def test_build_refuses_sessions_the_model_cannot_hold(basic, fabric):
     long = dict(SESSION, turns=20, growth_tokens=400)
+    with pytest.raises(SpecError, match=r"arrivals\.sessions\.turns: .*8,192"):
+        _run(basic, fabric, sessions=long)  # the spec refuses the longest session
+    # sessions put in by hand, past the spec's check: the build refuses what the draws outgrow
+    w = _typed(dict(basic, arrivals={"sessions": SESSION}))
+    given = dataclasses.replace(w.arrivals.sessions, turns=20, growth_tokens=400)
+    w = dataclasses.replace(w, arrivals=dataclasses.replace(w.arrivals, sessions=given))
     with pytest.raises(ServingError, match=r"arrivals\.sessions\.turns: .*8,192"):
-        _run(basic, fabric, sessions=long)
+        build_serving(w, fabric, 1, 0, None)
 
 
 # --- the metrics ------------------------------------------------------------------------
@@ -180,7 +203,7 @@ def test_the_summary_carries_session_metrics_only_for_sessions(basic, fabric):
     assert sessions["sessions"] == sessions["completed"] == 3
     assert [t["requests"] for t in sessions["by_turn"]] == [3, 3, 3, 3]
     assert sessions["hit_rate"]["later_turns"] > 0.8
-    plain = build_serving(basic, fabric, 1)
+    plain = build_serving(_typed(basic), fabric, 1)
     simulate(plain, fabric_rate(fabric))
     assert "sessions" not in summarize(None, plain.requests_table(), None, None, spec)["serving"]
 
@@ -188,7 +211,7 @@ def test_the_summary_carries_session_metrics_only_for_sessions(basic, fabric):
 def _preset(name):
     run = expand(load_spec(SPECS_DIR / f"{name}.yaml"))[0]
     fab = run.fabric()
-    driver = build_serving(run.resolved["workloads"][0], fab, 1)
+    driver = build_serving(run.config.workloads[0], fab, 1)
     until = int((run.resolved["duration_s"] + 5) * 1e9)
     result = simulate(driver, fabric_rate(fab), until_ns=until)
     assert result.finished, f"{name}: its sessions outlast duration_s"

@@ -621,6 +621,13 @@ BAD = [
     ("serving tp", "serving", "workloads.0.decode.tp", 3, ["decode.tp:", "1, 2, 4, 8"]),
     ("serving no decode", "serving", "workloads.0.decode", DELETE, ["workloads.0.decode: missing"]),
     (
+        "two serving workloads",
+        "serving",
+        "workloads",
+        [SERVING["workloads"][0]] * 2,
+        ["workloads.1:", "one serving workload per spec", "workloads.0, workloads.1 are all"],
+    ),
+    (
         "serving trace format",
         "serving",
         "workloads.0.arrivals.format",
@@ -713,13 +720,6 @@ BAD = [
     ),
     ("fabric not a mapping", "incast", "fabric", "spine_leaf", ["fabric:", "kind (spine_leaf"]),
     ("serving slo", "serving", "workloads.0.slo.ttft_ms", -1, ["slo.ttft_ms:", "-1", "> 0"]),
-    (
-        "two serving workloads",
-        "serving",
-        "workloads",
-        SERVING["workloads"] * 2,
-        ["workloads.0, workloads.1:", "one serving workload per spec (run a second spec instead)"],
-    ),
     (
         "serving cache flag",
         "serving",

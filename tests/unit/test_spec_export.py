@@ -40,10 +40,10 @@ NEEDS_KVFABRIC = {
     "detection delay on a controller fault", "two detection delays on one link",
     "agent kill on a switch", "senders too many", "sender host",
     "receiver sends", "kv overlap", "kv tp", "moe dense model", "serving server",
-    "serving overlap", "serving tp", "serving no decode", "serving trace missing",
+    "serving overlap", "serving tp", "serving no decode", "two serving workloads",
+    "serving trace missing",
     "serving token dist", "serving token range", "serving peaky share",
     "serving peaky window", "serving sessions context", "serving sessions turns",
-    "two serving workloads",
     "sweep bad value", "sweep the name",
     "sweep missing list item",
 }  # fmt: skip

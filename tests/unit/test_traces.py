@@ -6,8 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from experiments.spec.config import Distribution
 from traffic.traces import (
     COLUMNS,
+    TokenDist,
     TraceError,
     bundled_azure_trace,
     read_azure,
@@ -222,6 +224,21 @@ def test_synthetic_is_deterministic_given_the_seed():
     assert 7_000 < a["arrival_ms"].iloc[-1] < 13_000
     assert 850 < a["input_tokens"].mean() < 1150
     assert all(h == [] for h in a["hash_ids"])
+
+
+def test_a_configurations_distribution_draws_as_its_mapping_does():
+    # the typed configuration's Distribution (its unset fields None) is the dict it came from
+    typed = {"input_tokens": Distribution("lognormal", mean=1000.0, sigma=0.5),
+             "output_tokens": Distribution("uniform", low=10, high=20)}  # fmt: skip
+    plain = {"input_tokens": {"dist": "lognormal", "mean": 1000, "sigma": 0.5},
+             "output_tokens": {"dist": "uniform", "low": 10, "high": 20}}  # fmt: skip
+    pd.testing.assert_frame_equal(
+        synthetic_arrivals(3, n=50, rate_per_s=20.0, **typed),
+        synthetic_arrivals(3, n=50, rate_per_s=20.0, **plain),
+    )
+    assert TokenDist.parse(Distribution(value=7)) == TokenDist("fixed", value=7)
+    with pytest.raises(ValueError, match="uniform needs"):
+        TokenDist.parse(Distribution("uniform", low=5, high=2))
 
 
 def test_synthetic_duration_and_bursty_silence():

@@ -1,8 +1,9 @@
 """Disaggregated LLM serving as a live driver: instances, routers, prefix cache, decode.
 
-``build_serving`` turns a resolved ``serving`` workload spec into a
-:class:`ServingDriver` (``traffic.driver.Driver``); ``sim.simulate`` runs it over a
-fluid network model, the agent fleet runs it over real packets.
+``build_serving`` turns the ``serving`` workload of a run's configuration (a
+``ServingWorkload``, read by attribute) into a :class:`ServingDriver`
+(``traffic.driver.Driver``); ``sim.simulate`` runs it over a fluid network model, the
+agent fleet runs it over real packets.
 """
 
 from .build import build_serving, read_arrivals

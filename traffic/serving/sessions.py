@@ -31,11 +31,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..traces import BLOCK_TOKENS, COLUMNS, TokenDist
+from ..traces import BLOCK_TOKENS, COLUMNS, DistributionLike, TokenDist, is_distribution
 from .requests import Request
 
 SESSION_COLUMNS = [*COLUMNS, "session_id", "turn", "after_ms"]
-Count = int | Mapping[str, float] | TokenDist
+Count = int | Mapping[str, float] | DistributionLike | TokenDist
 
 
 class SessionError(ValueError):
@@ -46,9 +46,9 @@ class SessionError(ValueError):
         self.key = key
 
 
-def _delay(spec: float | Mapping[str, float] | TokenDist) -> TokenDist | float:
+def _delay(spec: float | Mapping[str, float] | DistributionLike | TokenDist) -> TokenDist | float:
     """``tool_ms``: a number of ms (0 allowed) or a distribution of whole ms."""
-    if isinstance(spec, Mapping | TokenDist):
+    if isinstance(spec, Mapping | TokenDist) or is_distribution(spec):
         return TokenDist.parse(spec)
     if isinstance(spec, bool) or not float(spec) >= 0:
         raise ValueError(f"tool_ms must be a number >= 0 or a distribution, got {spec!r}")
@@ -91,7 +91,7 @@ def session_arrivals(
     context_tokens: Count = 2048,
     growth_tokens: Count = 256,
     output_tokens: Count = 128,
-    tool_ms: float | Mapping[str, float] | TokenDist = 500.0,
+    tool_ms: float | Mapping[str, float] | DistributionLike | TokenDist = 500.0,
     max_context_tokens: int | None = None,
     model: str = "the model",
 ) -> pd.DataFrame:

@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 TIER_NAMES = ("cxl", "flash")
 RECOMPUTE = "recompute"
@@ -77,17 +78,20 @@ class KvTiers:
         return tuple(name for name in TIER_NAMES if getattr(self, name) is not None)
 
 
-def kv_tiers(spec: Mapping | None) -> KvTiers | None:
-    """The :class:`KvTiers` of a resolved ``kv_tiers`` section (None: no tiers)."""
-    if not spec:
+def kv_tiers(section: Any) -> KvTiers | None:
+    """The :class:`KvTiers` of a serving workload's ``kv_tiers`` (the configuration's
+    ``KvTiers``: ``hbm_gb``, ``cxl`` and ``flash`` or None; None: no tiers)."""
+    if section is None:
         return None
-    cxl, flash = spec.get("cxl"), spec.get("flash")
+    cxl, flash = section.cxl, section.flash
     return KvTiers(
-        hbm_gb=float(spec["hbm_gb"]),
-        cxl=CxlTier(float(cxl["capacity_gb"]), float(cxl["gbps"]), float(cxl["latency_us"]))
-        if cxl
+        hbm_gb=float(section.hbm_gb),
+        cxl=CxlTier(float(cxl.capacity_gb), float(cxl.gbps), float(cxl.latency_us))
+        if cxl is not None
         else None,
-        flash=FlashTier(float(flash["capacity_gb"]), float(flash["latency_us"])) if flash else None,
+        flash=FlashTier(float(flash.capacity_gb), float(flash.latency_us))
+        if flash is not None
+        else None,
     )
 
 
