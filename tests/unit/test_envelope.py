@@ -16,7 +16,6 @@ from experiments.orchestration.plan import traffic_plan, workload_seed
 from experiments.orchestration.runner import EnvelopeExceeded, prepare
 from experiments.spec.config import ServingWorkload
 from experiments.spec.load import expand, find_bundled, load_spec
-from experiments.spec.typed import resolved_of
 from topologies import spine_leaf
 from topologies.scale import Scale
 from traffic.flowsizes import mean_flow_bytes
@@ -103,7 +102,7 @@ def test_the_serving_driver_is_built_once_per_plan_and_numbered_after_the_schedu
     assert len(built) == 1  # the demand's simulation ran a copy
     first = int(plan.schedule["flow_id"].max()) + 1
     i, w = next((i, w) for i, w in enumerate(config.workloads) if isinstance(w, ServingWorkload))
-    fresh = build(resolved_of(w), fabric, workload_seed(config.seed, i), first, spec.base_dir)
+    fresh = build(w, fabric, workload_seed(config.seed, i), first, spec.base_dir)
     flows = simulate(plan.driver, fabric_rate(fabric, 1.0)).flows
     assert flows["flow_id"].min() == first
     assert flows.equals(simulate(fresh, fabric_rate(fabric, 1.0)).flows)  # as if built with it
