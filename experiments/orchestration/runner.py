@@ -534,8 +534,8 @@ def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
         if tcp is not None:
             tcp |= tcpcount.unmodelled_places(rec.events.get("counters") or {})
         fidelity = verdict(t["flows"], t["queues"], cpu, rec.samplers, rates, p.fabric,
-                           r["fidelity"], capacity_mbps=p.envelope.capacity_mbps,
-                           tcp=tcp, mtu=r["scale"]["mtu"],
+                           p.run.config.fidelity, capacity_mbps=p.envelope.capacity_mbps,
+                           tcp=tcp, mtu=p.run.config.scale.mtu,
                            rate_changes=rate_changes(rec.events.get("faults") or [], p.fabric,
                                                      r["scale"]["bandwidth"]),
                            links=t["links"])  # fmt: skip
@@ -543,14 +543,14 @@ def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
         log.debug("fidelity verdict failed", exc_info=True)
         fidelity = {"ok": False, "checks": {}, "error": f"could not judge: {exc}"}
     try:
-        metrics = summarize(t["flows"], t["requests"], t["tokens"], t["queues"], r,
+        metrics = summarize(t["flows"], t["requests"], t["tokens"], t["queues"], p.run.config,
                             links=t["links"], events=rec.events)  # fmt: skip
     except Exception as exc:
         log.debug("summary failed", exc_info=True)
         metrics = {}
         rec.error = rec.error or f"metrics could not be computed: {exc}"
     try:
-        predicted = estimate(r, p.fabric)
+        predicted = estimate(p.run.config, p.fabric)
     except Exception as exc:  # an estimate must never cost a run its results
         log.warning("analytic estimate failed: %s", exc)
         predicted = {"error": str(exc)}
