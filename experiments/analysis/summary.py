@@ -89,10 +89,9 @@ def summarize(
         _plain_numbers, (flows, requests, tokens, queues, links)
     )
     out: dict[str, Any] = {"scale": scale}
-    fabric = _fabric(config)
     if _has_rows(flows):
         out |= _flow_metrics(flows, scale)
-        out["fct_slowdown"] = fct_slowdown(flows, fabric, scale, config.scale.mtu)
+        out["fct_slowdown"] = fct_slowdown(flows, _fabric(config), scale, config.scale.mtu)
     if _has_rows(queues):
         out |= _queue_metrics(queues, _threshold_pkts(config))
     if _has_rows(links):
@@ -102,7 +101,7 @@ def summarize(
     applied = (events or {}).get("faults") or []
     if applied:
         out["faults"] = fault_timings(applied, (events or {}).get("controller") or [],
-                                      fabric, flows=flows, links=links,
+                                      _fabric(config), flows=flows, links=links,
                                       requests=requests)  # fmt: skip
     if config.noisy_neighbour and _has_rows(flows):
         out["noisy_neighbour"] = [
