@@ -1,12 +1,13 @@
 """Analytic estimates printed beside the measurement: what queueing theory, link
-arithmetic or the compute model predicts for a run, from the same resolved spec.
+arithmetic or the compute model predicts for a run, from the same configuration.
 
-``estimate(resolved, fabric)`` returns a JSON-able dict (``{"what": ..., ...}``) or
+``estimate(config, fabric)`` returns a JSON-able dict (``{"what": ..., ...}``) or
 None when no estimate applies. The runner stores it as ``summary.json.estimate``
 and the report shows it next to the measured numbers.
 
 The estimate is recognised from the workload kinds (no spec key): one section per
-kind present, each a pure function of the resolved spec and the fabric.
+kind present, each a pure function of the run's configuration (``RunConfig``) and the
+fabric.
 
 - ``incast``: the ideal round (N × SRU at the receiver's TCP goodput ceiling), the
   queue peak when N synchronised senders each burst a window into one port
@@ -26,11 +27,20 @@ kind present, each a pure function of the resolved spec and the fabric.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
 import numpy as np
 
+from experiments.spec.config import (
+    IncastWorkload,
+    KvTransferWorkload,
+    MoeAlltoallWorkload,
+    RunConfig,
+    ServingWorkload,
+)
+from experiments.spec.typed import resolved_of
 from topologies import Fabric
 
 # TCP payload per Ethernet frame as HTB counts it (1448 B of 1514 B).
@@ -41,25 +51,24 @@ INITIAL_WINDOW_PKTS = 10  # Linux initcwnd
 MIN_RTO_MS = 200.0  # Linux TCP_RTO_MIN: does not scale with the bandwidth scale
 
 
-def estimate(resolved: dict[str, Any], fabric: Fabric) -> dict[str, Any] | None:
+def estimate(config: RunConfig, fabric: Fabric) -> dict[str, Any] | None:
     """The analytic prediction for a run, or None."""
-    scale = resolved["scale"]["bandwidth"]
+    scale = config.scale.bandwidth
     out: dict[str, Any] = {}
     what: list[str] = []
-    for i, w in enumerate(resolved["workloads"]):
-        kind = w["kind"]
-        if kind == "incast":
+    for i, w in enumerate(config.workloads):
+        if isinstance(w, IncastWorkload):
             out.setdefault("incast", []).append(incast_estimate(w, fabric, scale))
             what.append("incast round time and collapse (buffer vs synchronised windows)")
-        elif kind == "kv_transfer":
-            policy = resolved["controller"]["policy"]
+        elif isinstance(w, KvTransferWorkload):
+            policy = config.controller.policy
             out.setdefault("kv_transfer", []).append(kv_transfer_estimate(w, fabric, policy))
             what.append("KV transfer time at the bottleneck link, pipelining overlap, ECMP")
-        elif kind == "moe_alltoall":
+        elif isinstance(w, MoeAlltoallWorkload):
             out.setdefault("alltoall", []).append(alltoall_estimate(w, fabric))
             what.append("all-to-all step bytes and lower bound")
-        elif kind == "serving":
-            out["serving"] = serving_estimate(resolved, i, fabric)
+        elif isinstance(w, ServingWorkload):
+            out["serving"] = serving_estimate(config, i, fabric)
             what.append("serving TTFT/ITL from the fluid simulator and the compute model")
     if not out:
         return None
@@ -110,12 +119,12 @@ def buffer_estimate(fabric: Fabric, scale: float) -> dict[str, Any]:
 # ---- incast -----------------------------------------------------------------------------
 
 
-def incast_estimate(w: dict[str, Any], fabric: Fabric, scale: float) -> dict[str, Any]:
-    senders = w["senders"] if isinstance(w["senders"], int) else len(w["senders"])
-    receiver = w["receiver"]
+def incast_estimate(w: IncastWorkload, fabric: Fabric, scale: float) -> dict[str, Any]:
+    senders = w.senders if isinstance(w.senders, int) else len(w.senders)
+    receiver = w.receiver
     link = next(lk for lk in fabric.links_of(receiver) if lk.kind != "nvlink")
     gbps, buffer_pkts = link.real_gbps, link.buffer_pkts
-    sru = int(w["sru_bytes"])
+    sru = int(w.sru_bytes)
     goodput_gbps = gbps * GOODPUT_FRACTION
     ideal_round_ms = senders * sru * 8 / (goodput_gbps * 1e9) * 1e3
     sru_pkts = math.ceil(sru * scale / MSS_BYTES)
@@ -193,18 +202,18 @@ def collision_odds(flows: int, spines: int) -> dict[str, float]:
     }
 
 
-def kv_transfer_estimate(w: dict[str, Any], fabric: Fabric, policy: str) -> dict[str, Any]:
+def kv_transfer_estimate(w: KvTransferWorkload, fabric: Fabric, policy: str) -> dict[str, Any]:
     from traffic import presets
 
-    m = presets.model(w["model"])
-    pre, dec = list(w["prefill_hosts"]), list(w["decode_hosts"])
-    p_tp, d_tp = w["prefill_tp"] or len(pre), w["decode_tp"] or len(dec)
-    tokens = w["tokens"] if isinstance(w["tokens"], list) else [w["tokens"]]
+    m = presets.model(w.model)
+    pre, dec = list(w.prefill_hosts), list(w.decode_hosts)
+    p_tp, d_tp = w.prefill_tp or len(pre), w.decode_tp or len(dec)
+    tokens = list(w.tokens) if isinstance(w.tokens, tuple) else [w.tokens]
     mean_tokens = int(round(float(np.mean(tokens))))
     rate = min(path_gbps(fabric, a, b) for a in pre for b in dec)
-    out = transfer_numbers(m, w["gpu"], mean_tokens, p_tp, d_tp, w["dtype"], rate,
-                           w["efficiency"])  # fmt: skip
-    out["mode"] = w["mode"]
+    out = transfer_numbers(m, w.gpu, mean_tokens, p_tp, d_tp, w.dtype, rate,
+                           w.efficiency)  # fmt: skip
+    out["mode"] = w.mode
     out["requests"] = len(tokens)
     # Elephants released together: one per prefill instance (each starts its queue at 0).
     concurrent = min(len(pre) // p_tp, len(dec) // d_tp, len(tokens))
@@ -240,22 +249,21 @@ def kv_transfer_estimate(w: dict[str, Any], fabric: Fabric, policy: str) -> dict
 # ---- MoE all-to-all ---------------------------------------------------------------------
 
 
-def alltoall_estimate(w: dict[str, Any], fabric: Fabric) -> dict[str, Any]:
+def alltoall_estimate(w: MoeAlltoallWorkload, fabric: Fabric) -> dict[str, Any]:
     from traffic.workloads import moe_alltoall
 
-    params = {k: v for k, v in w.items() if k != "kind"}
-    params["steps"] = 1
-    sched = moe_alltoall(**params)
+    one_step = resolved_of(dataclasses.replace(w, steps=1))
+    sched = moe_alltoall(**{k: v for k, v in one_step.items() if k != "kind"})
     per_host = sched.groupby("src")["bytes"].sum()
-    gbps = min(host_gbps(fabric, h) for h in w["group"])
+    gbps = min(host_gbps(fabric, h) for h in w.group)
     bound_ms = float(per_host.max()) * 8 / (gbps * 1e9) * 1e3
     cross = sum(int(r.bytes) for r in sched.itertuples() if crosses_spine(fabric, r.src, r.dst))
     return {
         "step_bytes": int(sched["bytes"].sum()),
         "cross_spine_bytes_per_step": cross,
         "step_ms_lower_bound": bound_ms,
-        "step_interval_ms": w["step_interval_ms"],
-        "host_link_busy_fraction": min(bound_ms / w["step_interval_ms"], 1.0),
+        "step_interval_ms": w.step_interval_ms,
+        "host_link_busy_fraction": min(bound_ms / w.step_interval_ms, 1.0),
     }
 
 
@@ -274,22 +282,22 @@ def _stats(values: Any) -> dict[str, float] | None:
     }
 
 
-def serving_estimate(resolved: dict[str, Any], index: int, fabric: Fabric) -> dict[str, Any]:
+def serving_estimate(config: RunConfig, index: int, fabric: Fabric) -> dict[str, Any]:
+    """The fluid simulator's prediction for serving workload ``index`` of ``config``."""
     from experiments.analysis.metrics.bursts import peak_second_metrics
     from experiments.analysis.metrics.kv import pipelining_metrics, prefix_cache_metrics
     from experiments.analysis.metrics.sessions import session_metrics
     from experiments.analysis.tier_estimate import tier_estimate
     from experiments.orchestration.plan import workload_seed
-    from experiments.spec.typed import config_of
     from traffic import presets
     from traffic.serving import build_serving, fabric_rate, simulate
     from traffic.serving.instances import TIERS
 
-    w = resolved["workloads"][index]
-    typed = config_of(resolved).workloads[index]
-    driver = build_serving(typed, fabric, workload_seed(resolved["seed"], index))
+    w = config.workloads[index]
+    assert isinstance(w, ServingWorkload)
+    driver = build_serving(w, fabric, workload_seed(config.seed, index))
     arrivals_n = len(driver.requests)
-    until = int((resolved["duration_s"] + 5.0) * 1e9)  # the run's length plus its drain
+    until = int((config.duration_s + 5.0) * 1e9)  # the run's length plus its drain
     res = simulate(driver, fabric_rate(fabric), until_ns=until)
     req = driver.requests_table()
     tok = driver.tokens_table()
@@ -308,7 +316,7 @@ def serving_estimate(resolved: dict[str, Any], index: int, fabric: Fabric) -> di
             k: v for k, v in prefix_cache_metrics(req).items() if k.endswith("hit_rate")
         },
     }
-    if w["transfer"] == "layer_pipelined":
+    if w.transfer == "layer_pipelined":
         out["pipelining"] = {"hidden_fraction": pipelining_metrics(req)["hidden_fraction"]}
     sessions = session_metrics(req)
     if sessions is not None:
@@ -319,13 +327,13 @@ def serving_estimate(resolved: dict[str, Any], index: int, fabric: Fabric) -> di
     peak = peak_second_metrics(req)
     if peak is not None:
         out["peak_second"] = peak
-    if w["mode"] == "disaggregated" and len(req):
-        m = presets.model(w["model"])
+    if w.mode == "disaggregated" and len(req):
+        m = presets.model(w.model)
         p, d = driver.prefill[0].inst, driver.decode[0].inst
         rates = [path_gbps(fabric, a, b) for a in p.hosts for b in d.hosts if a != b]
         mean_tokens = int(round(float(req["input_tokens"].mean())))
         out["mean_prompt"] = transfer_numbers(
-            m, w["gpu"], mean_tokens, p.tp, d.tp, w["kv_dtype"], min(rates)
+            m, w.gpu, mean_tokens, p.tp, d.tp, w.kv_dtype, min(rates)
         )
         tiers = [t for row in driver.tiers for t in row]
         rate_by_tier: dict[int, float] = {}
@@ -482,7 +490,7 @@ def print_estimates(spec: str, sets: list[str], as_json: bool = False) -> int:
     spec_obj = load_spec(locate(spec), sets)
     out = {}
     for run in expand(spec_obj):
-        est = estimate(run.resolved, run.fabric())
+        est = estimate(run.config, run.fabric())
         out[run.label] = est
         if not as_json:
             print(run.label)

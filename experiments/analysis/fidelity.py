@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from experiments.measurement.tcpcount import UNMODELLED_PLACES
+from experiments.spec.config import Fidelity
 from topologies.fabric import Fabric, FabricError
 from topologies.shaping import (
     DEFAULT_MTU,
@@ -42,7 +43,8 @@ from topologies.shaping import (
     switch_capacity_mbps,
 )
 
-DEFAULT_THRESHOLDS = {"lateness_p99_ms": 2.0, "cpu_max_pct": 90.0, "dequeue_rate_tolerance": 0.05}
+# the thresholds of a verdict without a spec (calibration, trials): the spec's defaults
+DEFAULT_THRESHOLDS = Fidelity(lateness_p99_ms=2.0, cpu_max_pct=90.0, dequeue_rate_tolerance=0.05)
 CPU_QUANTILE = 0.95
 # a core this busy (%) for this long (s) without a break starves what runs on it (OVS's
 # one main thread, an agent worker), even when the machine-wide p95 looks fine
@@ -539,7 +541,7 @@ def verdict(
     sampler_rates: Mapping[str, tuple[float, float]],
     rates_bps: Mapping[tuple[str, int], float],
     fabric: Fabric,
-    thresholds: Mapping[str, float] | None = None,
+    thresholds: Fidelity | None = None,
     capacity_mbps: float | Callable[[float], float] | None = None,
     tcp: Mapping[str, int] | None = None,
     mtu: int = DEFAULT_MTU,
@@ -552,21 +554,21 @@ def verdict(
     ``queues``: the QueueSampler table; ``cpu``: the CpuSampler table;
     ``sampler_rates``: name -> (achieved_hz, requested_hz); ``rates_bps``:
     (node, port) -> configured bit/s (``egress_rates_bps``); ``thresholds``:
-    the spec's ``fidelity:`` section (missing keys take the defaults); ``tcp``:
+    the run's ``config.fidelity`` (None: :data:`DEFAULT_THRESHOLDS`); ``tcp``:
     the hosts' TCP counter totals over the traffic (``experiments.measurement.tcpcount``);
     ``mtu``: the run's, for the size of the frames the queue counters move by;
     ``rate_changes``: ports a ``link_degrade`` re-shaped (``split_by_rate``);
     ``links``: the LinkSampler table (with a ``server`` column, each server's share of
     the switch-hop work is judged: ``servers_offered_load_check``).
     """
-    th = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
+    th = thresholds or DEFAULT_THRESHOLDS
     judged_queues, rates_bps = split_by_rate(queues, rates_bps, rate_changes or {})
     checks = {
-        "cpu": servers_cpu_check(cpu, th["cpu_max_pct"]),
+        "cpu": servers_cpu_check(cpu, th.cpu_max_pct),
         "dequeue_rate": dequeue_rate_check(
-            judged_queues, rates_bps, th["dequeue_rate_tolerance"], frame_bytes(mtu)
+            judged_queues, rates_bps, th.dequeue_rate_tolerance, frame_bytes(mtu)
         ),  # fmt: skip
-        "lateness": lateness_check(flows, th["lateness_p99_ms"]),
+        "lateness": lateness_check(flows, th.lateness_p99_ms),
         "sampler_rate": sampler_rate_check(sampler_rates),
         "offered_load": servers_offered_load_check(flows, fabric, capacity_mbps, links),
         "unmodelled_loss": unmodelled_loss_check(tcp, queues),

@@ -1,10 +1,10 @@
 """The ``metrics`` object of summary.json, computed from a run's tables.
 
-Pure: tables and the resolved spec in, plain JSON data out (no NaN, no numpy scalars).
-It only assembles the metrics of :mod:`experiments.analysis.metrics`; every number is defined
-there. A key is present only where it applies (``incast`` only when there were incast
-flows, ``ttft_ms`` only for serving runs, ``jain_fairness`` only with several tenants);
-every table may be ``None`` or empty, as after an interrupted run.
+Pure: tables and the run's configuration (``RunConfig``) in, plain JSON data out (no NaN,
+no numpy scalars). It only assembles the metrics of :mod:`experiments.analysis.metrics`;
+every number is defined there. A key is present only where it applies (``incast`` only
+when there were incast flows, ``ttft_ms`` only for serving runs, ``jain_fairness`` only
+with several tenants); every table may be ``None`` or empty, as after an interrupted run.
 
 Units: latencies in ms as ``{count, mean, p50, p90, p99, p999, max}``. Bytes and rates
 in the tables are emulated (what crossed the emulated links); each rate is given twice,
@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from experiments.analysis.jsonable import to_jsonable
 from experiments.analysis.metrics import (
     alltoall_step_ms,
     counter_increase,
@@ -44,16 +45,17 @@ from experiments.analysis.metrics.flows import fct_slowdown, ok_mask
 from experiments.analysis.metrics.sessions import session_metrics
 from experiments.analysis.metrics.tenants import noisy_neighbour
 from experiments.analysis.metrics.tiers import tier_metrics
-from experiments.output.results import to_jsonable
-from topologies.scale import Scale
-from topologies.shaping import DEFAULT_MTU, queue_frames
+from experiments.spec.config import RunConfig, ServingWorkload
+from experiments.spec.sections import build_fabric
+from experiments.spec.typed import resolved_of
+from topologies import Fabric
+from topologies.shaping import queue_frames
 
 __all__ = ["HOTTEST_PORTS", "QUEUE_THRESHOLD_FRACTION", "real_gbps", "summarize"]
 
 HOTTEST_PORTS = 5
 # "Time above threshold" counts time with the backlog above this fraction of the buffer.
 QUEUE_THRESHOLD_FRACTION = 0.5
-DEFAULT_BUFFER_PKTS = 64
 # Flow kinds whose bytes are not payload of the workload: probes are one real packet
 # whatever the scale, so they stay out of goodput.
 NOT_GOODPUT = ("probe",)
@@ -64,7 +66,7 @@ def summarize(
     requests: pd.DataFrame | None,
     tokens: pd.DataFrame | None,
     queues: pd.DataFrame | None,
-    resolved_spec: dict[str, Any],
+    config: RunConfig,
     links: pd.DataFrame | None = None,
     events: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -82,31 +84,29 @@ def summarize(
     (``metrics.faults.fault_timings``, from ``events``: the run's events.json, with
     the data-plane side of ``metrics.fault_impact`` from the flows, links and requests).
     """
-    scale = _scale(resolved_spec)
+    scale = config.scale.bandwidth
     flows, requests, tokens, queues, links = map(
         _plain_numbers, (flows, requests, tokens, queues, links)
     )
     out: dict[str, Any] = {"scale": scale}
     if _has_rows(flows):
         out |= _flow_metrics(flows, scale)
-        fabric = _fabric(resolved_spec)
-        if fabric is not None:
-            out["fct_slowdown"] = fct_slowdown(flows, fabric, Scale(scale, _mtu(resolved_spec)))
+        out["fct_slowdown"] = fct_slowdown(flows, _fabric(config), config.scale)
     if _has_rows(queues):
-        out |= _queue_metrics(queues, _threshold_pkts(resolved_spec))
+        out |= _queue_metrics(queues, _threshold_pkts(config))
     if _has_rows(links):
         out["links"] = _link_metrics(links, scale)
     if _has_rows(requests):
-        out |= _serving(requests, tokens, resolved_spec, flows)
+        out |= _serving(requests, tokens, config, flows)
     applied = (events or {}).get("faults") or []
     if applied:
         out["faults"] = fault_timings(applied, (events or {}).get("controller") or [],
-                                      _fabric(resolved_spec), flows=flows, links=links,
+                                      _fabric(config), flows=flows, links=links,
                                       requests=requests)  # fmt: skip
-    pairs = resolved_spec.get("noisy_neighbour") or []
-    if pairs and _has_rows(flows):
+    if config.noisy_neighbour and _has_rows(flows):
         out["noisy_neighbour"] = [
-            noisy_neighbour(flows, tokens, requests, p["victim"], p["aggressor"]) for p in pairs
+            noisy_neighbour(flows, tokens, requests, p.victim, p.aggressor)
+            for p in config.noisy_neighbour
         ]
     return to_jsonable(out)
 
@@ -121,13 +121,9 @@ def real_gbps(emulated_mbps: float | None, scale: float) -> float | None:
 # ---- flows ---------------------------------------------------------------------------------
 
 
-def _fabric(resolved_spec: dict[str, Any]) -> Any:
-    """The run's fabric, when the spec has one (tests may summarise without)."""
-    if "fabric" not in resolved_spec:
-        return None
-    from experiments.spec.sections import build_fabric
-
-    return build_fabric(resolved_spec["fabric"])
+def _fabric(config: RunConfig) -> Fabric:
+    """The run's fabric (built once per set of parameters: fabrics are immutable)."""
+    return build_fabric(resolved_of(config.fabric))
 
 
 def _flow_metrics(flows: pd.DataFrame, scale: float) -> dict[str, Any]:
@@ -322,16 +318,14 @@ SERVING_LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "kv_transfer_ms")
 def _serving(
     requests: pd.DataFrame,
     tokens: pd.DataFrame | None,
-    spec: dict[str, Any],
+    config: RunConfig,
     flows: pd.DataFrame | None = None,
 ) -> dict[str, Any]:
-    serving = [w for w in spec.get("workloads") or [] if w.get("kind") == "serving"]
-    slo = (serving[0].get("slo") if serving else None) or {}
-    duration = float(spec.get("duration_s") or 0.0) or _span_s(requests)
-    if slo.get("ttft_ms") is not None and slo.get("tpot_ms") is not None and duration > 0:
-        m = serving_metrics(
-            requests, tokens, float(slo["ttft_ms"]), float(slo["tpot_ms"]), duration
-        )
+    serving = [w for w in config.workloads if isinstance(w, ServingWorkload)]
+    slo = serving[0].slo if serving else None
+    duration = float(config.duration_s or 0.0) or _span_s(requests)
+    if slo is not None and duration > 0:
+        m = serving_metrics(requests, tokens, float(slo.ttft_ms), float(slo.tpot_ms), duration)
     else:  # no SLO declared: latencies only
         itl = tokens["itl_ms"] if tokens is not None and "itl_ms" in tokens else None
         ttft = requests["ttft_ms"].astype(float)
@@ -346,14 +340,14 @@ def _serving(
             "kv_transfer_ms": latency_stats(requests["kv_transfer_ms"]),
         }
     m["prefix_cache"] = prefix_cache_metrics(requests) | {
-        "enabled": any((w.get("prefix_cache") or {}).get("enabled") for w in serving)
+        "enabled": any(w.prefix_cache.enabled for w in serving)
     }
-    if any(w.get("transfer") == "layer_pipelined" for w in serving):
+    if any(w.transfer == "layer_pipelined" for w in serving):
         m["pipelining"] = pipelining_metrics(requests)
     sessions = session_metrics(requests)
     if sessions is not None:
         m["sessions"] = sessions
-    if any(w.get("kv_tiers") for w in serving):
+    if any(w.kv_tiers is not None for w in serving):
         m["kv_tiers"] = tier_metrics(requests, tokens, flows)
     peak = peak_second_metrics(requests)
     if peak is not None:
@@ -393,18 +387,7 @@ def _has_rows(df: pd.DataFrame | None) -> bool:
     return df is not None and len(df) > 0
 
 
-def _scale(spec: dict[str, Any]) -> float:
-    scale = (spec.get("scale") or {}).get("bandwidth")
-    if scale is None or not float(scale) > 0:
-        raise ValueError(f"resolved spec needs scale.bandwidth > 0, got {scale!r}")
-    return float(scale)
-
-
-def _mtu(spec: dict[str, Any]) -> int:
-    return int((spec.get("scale") or {}).get("mtu") or DEFAULT_MTU)
-
-
-def _threshold_pkts(spec: dict[str, Any]) -> float:
+def _threshold_pkts(config: RunConfig) -> float:
     """The threshold in the frames the queues hold (the buffer keeps its bytes at any MTU)."""
-    buffer = (spec.get("fabric") or {}).get("buffer_pkts") or DEFAULT_BUFFER_PKTS
-    return float(queue_frames(int(buffer), _mtu(spec))) * QUEUE_THRESHOLD_FRACTION
+    frames = queue_frames(config.fabric.buffer_pkts, config.scale.mtu)
+    return float(frames) * QUEUE_THRESHOLD_FRACTION

@@ -14,7 +14,7 @@ output folder. It dies with its parent. A sampler that failed is reported by
 ``stop()`` as ``SamplerError``, as the thread samplers do.
 
 With ``chunks_dir`` (the run's folder) the child also saves each sampler's new rows
-there every ``flush_s`` seconds, and the rest at ``stop`` (``experiments.output.chunks``:
+there every ``flush_s`` seconds, and the rest at ``stop`` (``experiments.measurement.chunks``:
 ``<run>/partial/<name>/``), so a run killed with SIGKILL keeps its samples up to the last
 second. The saving runs on the child's main thread, which otherwise only waits for
 ``stop``: a flush holds this process's GIL for a few milliseconds a second, which can
@@ -177,7 +177,7 @@ class _Saver:
         self.writers: dict[str, Any] = {}
         self.failed: set[str] = set()
         if chunks:
-            from experiments.output.chunks import ChunkWriter
+            from experiments.measurement.chunks import ChunkWriter
 
             try:
                 self.writers = {n: ChunkWriter(chunks["dir"], n) for n in samplers}

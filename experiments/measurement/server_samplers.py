@@ -28,8 +28,8 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 
+from experiments.measurement.chunks import PARTIAL, ChunkWriter
 from experiments.measurement.sampler_process import SamplerError, SamplerProcess
-from experiments.output.chunks import PARTIAL, ChunkWriter
 from topologies.system import die_with_parent
 
 LOCAL = "localhost"

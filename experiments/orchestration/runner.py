@@ -524,7 +524,7 @@ def write_tables(run_dir: Path, rec: Recorded) -> dict[str, str]:
 def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
             stop: StopFlag) -> dict[str, Any]:  # fmt: skip
     """Write the tables, judge fidelity, compute metrics, write summary and report."""
-    r, config = p.run.resolved, p.run.config
+    config = p.run.config
     sources = write_tables(run_dir, rec)
     results.write_json(run_dir, "events", rec.events)
     empty = pd.DataFrame()
@@ -537,7 +537,7 @@ def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
         if tcp is not None:
             tcp |= tcpcount.unmodelled_places(rec.events.get("counters") or {})
         fidelity = verdict(t["flows"], t["queues"], cpu, rec.samplers, rates, p.fabric,
-                           resolved_of(config.fidelity), capacity_mbps=p.envelope.capacity_mbps,
+                           config.fidelity, capacity_mbps=p.envelope.capacity_mbps,
                            tcp=tcp, mtu=p.deployment.scale.mtu,
                            rate_changes=rate_changes(rec.events.get("faults") or [], p.fabric,
                                                      p.deployment.scale),
@@ -546,14 +546,14 @@ def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
         log.debug("fidelity verdict failed", exc_info=True)
         fidelity = {"ok": False, "checks": {}, "error": f"could not judge: {exc}"}
     try:
-        metrics = summarize(t["flows"], t["requests"], t["tokens"], t["queues"], r,
+        metrics = summarize(t["flows"], t["requests"], t["tokens"], t["queues"], config,
                             links=t["links"], events=rec.events)  # fmt: skip
     except Exception as exc:
         log.debug("summary failed", exc_info=True)
         metrics = {}
         rec.error = rec.error or f"metrics could not be computed: {exc}"
     try:
-        predicted = estimate(r, p.fabric)
+        predicted = estimate(config, p.fabric)
     except Exception as exc:  # an estimate must never cost a run its results
         log.warning("analytic estimate failed: %s", exc)
         predicted = {"error": str(exc)}

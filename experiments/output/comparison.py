@@ -22,23 +22,25 @@ from typing import Any
 from experiments.analysis.headline import headline, question
 from experiments.analysis.metrics.flows import fct_ms, ok_mask
 from experiments.output import plots
-from experiments.output.report import (
+from experiments.output.formatting import (
+    at_path,
+    cell,
+    estimate_cell,
+    fmt,
+    short_label,
+    slug,
+    units_note,
+    verdict_word,
+    write_text,
+)
+from experiments.output.metric_rows import (
     COMPARE_VALUES,
     LATENCY_ROWS,
     PLOTS,
     REPORT,
-    _cell,
-    _estimate_cell,
-    _fmt,
-    _get,
-    _run_scale,
-    _short,
-    _slug,
-    _units_note,
-    _verdict_word,
-    _write_text,
     key_metrics,
     run_metrics,
+    run_scale,
 )
 from experiments.output.results import Run
 
@@ -63,7 +65,7 @@ def write_compare(runs: list[Run], out: Path) -> Path:
     lines += _compare_verdicts(runs)
     if len(experiments) == 1:
         asked = question(experiments[0])
-        lines += [f"> **Question.** {_cell(asked)}", ""] if asked else []
+        lines += [f"> **Question.** {cell(asked)}", ""] if asked else []
     headline_lines = _compare_headline(runs)
     lines += headline_lines
     lines += _compare_checks(runs)
@@ -85,11 +87,11 @@ def write_compare(runs: list[Run], out: Path) -> Path:
             lines += _table(["label", f"{name} p50", f"{name} p99"], rows)
     lines += ["Runs (each with its own report):", ""]
     for r in runs:
-        lines.append(f"- [{_cell(r.label)}]({_relative_link(r.path / REPORT, out)})")
+        lines.append(f"- [{cell(r.label)}]({_relative_link(r.path / REPORT, out)})")
     lines.append("")
     lines += _compare_plots(runs, rows, out)
     path = out / REPORT
-    _write_text(path, "\n".join(lines).rstrip() + "\n")
+    write_text(path, "\n".join(lines).rstrip() + "\n")
     return path
 
 
@@ -103,12 +105,12 @@ def _relative_link(target: Path, base: Path) -> str:
 def _table(columns: list[str], rows: list[dict[str, Any]]) -> list[str]:
     align = ["---" if c in ("label", "fidelity") else "---:" for c in columns]
     lines = ["| " + " | ".join(columns) + " |", "| " + " | ".join(align) + " |"]
-    lines += ["| " + " | ".join(_fmt(row.get(c)) for c in columns) + " |" for row in rows]
+    lines += ["| " + " | ".join(fmt(row.get(c)) for c in columns) + " |" for row in rows]
     return lines + [""]
 
 
 def _compare_verdicts(runs: list[Run]) -> list[str]:
-    bad = [r.label for r in runs if _verdict_word(r.summary.get("fidelity")) != "OK"]
+    bad = [r.label for r in runs if verdict_word(r.summary.get("fidelity")) != "OK"]
     partial = [r.label for r in runs if r.partial]
     lines = []
     if not bad:
@@ -132,7 +134,7 @@ def _compare_checks(runs: list[Run]) -> list[str]:
         fid = r.summary.get("fidelity") or {}
         failed = [n for n, c in (fid.get("checks") or {}).items() if not c.get("ok")]
         lines.append(
-            f"| {r.label} | {_verdict_word(fid)} | {'yes' if r.partial else 'no'} "
+            f"| {r.label} | {verdict_word(fid)} | {'yes' if r.partial else 'no'} "
             f"| {', '.join(failed)} |"
         )
     return lines + [""]
@@ -147,8 +149,8 @@ def _compare_headline(runs: list[Run]) -> list[str]:
             labels.setdefault((h.label, h.unit), h.distribution)
     if not labels:
         return []
-    scales = {_run_scale(r) for r in runs}
-    lines = ["## Headline", "", _units_note(scales.pop() if len(scales) == 1 else None), ""]
+    scales = {run_scale(r) for r in runs}
+    lines = ["## Headline", "", units_note(scales.pop() if len(scales) == 1 else None), ""]
     dist = [(label, unit) for (label, unit), d in labels.items() if d]
     single = [(label, unit) for (label, unit), d in labels.items() if not d]
     for label, unit in dist:
@@ -157,9 +159,9 @@ def _compare_headline(runs: list[Run]) -> list[str]:
         for r, rows in zip(runs, per_run, strict=True):
             h = next((h for h in rows if h.label == label), None)
             if h is not None:
-                p50, p99 = _fmt(h.measured.get("p50")), _fmt(h.measured.get("p99"))
-                est = _estimate_cell(h.estimate)
-                lines.append(f"| {_cell(r.label)} | {p50} | {p99} | {est} |")
+                p50, p99 = fmt(h.measured.get("p50")), fmt(h.measured.get("p99"))
+                est = estimate_cell(h.estimate)
+                lines.append(f"| {cell(r.label)} | {p50} | {p99} | {est} |")
         lines.append("")
     if single:
         lines += ["| run | " + " | ".join(f"{label} ({unit})" for label, unit in single) + " |",
@@ -169,11 +171,11 @@ def _compare_headline(runs: list[Run]) -> list[str]:
             cells = []
             for label, _ in single:
                 h = by.get(label)
-                cell = "–" if h is None else _fmt(h.measured["value"])
+                text = "–" if h is None else fmt(h.measured["value"])
                 if h is not None and h.estimate:
-                    cell += f" (est. {_estimate_cell(h.estimate)})"
-                cells.append(cell)
-            lines.append(f"| {_cell(r.label)} | " + " | ".join(cells) + " |")
+                    text += f" (est. {estimate_cell(h.estimate)})"
+                cells.append(text)
+            lines.append(f"| {cell(r.label)} | " + " | ".join(cells) + " |")
         lines.append("")
     return lines
 
@@ -181,9 +183,9 @@ def _compare_headline(runs: list[Run]) -> list[str]:
 def _compare_plots(runs: list[Run], rows: list[dict[str, Any]], out: Path) -> list[str]:
     pdir = out / PLOTS
     metrics = [
-        _short(label)
+        short_label(label)
         for label, _ in LATENCY_ROWS
-        if any(f"{_short(label)} p50" in row for row in rows)
+        if any(f"{short_label(label)} p50" in row for row in rows)
     ][:4]
     extra = [label for label, _ in COMPARE_VALUES[:2] if any(label in row for row in rows)]
     points = [r.summary.get("point") or {} for r in runs]
@@ -195,7 +197,7 @@ def _compare_plots(runs: list[Run], rows: list[dict[str, Any]], out: Path) -> li
         if all(isinstance(x, int | float) and not isinstance(x, bool) for x in xs):
             panels: dict[str, dict[str, list[Any]]] = {}
             for label, _ in LATENCY_ROWS:
-                name = _short(label)
+                name = short_label(label)
                 if name in metrics:
                     panels[label] = {
                         q: [row.get(f"{name} {q}") for row in rows] for q in ("p50", "p99")
@@ -214,7 +216,7 @@ def _compare_plots(runs: list[Run], rows: list[dict[str, Any]], out: Path) -> li
             if f"{CDF_OF.get(name, name)}, distribution per run" in shown:
                 continue
             series = {q: [row.get(f"{name} {q}") for row in rows] for q in ("p50", "p99")}
-            p = plots.compare_bars(labels, series, pdir / f"compare_{_slug(name)}.png")
+            p = plots.compare_bars(labels, series, pdir / f"compare_{slug(name)}.png")
             if p is not None:
                 made.append((name, p))
     made += cdfs
@@ -262,11 +264,11 @@ CDF_OF = {"FCT, all flows": "FCT", "TTFT": "TTFT", "ITL": "ITL", "KV transfer": 
 # Overlaid CDFs of a comparison: (title, x label, the run's values, its estimate).
 CDF_METRICS: list[tuple[str, str, Callable[[Run], Any], Callable[[dict[str, Any]], dict]]] = [
     ("TTFT", "time to first token (ms)", _column("requests", "ttft_ms"),
-     lambda e: _get(e, ("serving", "ttft_ms")) or {}),
+     lambda e: at_path(e, ("serving", "ttft_ms")) or {}),
     ("ITL", "inter-token latency (ms)", _column("tokens", "itl_ms"),
-     lambda e: _get(e, ("serving", "itl_ms")) or {}),
+     lambda e: at_path(e, ("serving", "itl_ms")) or {}),
     ("KV transfer", "KV transfer time per request (ms)", _column("requests", "kv_transfer_ms"),
-     lambda e: _get(e, ("serving", "kv_transfer_ms")) or {}),
+     lambda e: at_path(e, ("serving", "kv_transfer_ms")) or {}),
     ("FCT", "flow completion time, completed flows (ms)", _fct, _kv_fct_estimate),
     ("FCT slowdown", "FCT slowdown (measured / ideal)", _fct_slowdown, lambda e: {}),
 ]  # fmt: skip
@@ -284,7 +286,7 @@ def _compare_cdfs(runs: list[Run], pdir: Path) -> list[tuple[str, Path]]:
             series[run.label] = v
             est = estimate(run.summary.get("estimate") or {})
             estimates[run.label] = {k: est[k] for k in ("p50", "p99", "value") if k in est}
-        path = pdir / f"cdf_{_slug(title)}.png"
+        path = pdir / f"cdf_{slug(title)}.png"
         what = f"{title}: distribution per run"
         if any(estimates.values()):
             what += "\n(hollow diamonds at p50/p99, or a dotted line: the analytic estimate)"

@@ -54,9 +54,10 @@ def last_instant_s(run: Run, name: str) -> tuple[float | None, bool]:
 
 def expected_tables(run: Run) -> list[str]:
     """The tables this run would have had: the serving ones only with a serving workload."""
-    serving = any(isinstance(w, dict) and w.get("kind") == "serving"
-                  for w in run.spec.get("workloads") or [])  # fmt: skip
-    return [t for t in TABLES if serving or not run.spec or t not in SERVING_ONLY]
+    if run.config is None:  # unknown: any of them
+        return list(TABLES)
+    serving = any(w.kind == "serving" for w in run.config.workloads)
+    return [t for t in TABLES if serving or t not in SERVING_ONLY]
 
 
 def unfinished_lines(run: Run, computed: bool) -> list[str]:

@@ -4,7 +4,7 @@
     write_table(run_dir, "flows", flows)          # flows.parquet, atomically
     write_json(run_dir, "summary", summary)       # summary.json, strict JSON, sorted keys
     run = load_run(run_dir)
-    run.summary["metrics"], run.spec["fabric"], run.flows  # tables load on first use
+    run.summary["metrics"], run.config.fabric, run.flows  # tables load on first use
 
 Every file is written to a temporary name in the same directory, flushed, then renamed
 over the final name (``os.replace``), so a crash or Ctrl-C never leaves a half-written
@@ -22,23 +22,30 @@ where the run was killed.
 
 from __future__ import annotations
 
-import contextlib
+import copy
 import json
-import math
-import os
-import re
-import tempfile
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import yaml
 
+from experiments.analysis.jsonable import to_jsonable
 from experiments.output import chunks
+from experiments.output.files import (
+    ResultsError,
+    atomic_write,
+    check_name,
+    file_name,
+    write_table,
+)
+from experiments.spec.config import RunConfig
+from experiments.spec.schema import SpecError
+from experiments.spec.sections import validate
+from experiments.spec.typed import ConfigError, config_of
 
 __all__ = [
     "TABLES",
@@ -51,6 +58,7 @@ __all__ = [
     "read_json",
     "read_table",
     "run_id",
+    "stored_config",
     "to_jsonable",
     "write_json",
     "write_table",
@@ -59,12 +67,6 @@ __all__ = [
 # The tables of the results contract, one ``<name>.parquet`` each.
 TABLES = ("flows", "requests", "tokens", "queues", "links", "cpu")
 SUMMARY = "summary.json"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-
-class ResultsError(Exception):
-    """A results directory cannot be created, written or read; the message says which
-    path and why."""
 
 
 class NotARunError(ResultsError):
@@ -88,7 +90,7 @@ def new_run_dir(root: Path, experiment: str, seed: int, now: datetime | None = N
     one). Raises :class:`ResultsError` when the experiment name is not a plain name or
     ``root`` cannot be written.
     """
-    _check_name(experiment, "experiment name")
+    check_name(experiment, "experiment name")
     parent = Path(root) / experiment
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -112,53 +114,14 @@ def new_run_dir(root: Path, experiment: str, seed: int, now: datetime | None = N
 # ---- writing -------------------------------------------------------------------------------
 
 
-def write_table(run_dir: Path, name: str, df: pd.DataFrame) -> Path:
-    """Write ``df`` to ``run_dir/<name>.parquet`` atomically; returns the path.
-
-    ``name`` is a table name such as ``flows`` (a ``.parquet`` suffix is accepted). The
-    index is not stored. Object columns that mix ``None`` and strings are kept as is.
-    """
-    path = Path(run_dir) / _file_name(name, ".parquet")
-    _atomic_write(path, lambda tmp: df.to_parquet(tmp, index=False, engine="pyarrow"))
-    return path
-
-
 def write_json(run_dir: Path, name: str, obj: Any) -> Path:
     """Write ``obj`` as ``run_dir/<name>.json`` atomically: sorted keys, 2-space indent,
     strict JSON (NaN and infinities become ``null``, numpy scalars plain numbers, see
     :func:`to_jsonable`), so the same object always gives the same bytes."""
-    path = Path(run_dir) / _file_name(name, ".json")
+    path = Path(run_dir) / file_name(name, ".json")
     text = json.dumps(to_jsonable(obj), indent=2, sort_keys=True, allow_nan=False) + "\n"
-    _atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
     return path
-
-
-def to_jsonable(obj: Any) -> Any:
-    """``obj`` as plain JSON data: dict keys become strings, tuples/sets/arrays lists
-    (sets sorted), numpy scalars Python numbers, NaN/inf/``pd.NA``/``NaT`` ``None``,
-    paths and datetimes strings. Anything else unknown is an error rather than a
-    silent ``str()``."""
-    if obj is None or isinstance(obj, bool | str):
-        return obj
-    if isinstance(obj, np.generic):
-        return to_jsonable(obj.item())
-    if isinstance(obj, int):
-        return int(obj)
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, Mapping):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple | np.ndarray | pd.Series):
-        return [to_jsonable(v) for v in list(obj)]
-    if isinstance(obj, set | frozenset):
-        return sorted((to_jsonable(v) for v in obj), key=repr)
-    if isinstance(obj, Path):
-        return str(obj)
-    if isinstance(obj, datetime | date | pd.Timestamp):
-        return obj.isoformat()
-    if obj is pd.NA or obj is pd.NaT:
-        return None
-    raise TypeError(f"cannot store {type(obj).__name__} {obj!r} in JSON")
 
 
 # ---- reading -------------------------------------------------------------------------------
@@ -168,7 +131,7 @@ def read_table(run_dir: Path, name: str) -> pd.DataFrame | None:
     """The table ``run_dir/<name>.parquet``; without it, what the table's chunks hold (a
     run killed before its end, :mod:`.chunks`); ``None`` when the run has neither. An
     unreadable file is a :class:`ResultsError` naming it (an unreadable chunk is skipped)."""
-    path = Path(run_dir) / _file_name(name, ".parquet")
+    path = Path(run_dir) / file_name(name, ".parquet")
     if not path.is_file():
         recovered = chunks.read_chunks(run_dir, path.stem)
         return recovered.frame if recovered is not None else None
@@ -180,7 +143,7 @@ def read_table(run_dir: Path, name: str) -> pd.DataFrame | None:
 
 def read_json(run_dir: Path, name: str) -> Any | None:
     """``run_dir/<name>.json`` parsed, or ``None`` when absent."""
-    path = Path(run_dir) / _file_name(name, ".json")
+    path = Path(run_dir) / file_name(name, ".json")
     if not path.is_file():
         return None
     try:
@@ -196,8 +159,10 @@ def is_run_dir(path: Path) -> bool:
 
 @dataclass
 class Run:
-    """One run's results. ``summary`` is summary.json, ``spec`` the resolved spec.yaml
-    (``{}`` if absent), ``events`` events.json (``{}`` if absent). Tables are read on
+    """One run's results. ``summary`` is summary.json, ``spec`` the resolved spec.yaml as
+    written (``{}`` if absent), ``config`` the run's configuration read from it
+    (:func:`stored_config`: ``None`` when it cannot be read into the current schema),
+    ``events`` events.json (``{}`` if absent). Tables are read on
     first access and are ``None`` when the run did not write them. ``recovered``: the
     tables that come from the chunks of a run that did not finish (read from chunks now,
     or gathered from them at the run's end, summary.json ``tables``), sorted."""
@@ -213,13 +178,18 @@ class Run:
     def table(self, name: str) -> pd.DataFrame | None:
         if name not in self._tables:
             found = None
-            if not (self.path / _file_name(name, ".parquet")).is_file():
+            if not (self.path / file_name(name, ".parquet")).is_file():
                 found = chunks.read_chunks(self.path, name)
             if found is not None:
                 self._tables[name], self._skipped[name] = found.frame, found.skipped
             else:
                 self._tables[name] = read_table(self.path, name)
         return self._tables[name]
+
+    @cached_property
+    def config(self) -> RunConfig | None:
+        """The run's configuration (``RunConfig``), or ``None`` (see :func:`stored_config`)."""
+        return stored_config(self.spec, self.path)
 
     def skipped_chunks(self, name: str) -> list[str]:
         """The chunks of a recovered table that could not be read (cut short by the kill),
@@ -293,47 +263,62 @@ def load_run(run_dir: Path) -> Run:
                recovered=_recovered(path, summary))  # fmt: skip
 
 
+def stored_config(spec: dict[str, Any], base_dir: Path) -> RunConfig | None:
+    """The configuration of a stored run from its spec.yaml (``spec``; relative paths from
+    ``base_dir``, the run's folder): as written when it fits the current schema, else
+    validated again, so the keys that a run of an older version did not write take their
+    defaults. A file the spec names (a trace) need not exist any more (the run read it
+    then; a committed run names a path on the machine that ran it): it is checked against
+    a stand-in and keeps the name it had. ``None`` without a spec, or when the spec cannot
+    be read into the current schema."""
+    if not spec:
+        return None
+    try:
+        return config_of(spec)
+    except ConfigError:
+        pass
+    raw, gone = copy.deepcopy(spec), {}
+    stand_in = Path(base_dir) / "spec.yaml"
+    while True:
+        try:
+            resolved = validate(raw, Path(base_dir))
+            break
+        except SpecError as exc:
+            if exc.path in gone or not _missing_file(exc, base_dir) or not stand_in.is_file():
+                return None
+            gone[exc.path] = exc.value
+            _put(raw, exc.path, str(stand_in))
+    for path, value in gone.items():
+        _put(resolved, path, value)
+    resolved.pop("sweep", None)
+    try:
+        return config_of(resolved)
+    except ConfigError:
+        return None
+
+
+def _missing_file(exc: SpecError, base_dir: Path) -> bool:
+    """Whether ``exc`` rejects a path to a file that does not exist (here and now)."""
+    if not exc.path or not isinstance(exc.value, str) or not exc.value:
+        return False
+    file = Path(exc.value).expanduser()
+    return not (file if file.is_absolute() else Path(base_dir) / file).exists()
+
+
+def _put(tree: Any, path: str, value: Any) -> None:
+    """Set the value at a dotted key path (``workloads.0.arrivals.trace``) of plain data."""
+    *parents, last = path.split(".")
+    for part in parents:
+        tree = tree[int(part)] if isinstance(tree, list) else tree[part]
+    if isinstance(tree, list):
+        tree[int(last)] = value
+    else:
+        tree[last] = value
+
+
 def _recovered(path: Path, summary: dict[str, Any]) -> tuple[str, ...]:
     on_disk = {t for t in chunks.chunked_tables(path) if not (path / f"{t}.parquet").is_file()}
     sources = summary.get("tables")
     gathered = {t for t, how in sources.items() if how == "recovered"} if isinstance(
         sources, dict) else set()  # fmt: skip
     return tuple(sorted(on_disk | gathered))
-
-
-# ---- helpers -------------------------------------------------------------------------------
-
-
-def _check_name(name: str, what: str) -> None:
-    if not isinstance(name, str) or not _NAME.match(name) or name in (".", ".."):
-        raise ResultsError(
-            f"{what} {name!r} must be a plain file name (letters, digits, '_', '.', '-')"
-        )
-
-
-def _file_name(name: str, suffix: str) -> str:
-    stem = name[: -len(suffix)] if name.endswith(suffix) else name
-    _check_name(stem, "results file name")
-    return stem + suffix
-
-
-def _atomic_write(path: Path, write: Callable[[str], object]) -> None:
-    """Call ``write(tmp)`` on a temporary file next to ``path``, fsync it, then rename it
-    over ``path``; the temporary file is removed if anything fails."""
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise ResultsError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    os.close(fd)
-    try:
-        write(tmp)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise ResultsError(f"cannot write {path}: {exc.strerror or exc}") from exc
-        raise

@@ -34,6 +34,7 @@ from matplotlib.figure import Figure
 from experiments.analysis.metrics import hottest_ports
 from experiments.analysis.summary import link_rates
 from experiments.output import plots
+from experiments.output.metric_rows import run_scale
 from experiments.output.results import Run
 
 __all__ = [
@@ -122,11 +123,6 @@ def alltoall_steps(flows: pd.DataFrame | None) -> pd.DataFrame:
     return steps[cols].sort_values("t_start_ns", kind="stable").reset_index(drop=True)
 
 
-def _scale(run: Run) -> float | None:
-    scale = (run.spec.get("scale") or {}).get("bandwidth", run.summary.get("scale"))
-    return float(scale) if isinstance(scale, int | float) and scale > 0 else None
-
-
 def _queue_panel(ax, queues: pd.DataFrame, t0: float, n: int) -> None:
     for row in hottest_ports(queues, n).itertuples(index=False):
         g = queues[(queues["node"] == row.node) & (queues["port"] == row.port)]
@@ -207,7 +203,7 @@ def timeline_figure(run: Run, n_queues: int = 4, n_links: int = 4) -> Figure | N
         if panel == "queues":
             _queue_panel(ax, queues, t0, n_queues)
         elif panel == "links":
-            _link_panel(ax, links, t0, n_links, _scale(run))
+            _link_panel(ax, links, t0, n_links, run_scale(run))
         elif panel == "itl":
             ok = tokens[tokens["itl_ms"].notna()]
             ax.plot(

@@ -13,6 +13,8 @@ from experiments.analysis.metrics.bursts import (
     requests_ahead,
 )
 from experiments.analysis.summary import summarize
+from experiments.spec.config import Slo
+from tests.unit.run_configs import serving_config
 
 S = 1_000_000_000
 MS = 1_000_000
@@ -79,16 +81,16 @@ def test_session_turns_and_runs_within_one_second_have_no_peak_second():
 
 
 def test_the_summary_and_report_carry_the_peak_second(tmp_path):
-    from experiments.output.report import LATENCY_ROWS, _get
+    from experiments.output.formatting import at_path
+    from experiments.output.metric_rows import LATENCY_ROWS
 
     quiet = [i * 1000.0 for i in range(10)]
     burst = [20000.0 + 100 * k for k in range(5)]
     req = _requests(quiet + burst, [50.0] * 10 + [90.0] * 5, [40.0] * 15)
-    spec = {"duration_s": 25, "scale": {"bandwidth": 1e-4},
-            "workloads": [{"kind": "serving", "slo": {"ttft_ms": 100, "tpot_ms": 50}}]}  # fmt: skip
+    spec = serving_config(25.0, slo=Slo(ttft_ms=100.0, tpot_ms=50.0))
     m = summarize(None, req, None, None, spec)
     assert m["serving"]["peak_second"]["peak"]["ttft_ms"]["p50"] == 90.0
-    shown = [label for label, path in LATENCY_ROWS if _get(m, path)]
+    shown = [label for label, path in LATENCY_ROWS if at_path(m, path)]
     assert "TTFT, busiest second's arrivals (ms)" in shown
     assert "TTFT, other arrivals (ms)" in shown
 
@@ -99,9 +101,7 @@ def test_the_reference_index_carries_what_the_handouts_query():
     quiet = [i * 1000.0 for i in range(10)]
     burst = [20000.0 + 100 * k for k in range(5)]
     req = _requests(quiet + burst, [50.0] * 10 + [90.0] * 5, [40.0] * 15)
-    spec = {"duration_s": 25, "scale": {"bandwidth": 1e-4},
-            "workloads": [{"kind": "serving", "prefix_cache": {"enabled": True},
-                           "slo": {"ttft_ms": 100, "tpot_ms": 50}}]}  # fmt: skip
+    spec = serving_config(25.0, cache=True, slo=Slo(ttft_ms=100.0, tpot_ms=50.0))
     entry = run_index({"label": "x", "metrics": summarize(None, req, None, None, spec)}, "s")
     # jq '.runs[] | .peak_second.peak_ttft_ms.p50, .prefix_cache.hit_rate' (the handouts)
     assert entry["peak_second"]["peak_ttft_ms"]["p50"] == 90.0

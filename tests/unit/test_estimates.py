@@ -23,7 +23,7 @@ def runs(tmp_path, text):
 
 def only(tmp_path, text):
     (run,) = runs(tmp_path, text)
-    return estimate(run.resolved, run.fabric())
+    return estimate(run.config, run.fabric())
 
 
 INCAST = """

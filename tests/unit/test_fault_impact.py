@@ -245,10 +245,11 @@ def test_without_probes_or_tables_the_figures_are_unknown():
 
 def test_summary_json_carries_the_data_plane_side():
     from experiments.analysis.summary import summarize
+    from tests.unit.run_configs import config_of_spec
 
     fabric = {"kind": "spine_leaf", "spines": 2, "leaves": 2, "hosts_per_leaf": 2}
-    spec = {"name": "t", "duration_s": 3.0, "scale": {"bandwidth": 1e-4}, "workloads": [],
-            "fabric": fabric}  # fmt: skip
+    spec = config_of_spec({"name": "t", "duration_s": 3.0, "scale": {"bandwidth": 1e-4},
+                           "workloads": [], "fabric": fabric})  # fmt: skip
     m = summarize(flows_table(probes() + workload()), requests_table(), None, None, spec,
                   links=links_table(), events={"faults": DOWN_UP, "controller": []})  # fmt: skip
     down = m["faults"][0]

@@ -3,6 +3,7 @@ check passes on a faithful run and fails, naming the culprit, on an unfaithful o
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from pathlib import Path
@@ -296,7 +297,8 @@ def run_tables(factor=1.0, lateness=0.2, cpu=40.0, hz=199.0):
 
 
 def test_a_faithful_run_is_ok_and_json_safe():
-    v = fd.verdict(*run_tables(), thresholds={"lateness_p99_ms": 2.0}, capacity_mbps=1400)
+    thresholds = dataclasses.replace(fd.DEFAULT_THRESHOLDS, lateness_p99_ms=2.0)
+    v = fd.verdict(*run_tables(), thresholds=thresholds, capacity_mbps=1400)
     assert v["ok"], v
     assert set(v["checks"]) == set(fd.CHECKS)
     json.dumps(v, allow_nan=False)
@@ -332,9 +334,11 @@ def test_offered_load_over_capacity_fails_the_verdict():
 
 def test_thresholds_default_to_the_spec_defaults():
     from experiments.spec.sections import validate
+    from experiments.spec.typed import config_of
 
     spec = validate({"name": "x", "duration_s": 1, "fabric": {"kind": "spine_leaf"}}, Path("."))
-    assert spec["fidelity"] == fd.DEFAULT_THRESHOLDS
+    spec.pop("sweep")
+    assert config_of(spec).fidelity == fd.DEFAULT_THRESHOLDS
 
 
 def test_lateness_judges_the_agents_lag_not_waiting_behind_a_busy_connection():

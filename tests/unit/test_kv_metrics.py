@@ -20,6 +20,7 @@ from experiments.analysis.summary import summarize
 from experiments.output.report import write_report
 from experiments.output.results import new_run_dir, write_json, write_table
 from experiments.spec.load import SPECS_DIR, expand, load_spec
+from tests.unit.run_configs import config_of_spec
 from topologies import rail_optimized
 from traffic.serving import build_serving, fabric_rate, simulate
 from traffic.serving.cache import IdealPrefixCache, ideal_hit_blocks
@@ -162,7 +163,7 @@ def test_a_cache_too_small_to_keep_the_shared_prefix_falls_short_of_the_ideal(fa
     # 8 blocks a prompt, 4 kept per server: each insert evicts the shared prefix
     small = {"enabled": True, "capacity_blocks": 4}
     spec, driver, result = _served(basic, fabric, arrivals=SHARED, prefix_cache=small)
-    m = summarize(None, driver.requests_table(), driver.tokens_table(), None, spec)
+    m = summarize(None, driver.requests_table(), driver.tokens_table(), None, config_of_spec(spec))
     cache = m["serving"]["prefix_cache"]
     assert cache["enabled"] is True and cache["hit_rate"] == 0.0
     # an infinite cache: requests 1..7 each find the 6 shared blocks
@@ -171,7 +172,7 @@ def test_a_cache_too_small_to_keep_the_shared_prefix_falls_short_of_the_ideal(fa
     spec, driver, result = _served(
         basic, fabric, arrivals=SHARED, prefix_cache=big, router="round_robin"
     )
-    m = summarize(None, driver.requests_table(), driver.tokens_table(), None, spec)
+    m = summarize(None, driver.requests_table(), driver.tokens_table(), None, config_of_spec(spec))
     cache = m["serving"]["prefix_cache"]
     assert cache["hit_rate"] == pytest.approx(cache["ideal_hit_rate"])
     assert cache["remote_hit_rate"] > 0 and cache["local_hit_rate"] > 0
@@ -183,7 +184,7 @@ def test_pipelining_hides_all_but_the_last_layer_on_a_fast_link(fabric, basic):
     req = driver.requests_table()
     layers = 80  # llama-3-70b
     assert req["kv_hidden_fraction"].between(1 - 1.5 / layers, 1).all()
-    m = summarize(None, req, driver.tokens_table(), None, spec)
+    m = summarize(None, req, driver.tokens_table(), None, config_of_spec(spec))
     hidden = m["serving"]["pipelining"]["hidden_fraction"]
     assert hidden == pytest.approx(1 - 1 / layers, abs=0.005)
     _, mono, _ = _served(basic, fabric, transfer="monolithic")
@@ -200,7 +201,7 @@ def test_the_report_quotes_the_hit_rates_and_the_hidden_fraction(fabric, basic, 
     for name, table in tables.items():
         write_table(run_dir, name, table)
     (run_dir / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    metrics = summarize(None, tables["requests"], tables["tokens"], None, spec)
+    metrics = summarize(None, tables["requests"], tables["tokens"], None, config_of_spec(spec))
     write_json(run_dir, "summary", {"experiment": "serving-basic", "run_id": run_dir.name,
                                     "seed": 1, "partial": False, "metrics": metrics})  # fmt: skip
     text = write_report([run_dir]).read_text()
@@ -215,8 +216,9 @@ def test_the_headline_puts_hit_rates_and_hidden_fraction_beside_the_estimate(fab
     spec, driver, _ = _served(
         basic, fabric, arrivals=SHARED, prefix_cache=cache, transfer="layer_pipelined"
     )
-    metrics = summarize(None, driver.requests_table(), driver.tokens_table(), None, spec)
-    estimate = {"serving": serving_estimate(spec, 0, fabric)}
+    config = config_of_spec(spec)
+    metrics = summarize(None, driver.requests_table(), driver.tokens_table(), None, config)
+    estimate = {"serving": serving_estimate(config, 0, fabric)}
     lines = {h.label: h for h in headline(metrics, estimate)}
     ideal = lines["prefix-cache hit rate, infinite cache"]
     assert ideal.measured["value"] == pytest.approx(7 * 6 / 64)

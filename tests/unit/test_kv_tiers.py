@@ -344,7 +344,7 @@ def test_tier_metrics_add_up_a_constructed_table():
 def test_the_bundled_kv_tiering_estimate_orders_the_ways_out_of_hbm():
     runs = expand(load_spec(find_bundled("kv-tiering")))
     assert len(runs) == 4
-    estimates = [estimate(run.resolved, run.fabric())["serving"] for run in runs]
+    estimates = [estimate(run.config, run.fabric())["serving"] for run in runs]
     assert "kv_tiers" not in estimates[0]  # the unpressured baseline
     victims = [e["kv_tiers"]["victim"]["round_trip_ms"] for e in estimates[1:]]
     assert victims[1]["cxl"] < victims[2]["flash"] < victims[0][RECOMPUTE]

@@ -24,6 +24,7 @@ from experiments.output.results import (
     write_json,
     write_table,
 )
+from experiments.spec.load import load_spec
 
 MS = 1_000_000
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -35,10 +36,13 @@ SPEC = {
     "fabric": {"kind": "spine_leaf", "spines": 2, "leaves": 2, "buffer_pkts": 64},
     "controller": {"policy": "ecmp"},
     "workloads": [
-        {"kind": "incast", "senders": 2, "rounds": 2},
-        {"kind": "serving", "slo": {"ttft_ms": 100.0, "tpot_ms": 20.0}},
+        {"kind": "incast", "receiver": "h0", "senders": 2, "rounds": 2, "sru_bytes": 5000},
+        {"kind": "serving", "model": "llama-3-8b", "gpu": "h100",
+         "prefill": {"servers": [1]}, "decode": {"servers": [2]},
+         "arrivals": {"synthetic": {"n": 3, "rate_per_s": 10.0}},
+         "slo": {"ttft_ms": 100.0, "tpot_ms": 20.0}},
     ],
-}
+}  # fmt: skip
 NOW = datetime(2025, 1, 2, 3, 4, 5)
 
 
@@ -108,13 +112,15 @@ def tables(senders: int = 2) -> dict[str, pd.DataFrame]:
 def canned_run(
     root: Path, senders: int = 2, partial: bool = False, fidelity_ok: bool = True
 ) -> Path:
-    spec = SPEC | {"workloads": [SPEC["workloads"][0] | {"senders": senders}, SPEC["workloads"][1]]}
+    raw = SPEC | {"workloads": [SPEC["workloads"][0] | {"senders": senders}, SPEC["workloads"][1]]}
+    spec = load_spec(yaml.safe_dump(raw, sort_keys=False))  # resolved, as a run writes it
     run_dir = new_run_dir(root, "incast-basic", seed=7, now=NOW)
     t = tables(senders)
     for name, df in t.items():
         write_table(run_dir, name, df)
-    (run_dir / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    metrics = summarize(t["flows"], t["requests"], t["tokens"], t["queues"], spec, t["links"])
+    (run_dir / "spec.yaml").write_text(yaml.safe_dump(spec.resolved, sort_keys=False))
+    metrics = summarize(t["flows"], t["requests"], t["tokens"], t["queues"], spec.config,
+                        t["links"])  # fmt: skip
     write_json(
         run_dir,
         "summary",
@@ -202,7 +208,7 @@ def test_failed_write_leaves_no_file(tmp_path):
 def test_load_run(tmp_path):
     run_dir = canned_run(tmp_path)
     run = load_run(run_dir)
-    assert run.summary["label"] == "senders=2,seed=7" and run.spec["fabric"]["kind"] == "spine_leaf"
+    assert run.summary["label"] == "senders=2,seed=7" and run.config.fabric.kind == "spine_leaf"
     assert len(run.flows) == 5 and run.cpu is not None and run.events == {}
     (run_dir / "links.parquet").unlink()
     assert load_run(run_dir).links is None
@@ -223,7 +229,7 @@ def test_single_run_report(tmp_path):
     assert lines[2].startswith("**Fidelity: OK**")  # the verdict right under the title
     assert "PARTIAL" not in text
     assert "| cpu_max_pct | yes | 40 | 90 | % | busiest core |" in text
-    assert "- fabric: **spine_leaf** (spines=2, leaves=2, buffer_pkts=64)" in text
+    assert "- fabric: **spine_leaf** (spines=2, leaves=2, hosts_per_leaf=" in text
     assert "- policy: **ecmp**" in text
     # FCTs 2, 3 ms twice: p50 2.5; TTFT 40, 60, 200: p50 60; drops on eth2: 3 steps of 5
     assert "| FCT, all flows (ms) | 4 | 2.5 | 2.5 |" in text
@@ -409,3 +415,30 @@ def test_a_bundled_experiment_states_its_question():
 
     assert question("link-failure").startswith("A rail↔spine link goes down")
     assert question("incast-basic") is None and question("../etc/passwd") is None
+
+
+def test_a_stored_spec_of_an_older_version_takes_the_newer_defaults(tmp_path):
+    """A committed run's spec.yaml lacks keys added since (scale.mtu, storage nodes) and
+    names a trace by a path on the machine that ran it: it still reads, the missing keys
+    take their defaults, the trace keeps its name, and the report lists the spec as written."""
+    run_dir = canned_run(tmp_path)
+    spec = yaml.safe_load((run_dir / "spec.yaml").read_text())
+    del spec["scale"]["mtu"], spec["fabric"]["storage_nodes"]
+    spec["workloads"][1]["arrivals"] = {"trace": "/nowhere/trace.csv", "format": "azure"}
+    (run_dir / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    config = load_run(run_dir).config
+    assert config.scale.mtu == 1500 and config.fabric.storage_nodes == 0
+    assert config.workloads[1].arrivals.trace == "/nowhere/trace.csv"
+    text = write_report([run_dir]).read_text()
+    assert "- packets: MTU 1500;" in text and "- policy: **ecmp**" in text
+    assert "storage_nodes" not in text.split("- fabric:")[1].split("\n")[0]
+
+
+def test_a_stored_spec_the_schema_cannot_read_leaves_the_configuration_unknown(tmp_path):
+    run_dir = canned_run(tmp_path)
+    (run_dir / "spec.yaml").write_text(yaml.safe_dump({"name": "x", "fabric": {"kind": "?"}}))
+    run = load_run(run_dir)
+    assert run.config is None and run.spec["name"] == "x"
+    text = write_report([run_dir]).read_text()
+    assert "- experiment: incast-basic," in text and "- fabric:" not in text
+    assert "- scale: 0.0001" in text  # summary.json's

@@ -304,7 +304,7 @@ def _spec_with(spec: dict, **changes) -> dict:
 
 def test_nvlink_placement_estimate_has_three_tiers_and_the_claimed_ratios():
     runs = {r.label: r for r in expand(load_spec(find_bundled("nvlink-placement")))}
-    est = {label: estimate(r.resolved, r.fabric())["serving"] for label, r in runs.items()}
+    est = {label: estimate(r.config, r.fabric())["serving"] for label, r in runs.items()}
     blind, aware = est["router=least_loaded,seed=1"], est["router=topology_aware,seed=1"]
     assert blind["tiers"]["pairs_by_tier"] == {"0": 8, "1": 8, "2": 32}
     assert blind["tiers"]["rail_over_nvlink_transfer_ratio"] == pytest.approx(9.0)

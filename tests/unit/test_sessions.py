@@ -15,6 +15,7 @@ from experiments.analysis.metrics.sessions import session_metrics
 from experiments.analysis.summary import summarize
 from experiments.spec.config import Distribution
 from experiments.spec.load import SPECS_DIR, SpecError, expand, load_spec
+from tests.unit.run_configs import config_of_spec
 from topologies import rail_optimized
 from traffic.serving import ServingError, build_serving, fabric_rate, simulate
 from traffic.serving.sessions import SessionError, session_arrivals
@@ -196,8 +197,9 @@ def test_session_metrics_by_hand():
 
 def test_the_summary_carries_session_metrics_only_for_sessions(basic, fabric):
     driver, result = _run(basic, fabric)
-    spec = {"duration_s": 10, "scale": {"bandwidth": 1e-4},
-            "workloads": [dict(basic, arrivals={"sessions": SESSION})]}  # fmt: skip
+    whole = expand(load_spec(SPECS_DIR / "serving-basic.yaml"))[0].resolved
+    workload = dict(basic, arrivals={"sessions": SESSION})
+    spec = config_of_spec(whole | {"duration_s": 10, "workloads": [workload]})
     m = summarize(None, driver.requests_table(), driver.tokens_table(), None, spec)
     sessions = m["serving"]["sessions"]
     assert sessions["sessions"] == sessions["completed"] == 3

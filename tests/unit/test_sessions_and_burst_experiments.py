@@ -20,7 +20,7 @@ NONE, SERVER, POOL = (
 
 def _estimates(name):
     runs = expand(load_spec(find_bundled(name)))
-    return runs, {r.label: estimate(r.resolved, r.fabric())["serving"] for r in runs}
+    return runs, {r.label: estimate(r.config, r.fabric())["serving"] for r in runs}
 
 
 @pytest.fixture(scope="module")

@@ -6,16 +6,12 @@ import pandas as pd
 import pytest
 
 from experiments.analysis.summary import summarize
+from experiments.spec.config import Slo
+from tests.unit.run_configs import serving_config, spine_leaf_config
 
 MS = 1_000_000  # ns per ms
 NAN = float("nan")
-SPEC = {
-    "name": "t",
-    "duration_s": 10.0,
-    "scale": {"bandwidth": 1e-4},
-    "fabric": {"kind": "spine_leaf", "buffer_pkts": 64},
-    "workloads": [],
-}
+SPEC = spine_leaf_config()
 
 
 def flows_table(rows: list[dict]) -> pd.DataFrame:
@@ -167,7 +163,7 @@ def test_links_rates_emulated_and_real():
 
 
 def test_serving_ttft_and_slo_attainment():
-    spec = SPEC | {"workloads": [{"kind": "serving", "slo": {"ttft_ms": 100, "tpot_ms": 20}}]}
+    spec = serving_config(10.0, slo=Slo(ttft_ms=100.0, tpot_ms=20.0))
     requests = pd.DataFrame(
         {
             "request_id": [0, 1, 2, 3],
@@ -210,8 +206,3 @@ def test_nullable_int_columns_from_the_fleet():
     m = summarize(flows, None, None, None, SPEC)
     assert m["fct_ms"]["p50"] == 2.0 and m["flows"]["errors"] == {"not sent": 1}
     json.dumps(m, allow_nan=False)
-
-
-def test_spec_without_scale_is_an_error():
-    with pytest.raises(ValueError, match="scale.bandwidth"):
-        summarize(None, None, None, None, {"workloads": []})

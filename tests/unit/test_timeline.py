@@ -48,7 +48,7 @@ def test_link_failure_timeline_is_in_the_report_and_marks_the_faults(tmp_path):
     at = sorted(float(f["at_s"]) for f in faults)
     for ax in fig.axes:
         lo, hi = ax.get_xlim()
-        assert lo <= 0.0 and hi >= run.spec["duration_s"]
+        assert lo <= 0.0 and hi >= run.config.duration_s
         assert _fault_lines(ax) == pytest.approx(at, abs=0.05)
     # every request is a point at its arrival
     ttft = fig.axes[3].get_lines()[0]

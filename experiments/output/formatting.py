@@ -1,0 +1,97 @@
+"""Text of the reports: numbers and table cells as report.md shows them, and the notes
+every report shares. Pure; the bottom of the report modules (``report``, ``comparison``,
+``fault_report`` and ``metric_rows`` build on it)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "at_path",
+    "cell",
+    "estimate_cell",
+    "fmt",
+    "kv",
+    "short_label",
+    "slug",
+    "units_note",
+    "verdict_word",
+    "write_text",
+]
+
+
+def verdict_word(fid: Any) -> str:
+    if not isinstance(fid, dict) or "ok" not in fid:
+        return "not judged"
+    return "OK" if fid.get("ok") else "NOT OK"
+
+
+def at_path(m: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(m, dict):
+            return None
+        m = m.get(key)
+    return m
+
+
+def short_label(label: str) -> str:
+    return label.split(" (")[0]
+
+
+def slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in text.lower()).strip("_")
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "–"
+        if value != 0 and (abs(value) >= 1e6 or abs(value) < 1e-3):
+            return f"{value:.3e}"
+        return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
+    return cell(str(value))
+
+
+def cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def kv(d: dict[str, Any], limit: int = 300) -> str:
+    parts = []
+    for k, v in d.items():
+        shown = v if isinstance(v, str | int | float | bool) or v is None else json.dumps(v)
+        parts.append(f"{k}={shown}")
+    text = ", ".join(parts)
+    return cell(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+def write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def units_note(scale: float | None) -> str:
+    if scale is None:
+        return "Times as measured."
+    return (
+        f"Real-equivalent units: message bytes and link rates both run at {scale:g} of the "
+        "real ones, so times are as measured and rates are emulated ÷ scale."
+    )
+
+
+def estimate_cell(est: dict[str, float]) -> str:
+    if "value" in est:
+        return fmt(est["value"])
+    if "p50" in est or "p99" in est:
+        return f"p50 {fmt(est.get('p50'))} · p99 {fmt(est.get('p99'))}"
+    return "–"
