@@ -37,8 +37,8 @@ from experiments.orchestration.calibrate import (
 )
 from topologies import spine_leaf
 from topologies.builder import FabricNetwork
+from topologies.processes import run as run_cmd
 from topologies.shaping import DEFAULT_MTU, switch_capacity_mbps
-from topologies.system import run as run_cmd
 
 from .common import failed_checks, result, show, trial
 

@@ -53,8 +53,8 @@ from experiments.spec.load import expand, load_spec
 from experiments.spec.sections import build_fabric
 from topologies import Fabric, FabricError
 from topologies.builder import FabricNetwork
+from topologies.machine import ovs_kernel_datapath
 from topologies.shaping import DEFAULT_MTU, check_mtu, egress_plan
-from topologies.system import ovs_kernel_datapath
 from traffic.agents import AgentFleet
 from traffic.workloads.schedule import build_schedule
 

@@ -20,7 +20,7 @@ from experiments.spec.schema import SpecError
 from topologies import Fabric, FabricError
 from topologies.cluster.ssh import Server
 from topologies.placement import MachineShare, Placement, place, placement_of
-from topologies.system import run
+from topologies.processes import run
 
 
 class EngineUnavailable(RuntimeError):
@@ -35,8 +35,8 @@ def require_engine(resolved: Mapping[str, Any], fabric: Fabric) -> None:
     at = (resolved.get("capture") or {}).get("at") or []
     if not cluster or not at or not (cluster["servers"] or cluster.get("local")):
         return
-    from experiments.measurement.capture import targets
     from experiments.orchestration.envelope import load, machine_identity
+    from experiments.spec.capture import targets
     from topologies.cluster.ssh import LOCAL_NAMES
 
     envelope = load(machine_identity(mtu=resolved["scale"]["mtu"]))[0]

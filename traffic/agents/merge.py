@@ -20,8 +20,8 @@ import pandas as pd
 
 from ..driver import Message
 from ..header import KIND_CODES
+from ..wire import scale_bytes
 from .records import Received, Sent
-from .wire import scale_bytes
 
 FLOW_COLUMNS = [
     "flow_id", "kind", "tenant", "src", "dst", "bytes", "bytes_real", "dscp", "proto",
