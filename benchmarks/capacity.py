@@ -37,9 +37,9 @@ from experiments.orchestration.calibrate import (
 )
 from topologies import spine_leaf
 from topologies.builder import FabricNetwork
+from topologies.processes import run as run_cmd
 from topologies.scale import DEFAULT_MTU, Scale
 from topologies.shaping import switch_capacity_mbps
-from topologies.system import run as run_cmd
 
 from .common import failed_checks, result, show, trial
 

@@ -16,9 +16,9 @@ from typing import Any
 from controller.ofctl import StaticRules
 from topologies import spine_leaf
 from topologies.builder import FabricNetwork
+from topologies.machine import ovs_kernel_datapath
 from topologies.scale import Scale
 from topologies.shaping import switch_capacity_mbps, switching_demand_mbps
-from topologies.system import ovs_kernel_datapath
 
 from .common import result, show
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from topologies.builder import BuildError
-from topologies.system import run
+from topologies.processes import run
 
 from .policy import compute
 from .rules import RuleSet, ofctl_flow, ofctl_group

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from topologies import Fabric
-from topologies.system import die_with_parent
+from topologies.processes import die_with_parent
 
 from .adaptive import poll_interval
 from .channel import ChannelClient

@@ -10,7 +10,7 @@ import pytest
 
 
 def _cannot_emulate() -> str | None:
-    from topologies.system import is_root, mininet_importable, ovs_version
+    from topologies.machine import is_root, mininet_importable, ovs_version
 
     if not is_root():
         return "needs root (sudo make test)"

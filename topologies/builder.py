@@ -24,8 +24,10 @@ from typing import Any, Protocol
 from .cleanup import RunRecord, remove_prefix, taken_prefixes
 from .fabric import Fabric, port_mac
 from .hostconfig import ip_commands
+from .machine import ovs_kernel_datapath, preflight
 from .naming import RunNames, new_prefix
 from .ovs_tx import PIDFILE, TxBuffer, needed_bytes, packet_truesize
+from .processes import run
 from .qos import ClassPlan
 from .scale import DEFAULT_MTU, Scale
 from .shaping import (
@@ -35,7 +37,6 @@ from .shaping import (
     frame_bytes,
     htb_commands,
 )
-from .system import ovs_kernel_datapath, preflight, run
 
 log = logging.getLogger("kvfabric.builder")
 
@@ -405,6 +406,15 @@ class FabricNetwork:
                                    stderr=subprocess.PIPE)  # fmt: skip
         out, err = proc.communicate(stdin.encode() if stdin is not None else None, timeout=60)
         return out.decode(errors="replace"), err.decode(errors="replace"), proc.returncode
+
+    def interact(self) -> None:
+        """Mininet's own command line on this network (``kvfabric cli``), until it exits."""
+        from mininet.cli import CLI
+        from mininet.log import setLogLevel
+
+        assert self.net is not None
+        setLogLevel("output")  # the builder keeps Mininet quiet; its CLI must talk
+        CLI(self.net)
 
     # ----- names -----------------------------------------------------------
     def mn(self, name: str) -> Any:

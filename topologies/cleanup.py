@@ -21,10 +21,9 @@ from pathlib import Path
 import psutil
 
 from .naming import owned
-from .system import run
+from .processes import STATE_DIR, alive, run
 
 log = logging.getLogger("kvfabric.cleanup")
-STATE_DIR = Path(os.environ.get("KVFABRIC_STATE_DIR", "/run/kvfabric"))
 
 
 @dataclass
@@ -59,14 +58,7 @@ class RunRecord:
         return cls(prefix, me.pid, me.create_time())
 
     def owner_alive(self) -> bool:
-        return _alive(self.owner_pid, self.owner_started)
-
-
-def _alive(pid: int, started: float) -> bool:
-    try:
-        return abs(psutil.Process(pid).create_time() - started) < 0.01
-    except psutil.Error:
-        return False
+        return alive(self.owner_pid, self.owner_started)
 
 
 def records() -> list[RunRecord]:
@@ -101,7 +93,7 @@ def remove_prefix(prefix: str, record: RunRecord | None = None) -> list[str]:
     Returns a line per thing removed."""
     removed = []
     for proc_pid, started in record.processes if record else []:
-        if _alive(proc_pid, started):
+        if alive(proc_pid, started):
             with contextlib.suppress(psutil.Error):
                 p = psutil.Process(proc_pid)
                 p.kill()
@@ -166,7 +158,7 @@ def stale_scratch(root: Path | None = None) -> list[Path]:
         parts = path.name[len(SCRATCH_PREFIX) :].split("-")
         if len(parts) < 3 or not (parts[0].isdigit() and parts[1].isdigit()):
             continue  # not one of ours (an older run's name): left alone
-        if not _alive(int(parts[0]), int(parts[1]) / 100):
+        if not alive(int(parts[0]), int(parts[1]) / 100):
             out.append(path)
     return out
 

@@ -45,8 +45,8 @@ from scapy.fields import (
 from scapy.layers.inet import TCP, UDP
 from scapy.packet import Packet, Raw, bind_layers
 
-# One wire format: the scapy-free agent module owns the struct layout.
-from .agents.wire import _FORMAT, AGENT_PORT, HEADER_LEN, MAGIC, VERSION, pack  # noqa: E402
+# One wire format: the scapy-free ``traffic.wire`` owns the struct layout.
+from .wire import _FORMAT, AGENT_PORT, HEADER_LEN, MAGIC, VERSION, pack  # noqa: E402
 
 # Wire codes of the message kinds; the names are the ``kind`` column of flows.parquet.
 KINDS = {

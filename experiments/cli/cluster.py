@@ -44,7 +44,7 @@ def _show(rec: Any) -> None:
 
 def cmd_down(args: argparse.Namespace) -> int:
     from topologies.cluster.local import cluster_records, down
-    from topologies.system import is_root
+    from topologies.machine import is_root
 
     if not is_root():
         err.print("[red]error:[/red] removing a local cluster needs root "

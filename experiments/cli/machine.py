@@ -43,7 +43,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from topologies.system import QDISC_PROBES, capabilities
+    from topologies.machine import QDISC_PROBES, capabilities
 
     if args.cluster:
         return _doctor_cluster(args)
@@ -112,7 +112,7 @@ def _doctor_cluster(args: argparse.Namespace) -> int:
 
 def cmd_clean(args: argparse.Namespace) -> int:
     from topologies.cleanup import clean
-    from topologies.system import is_root
+    from topologies.machine import is_root
 
     if not is_root():
         err.print("[red]error:[/red] kvfabric clean needs root (fix: sudo kvfabric clean)")
@@ -149,8 +149,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from experiments.orchestration.calibrate import CalibrationError, calibrate
     from experiments.orchestration.envelope import envelope_path, save
     from experiments.orchestration.runtime import RunLock
+    from topologies.machine import preflight
     from topologies.scale import check_mtu
-    from topologies.system import preflight
 
     check_mtu(args.mtu, "--mtu")
     preflight()

@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         err.print("[yellow]interrupted[/yellow]: everything this run created was removed")
         return EXIT_FAILED
     except Exception as exc:  # a failed run: one clear line, the cause logged with -v
-        from topologies.system import EnvironmentProblem
+        from topologies.machine import EnvironmentProblem
 
         logging.getLogger("kvfabric").debug("failure", exc_info=True)
         label = "cannot run" if isinstance(exc, EnvironmentProblem) else "failed"

@@ -282,12 +282,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_cli(args: argparse.Namespace) -> int:
     import tempfile
 
-    from mininet.cli import CLI
-    from mininet.log import setLogLevel
-
     from experiments.orchestration.deployment import Deployment
     from experiments.orchestration.runner import fabric_up
-    from topologies.system import preflight
+    from topologies.machine import preflight
 
     spec, runs = _spec_and_runs(args)
     run = runs[0]
@@ -304,6 +301,5 @@ def cmd_cli(args: argparse.Namespace) -> int:
         console.print(f"{spec.name}: {len(names)} hosts, policy {policy}, run prefix "
                       f"{net.prefix}. Mininet names: {json.dumps(names)[:400]}")  # fmt: skip
         console.print("controller status: " + json.dumps(proc.client.status())[:300])
-        setLogLevel("output")  # the builder keeps Mininet quiet; its CLI must talk
-        CLI(net.net)
+        net.interact()
     return EXIT_OK

@@ -11,7 +11,8 @@ ring of one file: a long run keeps its latest packets) and taken over ``window_s
 the traffic if given. Read them with Wireshark and the KV dissector
 (``traffic/wireshark/kvfabric.lua``).
 
-``targets`` is pure; ``Captures`` owns its tcpdump processes and stops them (SIGINT, so
+Where ``where`` points is the spec room's (``experiments.spec.capture.targets``, pure);
+``Captures`` owns its tcpdump processes and stops them (SIGINT, so
 each flushes its file) on every way out.
 """
 
@@ -22,56 +23,15 @@ import signal
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from topologies.fabric import Fabric
-from topologies.system import die_with_parent
+from experiments.spec.capture import Target
+from topologies.processes import die_with_parent
 
 SNAPLEN, MAX_MB = 65535, 20
 DRAIN_S = 0.5  # before stopping tcpdump: it reads what its buffer still holds
 CAPTURE_BUFFER_KIB = 16384  # tcpdump's kernel buffer (default 2 MiB): a busy run overflows it
-
-
-@dataclass(frozen=True)
-class Target:
-    name: str  # the file stem: gpu0_0, leaf0-3
-    node: str
-    port: int
-    is_host: bool
-
-
-def targets(fabric: Fabric, where: list[str]) -> list[Target]:
-    """Capture points for ``where`` entries (see the module doc); ValueError names the
-    entry and what is allowed."""
-    out: dict[str, Target] = {}
-    for entry in where:
-        node, _, port = str(entry).partition(":")
-        try:
-            n = fabric.node(node)
-        except Exception:
-            raise ValueError(
-                f"capture {entry!r}: no node {node!r}; allowed: a host (gpu0_0) or "
-                "switch:port (leaf0:3, or leaf0:spine1 by the neighbour it faces)"
-            ) from None
-        if n.is_host:
-            if port:
-                raise ValueError(f"capture {entry!r}: a host is captured on all its NICs; "
-                                 f"write {node!r}")  # fmt: skip
-            t = Target(node, node, fabric.links_of(node)[0].port_of(node), True)
-        else:
-            ports = {lk.port_of(node): lk.other(node) for lk in fabric.links_of(node)}
-            number = int(port) if port.isdigit() else None
-            if number is None:
-                number = next((p for p, other in ports.items() if other == port), None)
-            if number not in ports:
-                allowed = ", ".join(f"{node}:{p} ({o})" for p, o in sorted(ports.items()))
-                raise ValueError(f"capture {entry!r}: {node} has no port {port!r}; "
-                                 f"allowed: {allowed}")  # fmt: skip
-            t = Target(f"{node}-{number}", node, number, False)
-        out[t.name] = t
-    return list(out.values())
 
 
 def kernel_drops(tcpdump_stderr: str) -> int | None:

@@ -233,7 +233,7 @@ def _stop_asked(timeout_s: float | None) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    from topologies.system import die_with_parent
+    from topologies.processes import die_with_parent
 
     die_with_parent()
     config = json.loads(Path(argv[0]).read_text())

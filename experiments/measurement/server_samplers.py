@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from experiments.measurement.chunks import PARTIAL, ChunkWriter
 from experiments.measurement.sampler_process import SamplerError, SamplerProcess
-from topologies.system import die_with_parent
+from topologies.processes import die_with_parent
 
 LOCAL = "localhost"
 log = logging.getLogger("kvfabric.samplers")

@@ -55,9 +55,9 @@ from experiments.spec.sections import build_fabric
 from experiments.spec.typed import resolved_of
 from topologies import Fabric, FabricError
 from topologies.builder import FabricNetwork
+from topologies.machine import ovs_kernel_datapath
 from topologies.scale import DEFAULT_MTU, Scale, check_mtu
 from topologies.shaping import egress_plan
-from topologies.system import ovs_kernel_datapath
 from traffic.agents import AgentFleet
 from traffic.workloads.schedule import build_schedule
 

@@ -23,8 +23,8 @@ from experiments.spec.typed import resolved_of
 from topologies import Fabric, FabricError
 from topologies.cluster.ssh import Server
 from topologies.placement import MachineShare, Placement, place, placement_of
+from topologies.processes import run
 from topologies.scale import Scale
-from topologies.system import run
 
 
 class EngineUnavailable(RuntimeError):
@@ -38,8 +38,8 @@ def require_engine(config: RunConfig, fabric: Fabric) -> None:
     cluster, at = config.cluster, config.capture.at
     if cluster is None or not at or not (cluster.servers or cluster.local):
         return
-    from experiments.measurement.capture import targets
     from experiments.orchestration.envelope import load, machine_identity
+    from experiments.spec.capture import targets
     from topologies.cluster.ssh import LOCAL_NAMES
 
     envelope = load(machine_identity(mtu=config.scale.mtu))[0]

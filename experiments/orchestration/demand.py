@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 
 from topologies import Fabric
-from traffic.agents.wire import HEADER_LEN as HEADER
 from traffic.serving.sim import fabric_rate, simulate
+from traffic.wire import HEADER_LEN as HEADER
 
 WINDOW_NS = 100_000_000
 SMALL_BYTES = 1448  # one TCP segment at MTU 1500

@@ -33,7 +33,7 @@ from experiments.analysis.estimates import estimate
 from experiments.analysis.fidelity import verdict
 from experiments.analysis.summary import summarize
 from experiments.measurement import tcpcount
-from experiments.measurement.capture import Captures, targets
+from experiments.measurement.capture import Captures
 from experiments.measurement.sampler_process import SamplerProcess
 from experiments.measurement.samplers import SamplerError
 from experiments.measurement.server_samplers import ClusterSamplers
@@ -52,6 +52,7 @@ from experiments.orchestration.live import LiveTables, live_record
 from experiments.orchestration.plan import TrafficPlan, controller_params, traffic_plan
 from experiments.orchestration.runtime import FaultInjector, RunLock, StopFlag, env_info
 from experiments.output import chunks, results
+from experiments.spec.capture import targets
 from experiments.spec.config import RunConfig, ServingWorkload
 from experiments.spec.faults import detect_delays
 from experiments.spec.load import RunSpec, Spec, resolved_yaml
@@ -174,7 +175,7 @@ def run_spec(spec: Spec, runs: list[RunSpec], out_root: Path, *,
     prepared = prepare(spec, runs, force)
     out_root = Path(out_root)
     check_writable(out_root)
-    from topologies.system import preflight
+    from topologies.machine import preflight
 
     preflight()  # root, Mininet, OVS: a clear "cannot run" before the lock
     outcomes: list[Outcome] = []

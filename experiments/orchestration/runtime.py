@@ -209,7 +209,7 @@ def _package(name: str) -> str | None:
 def env_info(datapath: str | None = None) -> dict[str, Any]:
     """What the results depend on: kernel, Python, Mininet, OVS, os-ken, datapath,
     kernel capabilities, git revision, CPU count (``env.json``)."""
-    from topologies.system import capabilities
+    from topologies.machine import capabilities, mininet_version
 
     root = Path(__file__).resolve().parents[2]
     git = _version(["git", "-C", str(root), "rev-parse", "HEAD"])
@@ -218,12 +218,10 @@ def env_info(datapath: str | None = None) -> dict[str, Any]:
         caps = capabilities().as_json()["capabilities"]
     except Exception as exc:  # env.json must not fail a run
         caps = {"error": str(exc)}
-    import mininet.net
-
     return {
         "kernel": platform.release(),
         "python": sys.version.split()[0],
-        "mininet": getattr(mininet.net, "VERSION", None),
+        "mininet": mininet_version(),
         "ovs": _version(["ovs-vswitchd", "--version"]),
         "os_ken": _package("os-ken"),
         "scapy": _package("scapy"),

@@ -434,7 +434,7 @@ def capture_point() -> Check:
     """A host (its NIC) or switch:port / switch:neighbour of the fabric."""
 
     def fn(value: Any, path: str, ctx: Ctx) -> str:
-        from experiments.measurement.capture import targets
+        from experiments.spec.capture import targets
 
         if ctx.fabric is not None:
             try:

@@ -52,7 +52,7 @@ from topologies.fabric import FabricError
 from topologies.generators import GENERATORS, PARAM_DOCS, defaults, make_fabric
 from topologies.scale import DEFAULT_BANDWIDTH_SCALE, DEFAULT_MTU, MAX_MTU, Scale
 from topologies.shaping import MAX_BUFFER_PKTS
-from traffic.agents.wire import CONNECTIONS
+from traffic.wire import CONNECTIONS
 
 POLICIES = tuple(known_policies())  # the controller's registry: a new policy is a spec value
 CONGESTION_CONTROLS = ("cubic", "reno", "bbr")

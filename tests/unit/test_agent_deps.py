@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 from topologies.scale import Scale
-from traffic.agents.deps import DependencyTracker
 from traffic.agents.merge import agent_rows, plan
 from traffic.workloads import concat_schedules, incast, moe_alltoall, probe
+from traffic.workloads.deps import DependencyTracker
 
 
 def tracker_for(schedule: pd.DataFrame) -> DependencyTracker:

@@ -13,13 +13,13 @@ from experiments.orchestration.live import LiveTables
 from experiments.output.chunks import ChunkWriter, read_chunks
 from topologies.scale import Scale
 from traffic.agents import FLOW_COLUMNS, AgentFleet
-from traffic.agents.deps import DependencyTracker
 from traffic.agents.fleet import in_run_order
 from traffic.agents.merge import flows_table, live_frame, plan, with_records
 from traffic.agents.records import Received, Sent, read_records
 from traffic.agents.spill import Spill, read_spill
 from traffic.driver import Message
 from traffic.workloads import concat_schedules, incast, probe
+from traffic.workloads.deps import DependencyTracker
 
 CC = "cubic" if os.geteuid() == 0 else "reno"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from topologies.scale import Scale
-from traffic.agents import wire
+from traffic import wire
 from traffic.header import AGENT_PORT, HEADER_LEN, KIND_CODES, pack_header, unpack_header
 
 

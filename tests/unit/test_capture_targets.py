@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.measurement.capture import targets
+from experiments.spec.capture import targets
 from topologies import spine_leaf
 
 

@@ -128,31 +128,31 @@ def test_unknown_model_lists_presets(capsys):
     assert "llama-3-70b" in capsys.readouterr().err
 
 
-# ----- doctor, clean, preflight: every probe of topologies.system replaced ------
+# ----- doctor, clean, preflight: every probe of topologies.machine replaced ------
 ALL_TOOLS = {"ethtool": True, "tc": True, "ip": True, "iperf3": True, "tcpdump": True}
 
 
 @pytest.fixture
 def machine(monkeypatch):
     """A machine described by the test; nothing is probed, nothing is created."""
-    import topologies.system as system
+    import topologies.machine as probes
 
-    state = {"root": True, "qdiscs": dict.fromkeys(system.QDISC_PROBES, True)}
-    monkeypatch.setattr(system, "is_root", lambda: state["root"])
-    monkeypatch.setattr(system, "mininet_importable", lambda: True)
-    monkeypatch.setattr(system, "ovs_version", lambda: "3.1.0")
-    monkeypatch.setattr(system, "ovs_kernel_datapath", lambda: False)
-    monkeypatch.setattr(system, "tcp_congestion_controls", lambda: ["reno", "cubic"])
-    monkeypatch.setattr(system, "tools", lambda: dict(ALL_TOOLS))
-    monkeypatch.setattr(system, "_SHAPING_PROBED", {})
+    state = {"root": True, "qdiscs": dict.fromkeys(probes.QDISC_PROBES, True)}
+    monkeypatch.setattr(probes, "is_root", lambda: state["root"])
+    monkeypatch.setattr(probes, "mininet_importable", lambda: True)
+    monkeypatch.setattr(probes, "ovs_version", lambda: "3.1.0")
+    monkeypatch.setattr(probes, "ovs_kernel_datapath", lambda: False)
+    monkeypatch.setattr(probes, "tcp_congestion_controls", lambda: ["reno", "cubic"])
+    monkeypatch.setattr(probes, "tools", lambda: dict(ALL_TOOLS))
+    monkeypatch.setattr(probes, "_SHAPING_PROBED", {})
 
-    def probe(names=tuple(system.QDISC_PROBES)):
+    def probe(names=tuple(probes.QDISC_PROBES)):
         state["probes"] = state.get("probes", 0) + 1
         if not state["root"]:
             return dict.fromkeys(names)
         return {n: state["qdiscs"][n] for n in names}
 
-    monkeypatch.setattr(system, "probe_qdiscs", probe)
+    monkeypatch.setattr(probes, "probe_qdiscs", probe)
     return state
 
 
@@ -171,10 +171,10 @@ def test_doctor_json_has_the_contract_keys(machine, capsys):
 
 
 def test_doctor_without_root_reports_qdiscs_as_not_probed(machine, monkeypatch, capsys):
-    import topologies.system as system
+    import topologies.machine as probes
 
     machine["root"] = False
-    monkeypatch.setattr(system, "ovs_version", lambda: None)  # ovsdb refuses non-root
+    monkeypatch.setattr(probes, "ovs_version", lambda: None)  # ovsdb refuses non-root
     code, report = doctor_json(capsys)
     assert code == EXIT_FAILED and report["ok"] is False
     assert all(report["capabilities"][q] is None for q in ("htb", "pfifo", "netem", "ovs"))
@@ -185,21 +185,21 @@ def test_doctor_without_root_reports_qdiscs_as_not_probed(machine, monkeypatch, 
 
 
 def test_doctor_names_the_fix_for_each_missing_piece(machine, monkeypatch, capsys):
-    import topologies.system as system
+    import topologies.machine as probes
 
-    monkeypatch.setattr(system, "tools", lambda: {**ALL_TOOLS, "iperf3": False})
+    monkeypatch.setattr(probes, "tools", lambda: {**ALL_TOOLS, "iperf3": False})
     code, report = doctor_json(capsys)
     assert code == EXIT_OK  # iperf3 is not needed to emulate a fabric
     assert report["optional_fixes"] == [
         "iperf3 is missing (the root tests and benchmarks measure with it): sudo make setup"
     ]
-    monkeypatch.setattr(system, "ovs_version", lambda: None)
+    monkeypatch.setattr(probes, "ovs_version", lambda: None)
     code, report = doctor_json(capsys)
     assert code == EXIT_FAILED and report["capabilities"]["ovs"] is False
     assert report["fixes"] == [
         "Open vSwitch is not running: sudo /usr/share/openvswitch/scripts/ovs-ctl start"
     ]
-    monkeypatch.setattr(system, "ovs_version", lambda: "3.1.0")
+    monkeypatch.setattr(probes, "ovs_version", lambda: "3.1.0")
     machine["qdiscs"]["htb"] = False
     code, report = doctor_json(capsys)
     assert code == EXIT_FAILED and report["capabilities"]["htb"] is False
@@ -241,22 +241,22 @@ def test_preflight_stops_before_building_with_one_line_and_the_fix(
     machine, monkeypatch, capsys, broken, says, fix
 ):
     import experiments.orchestration.runner
-    import topologies.system as system
+    import topologies.machine as probes
 
     if broken == "root":
         machine["root"] = False
     elif broken == "mininet":
-        monkeypatch.setattr(system, "mininet_importable", lambda: False)
+        monkeypatch.setattr(probes, "mininet_importable", lambda: False)
     elif broken == "ovs":
-        monkeypatch.setattr(system, "ovs_version", lambda: None)
+        monkeypatch.setattr(probes, "ovs_version", lambda: None)
     elif broken == "tc":
-        monkeypatch.setattr(system.shutil, "which", lambda t: None if t == "tc" else f"/x/{t}")
+        monkeypatch.setattr(probes.shutil, "which", lambda t: None if t == "tc" else f"/x/{t}")
     elif broken == "veth":
-        monkeypatch.setattr(system, "probe_qdiscs", lambda names: dict.fromkeys(names))
+        monkeypatch.setattr(probes, "probe_qdiscs", lambda names: dict.fromkeys(names))
     else:
         machine["qdiscs"][broken] = False
-    with pytest.raises(system.EnvironmentProblem) as info:
-        system.preflight()
+    with pytest.raises(probes.EnvironmentProblem) as info:
+        probes.preflight()
     assert says in str(info.value) and info.value.fix.startswith(fix)
     built = lambda *a, **k: pytest.fail("built")  # noqa: E731
     monkeypatch.setattr(experiments.orchestration.runner, "fabric_up", built)
@@ -266,17 +266,17 @@ def test_preflight_stops_before_building_with_one_line_and_the_fix(
 
 
 def test_preflight_probes_htb_and_pfifo_once_per_process(machine):
-    import topologies.system as system
+    import topologies.machine as probes
 
-    system.preflight()
-    system.preflight()
-    assert machine["probes"] == 1 and system.shaping_qdiscs() == {"htb": True, "pfifo": True}
+    probes.preflight()
+    probes.preflight()
+    assert machine["probes"] == 1 and probes.shaping_qdiscs() == {"htb": True, "pfifo": True}
 
 
 def test_qdisc_probe_uses_a_scratch_veth_no_run_can_own(monkeypatch):
     import subprocess
 
-    import topologies.system as system
+    import topologies.machine as probes
     from topologies.naming import owned
 
     calls: list[list[str]] = []
@@ -285,10 +285,10 @@ def test_qdisc_probe_uses_a_scratch_veth_no_run_can_own(monkeypatch):
         calls.append(args)
         return subprocess.CompletedProcess(args, 0, "", "")
 
-    monkeypatch.setattr(system, "is_root", lambda: True)
-    monkeypatch.setattr(system.shutil, "which", lambda t: f"/usr/sbin/{t}")
-    monkeypatch.setattr(system, "run", fake_run)
-    assert system.probe_qdiscs(system.SHAPING_QDISCS) == {"htb": True, "pfifo": True}
+    monkeypatch.setattr(probes, "is_root", lambda: True)
+    monkeypatch.setattr(probes.shutil, "which", lambda t: f"/usr/sbin/{t}")
+    monkeypatch.setattr(probes, "run", fake_run)
+    assert probes.probe_qdiscs(probes.SHAPING_QDISCS) == {"htb": True, "pfifo": True}
     dev = calls[1][3]  # ip link add DEV type veth peer name PEER
     assert calls[1][:3] == ["ip", "link", "add"] and owned(dev) == "kfzz" and len(dev) <= 15
     tried = [c[c.index("1:") + 1] for c in calls if c[:3] == ["tc", "qdisc", "replace"]]
@@ -312,7 +312,7 @@ def test_ci_fails_root_tests_the_machine_cannot_run(tmp_path, ci, outcome):
     from pathlib import Path
 
     repo = Path(__file__).resolve().parents[2]
-    pretend = "import topologies.system\ntopologies.system.is_root = lambda: False\n"
+    pretend = "import topologies.machine\ntopologies.machine.is_root = lambda: False\n"
     (tmp_path / "conftest.py").write_text((repo / "tests/conftest.py").read_text() + pretend)
     (tmp_path / "test_x.py").write_text(
         "import pytest\n\n\n@pytest.mark.root\ndef test_builds():\n    pass\n"

@@ -177,12 +177,12 @@ def test_cluster_option_sets_the_servers_as_a_set_would():
 def nothing_built(monkeypatch):
     """Any build, preflight or run fails the test (and never touches the machine)."""
     import experiments.orchestration.runner as runner
-    import topologies.system as system
+    import topologies.machine as probes
 
     def built(*args, **kwargs):
         raise AssertionError("something was built")
 
-    for module, name in ((runner, "run_spec"), (runner, "fabric_up"), (system, "preflight")):
+    for module, name in ((runner, "run_spec"), (runner, "fabric_up"), (probes, "preflight")):
         monkeypatch.setattr(module, name, built)
 
 

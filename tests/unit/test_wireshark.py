@@ -19,8 +19,8 @@ from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Ether
 from scapy.utils import wrpcap
 
-from traffic.agents.wire import AGENT_PORT
 from traffic.header import KIND_CODES, pack_header
+from traffic.wire import AGENT_PORT
 
 PLUGIN = Path(__file__).resolve().parents[2] / "traffic" / "wireshark" / "kvfabric.lua"
 FIELDS = ("flow_id", "request_id", "layer", "chunk", "tenant", "length", "t_send_ns")

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import psutil
 
-from ..cleanup import STATE_DIR, _alive
-from ..system import EnvironmentProblem, is_root, run
+from ..machine import EnvironmentProblem, is_root
+from ..processes import STATE_DIR, alive, run
 from .plan import (
     INSIDE_IFNAME,
     LAN_MTU,
@@ -87,7 +87,7 @@ class ClusterRecord:
 
     def holders_alive(self) -> bool:
         return bool(self.servers) and all(
-            s.get("holder") and _alive(*s["holder"]) for s in self.servers
+            s.get("holder") and alive(*s["holder"]) for s in self.servers
         )
 
     def plan(self) -> LocalClusterPlan:
@@ -344,7 +344,7 @@ def down(rec: ClusterRecord, say: Callable[[str], None] = log.info) -> list[str]
     """Remove every process, namespace, interface and file of cluster ``rec``."""
     removed: list[str] = []
     netns = set(_netns_names())
-    pids = [s["holder"][0] for s in rec.servers if s.get("holder") and _alive(*s["holder"])]
+    pids = [s["holder"][0] for s in rec.servers if s.get("holder") and alive(*s["holder"])]
     for s in rec.servers:  # also what outlived its holder (Open vSwitch, Mininet's shells)
         if s["netns"] in netns:
             pids += [int(p) for p in run(["ip", "netns", "pids", s["netns"]]).stdout.split()]
@@ -394,7 +394,7 @@ def clean_clusters(force: bool = False) -> tuple[list[str], list[str]]:
     known = set()
     for rec in cluster_records():
         known.add(rec.prefix)
-        owner = _alive(rec.owner_pid, rec.owner_started)
+        owner = alive(rec.owner_pid, rec.owner_started)
         building = rec.state == "building" and owner
         kept = rec.state == "up" and rec.holders_alive() and (owner or not rec.for_run)
         if (building or kept) and not force:

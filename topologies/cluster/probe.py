@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
-from ..system import run
+from ..processes import run
 from .clock import ClockError, measure_offset
 from .doctor import Check, ServerProbe, diagnose, parse_sections, probe_script
 from .ssh import Server

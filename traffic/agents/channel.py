@@ -25,8 +25,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..wire import decode, encode
 from . import auth
-from .wire import decode, encode
 
 log = logging.getLogger("kvfabric.agent")
 

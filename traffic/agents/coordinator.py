@@ -1,5 +1,5 @@
 """The coordinator's event loop: start every worker at one t0, follow their event
-streams, complete groups (``deps.DependencyTracker``), release the rows waiting
+streams, complete groups (``traffic.workloads.deps``), release the rows waiting
 for them, run a live driver, and decide when the run is settled.
 
 It reads the workers' events with one ``selectors`` loop; everything it does per
@@ -31,10 +31,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..driver import Driver, Message
-from .deps import DependencyTracker
+from ..wire import decode, encode
+from ..workloads.deps import DependencyTracker
 from .launcher import FleetError, WorkerProcess, Workers
 from .merge import message_row
-from .wire import decode, encode
 
 if TYPE_CHECKING:
     from topologies.scale import Scale

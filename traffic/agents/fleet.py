@@ -55,16 +55,16 @@ import pandas as pd
 from topologies.scale import Scale
 
 from ..driver import Driver
+from ..wire import CONNECTIONS
+from ..workloads.deps import DependencyTracker
 from ..workloads.schedule import validate_schedule
 from .coordinator import Coordinator
-from .deps import DependencyTracker
 from .launcher import FleetError, Workers, assign_hosts
 from .merge import agent_rows, flows_table, live_frame, plan, tenant_codes, with_records
 from .pauses import no_full_collections
 from .records import Received, Sent, read_records, records_of
 from .sites import WorkerSite
 from .spill import SPILL_S
-from .wire import CONNECTIONS
 from .worker import LOAD_PART, PRIORITIES, thread_priority
 
 log = logging.getLogger("kvfabric.fleet")

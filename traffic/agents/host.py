@@ -28,9 +28,9 @@ import socket
 from collections import deque
 from typing import Protocol
 
+from ..wire import AGENT_PORT, HEADER_LEN, Deframer, FramingError, pack
 from .kernel import netns
 from .timebase import now_ns  # the coordinator's clock (another machine: offset)
-from .wire import AGENT_PORT, HEADER_LEN, Deframer, FramingError, pack
 
 TCP_CONGESTION = getattr(socket, "TCP_CONGESTION", 13)
 CHUNK = 256 * 1024

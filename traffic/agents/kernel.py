@@ -11,7 +11,7 @@ nanosecond resolution for the event loop (epoll waits in whole milliseconds).
   absolute ``CLOCK_MONOTONIC`` instant (the clock of ``time.monotonic_ns``),
   so asyncio's ``call_at`` fires on time without sleeping in the loop.
 - ``set_timer_slack`` lets a worker's timers fire on time (``die_with_parent``, so a
-  worker never outlives a runner killed with SIGKILL, is ``topologies.system``'s).
+  worker never outlives a runner killed with SIGKILL, is ``topologies.processes``'s).
 """
 
 from __future__ import annotations

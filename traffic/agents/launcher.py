@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..wire import decode, encode
 from . import auth
 from .channel import connect
 from .sites import SiteProcess, WorkerSite
-from .wire import decode, encode
 
 
 class FleetError(RuntimeError):

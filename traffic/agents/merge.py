@@ -22,8 +22,8 @@ from topologies.scale import Scale
 
 from ..driver import Message
 from ..header import KIND_CODES
+from ..wire import scale_bytes
 from .records import Received, Sent
-from .wire import scale_bytes
 
 FLOW_COLUMNS = [
     "flow_id", "kind", "tenant", "src", "dst", "bytes", "bytes_real", "dscp", "proto",

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO, Protocol
 
-from topologies.system import die_with_parent
+from topologies.processes import die_with_parent
 
 from .channel import parse_bind, read_announcement, secret_line
 

@@ -54,8 +54,9 @@ import signal
 from collections.abc import Iterator
 from typing import Any
 
-from topologies.system import die_with_parent
+from topologies.processes import die_with_parent
 
+from ..wire import CONNECTIONS, F_FLOW, F_LEN, F_TSEND, HEADER_LEN, decode, encode
 from . import timebase
 from .auth import HANDSHAKE_TIMEOUT_S
 from .channel import (
@@ -72,7 +73,6 @@ from .kernel import PreciseSelector, set_timer_slack
 from .pauses import no_full_collections
 from .records import Received, Records, Sent, records_doc, write_records
 from .spill import SPILL_S, Spill, read_spill
-from .wire import CONNECTIONS, F_FLOW, F_LEN, F_TSEND, HEADER_LEN, decode, encode
 
 log = logging.getLogger("kvfabric.agent")
 

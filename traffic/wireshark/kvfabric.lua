@@ -1,7 +1,7 @@
 -- Wireshark / tshark dissector for the kvfabric application header.
 --
 -- Every kvfabric message starts with a 44-byte header (network byte order,
--- struct "!HBBQqhHiQQ"; the layout is owned by traffic/agents/wire.py and
+-- struct "!HBBQqhHiQQ"; the layout is owned by traffic/wire.py and
 -- mirrored by the scapy layer traffic/header.py, whose field names are used
 -- here as "kvfabric.<name>"):
 --

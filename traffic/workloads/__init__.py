@@ -2,7 +2,9 @@
 
 Every generator is a pure function returning one row per message with the
 columns and the dependency semantics documented in ``schedule``. Sizes are
-real-equivalent bytes; the runner applies the bandwidth scale.
+real-equivalent bytes; the runner applies the bandwidth scale. Those semantics run in
+``deps`` (completion groups: the agents' coordinator and ``replay`` use it) and
+``replay`` (a schedule as a live driver for the fluid simulator).
 """
 
 from .alltoall import moe_alltoall

@@ -3,15 +3,15 @@ simulator can tell when its dependent rows would go out (pure).
 
 Rows with ``after == -1`` are sent at ``t0 + t_sched_ns``; a completion group
 completes when its last message is received, and the rows waiting for it are
-sent ``t_sched_ns`` after that — the coordinator's rules (``traffic.agents.deps``).
+sent ``t_sched_ns`` after that — the coordinator's rules (``traffic.workloads.deps``).
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from ..agents.deps import DependencyTracker
 from ..driver import Message
+from .deps import DependencyTracker
 
 
 class ScheduleDriver:

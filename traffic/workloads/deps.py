@@ -1,4 +1,5 @@
-"""Run-time dependency resolution for a schedule (pure; the fleet's coordinator uses it).
+"""Run-time dependency resolution for a schedule (pure; the agents' coordinator and
+``replay`` use it).
 
 Rows sharing a ``barrier`` value form a completion group (value = flow id of
 its first row). A group completes when its last message has been fully

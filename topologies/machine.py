@@ -9,29 +9,15 @@ Open vSwitch without root (its database socket is root's).
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
-import signal
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .naming import SCRATCH_PREFIX
-
-PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(sig: int = signal.SIGKILL) -> None:
-    """Ask the kernel to send ``sig`` to this process when its parent (the thread that
-    started it) exits: a helper process never outlives a runner killed with SIGKILL.
-    Call it in the child, or pass it as ``preexec_fn``; it survives ``exec``."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"prctl(PR_SET_PDEATHSIG): {os.strerror(err)}")
-
+from .processes import run
 
 SETUP_FIX = "sudo make setup"
 OVS_START = "sudo /usr/share/openvswitch/scripts/ovs-ctl start"
@@ -55,11 +41,6 @@ class EnvironmentProblem(RuntimeError):
         self.fix = fix
 
 
-def run(args: list[str], timeout: float = 20, **kw) -> subprocess.CompletedProcess[str]:
-    """Run a command, capture text output, never raise on non-zero exit."""
-    return subprocess.run(args, capture_output=True, text=True, timeout=timeout, **kw)
-
-
 def is_root() -> bool:
     return os.geteuid() == 0
 
@@ -70,6 +51,13 @@ def mininet_importable() -> bool:
     except ImportError:
         return False
     return True
+
+
+def mininet_version() -> str | None:
+    """Mininet's version as it says (``env.json``); ImportError without Mininet."""
+    import mininet.net
+
+    return getattr(mininet.net, "VERSION", None)
 
 
 def ovs_version() -> str | None:

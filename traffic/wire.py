@@ -1,9 +1,9 @@
-"""Pure pieces of the traffic agent: header packing on the hot path, the stream
-deframer, byte scaling and the control protocol's line encoding.
+"""The KV wire format, pure: header packing on the agents' hot path, the stream
+deframer, byte scaling and the agents' control protocol line encoding.
 
-The agent must start fast in every namespace, so it does not import
-``traffic.header`` (which loads scapy); this module owns the header's struct
-layout and ``traffic.header`` builds its scapy layer and helpers on it.
+The agents (``traffic.agents``) must start fast in every namespace, so they do not
+import ``traffic.header`` (which loads scapy); this module owns the header's struct
+layout, and ``traffic.header`` builds its scapy layer and helpers on it.
 """
 
 from __future__ import annotations
