@@ -288,7 +288,7 @@ def serving_estimate(config: RunConfig, index: int, fabric: Fabric) -> dict[str,
     from experiments.analysis.metrics.kv import pipelining_metrics, prefix_cache_metrics
     from experiments.analysis.metrics.sessions import session_metrics
     from experiments.analysis.tier_estimate import tier_estimate
-    from experiments.orchestration.plan import workload_seed
+    from experiments.spec.workloads import workload_seed
     from traffic import presets
     from traffic.serving import build_serving, fabric_rate, simulate
     from traffic.serving.instances import TIERS

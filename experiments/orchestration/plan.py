@@ -22,14 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from experiments.orchestration.demand import Demand, driver_demand, schedule_demand
 from experiments.orchestration.envelope import DEFAULT, Envelope, exceeded
 from experiments.spec.config import BackgroundWorkload, Controller, RunConfig, ServingWorkload
 from experiments.spec.typed import resolved_of
-from experiments.spec.workloads import NETWORK_KINDS
+from experiments.spec.workloads import NETWORK_KINDS, workload_seed
 from topologies import Fabric
 from traffic.driver import Driver
 from traffic.workloads import concat_schedules, empty_schedule
@@ -71,11 +70,6 @@ def controller_params(controller: Controller) -> dict[str, Any]:
     if controller.qos.classes:
         params["qos"] = resolved_of(controller.qos)
     return params
-
-
-def workload_seed(run_seed: int, index: int) -> int:
-    """The seed of workload ``index`` of a run: independent streams per workload."""
-    return int(np.random.SeedSequence([run_seed, index]).generate_state(1)[0])
 
 
 def network_schedule(config: RunConfig, fabric: Fabric,

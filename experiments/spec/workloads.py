@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from experiments.spec.schema import (
     REQUIRED,
     Check,
@@ -267,3 +269,9 @@ def workload() -> Check:
         return KINDS[kind_of(raw, path, KINDS, allowed)](raw, path, ctx)
 
     return Check(fn, allowed, lambda v: isinstance(v, dict), kinds_json(KINDS))
+
+
+def workload_seed(run_seed: int, index: int) -> int:
+    """The seed of workload ``index`` of a run: independent streams per workload, so
+    adding a workload does not reshuffle the others."""
+    return int(np.random.SeedSequence([run_seed, index]).generate_state(1)[0])

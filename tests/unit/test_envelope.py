@@ -12,10 +12,11 @@ import pytest
 
 from experiments.orchestration.demand import WINDOW_NS, demand_of, message_table, schedule_demand
 from experiments.orchestration.envelope import DEFAULT, Envelope, exceeded, figures, load, save
-from experiments.orchestration.plan import traffic_plan, workload_seed
+from experiments.orchestration.plan import traffic_plan
 from experiments.orchestration.runner import EnvelopeExceeded, prepare
 from experiments.spec.config import ServingWorkload
 from experiments.spec.load import expand, find_bundled, load_spec
+from experiments.spec.workloads import workload_seed
 from topologies import spine_leaf
 from topologies.scale import Scale
 from traffic.flowsizes import mean_flow_bytes

@@ -97,15 +97,7 @@ THIRD_PARTY: dict[str, dict[str, str]] = {
 # Arrows main still has that #27 removes (experiments/analysis and experiments/output
 # are reworked on another branch): each is allowed by the room and cycle checks until
 # then. The lead empties this table after merging; an entry whose arrow is gone fails.
-KNOWN_BACK_ARROWS: dict[tuple[str, str], str] = {
-    ("experiments.analysis.estimates", "experiments.orchestration.plan"): "#27: up 2 rooms",
-    ("experiments.analysis.summary", "experiments.output.results"): "#27: up a room",
-    ("experiments.measurement.server_samplers", "experiments.output.chunks"): "#27: up 2",
-    ("experiments.measurement.sampler_process", "experiments.output.chunks"): "#27: up 2",
-    ("experiments.output.report", "experiments.output.comparison"): "#27: a cycle",
-    ("experiments.output.report", "experiments.output.fault_report"): "#27: a cycle",
-    ("experiments.output.chunks", "experiments.output.results"): "#27: a cycle",
-}
+KNOWN_BACK_ARROWS: dict[tuple[str, str], str] = {}
 
 
 # ----- the parser ---------------------------------------------------------------------

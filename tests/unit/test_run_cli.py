@@ -13,9 +13,10 @@ import pytest
 
 from experiments.cli.main import main
 from experiments.cli.run import purpose
-from experiments.orchestration.plan import controller_params, network_schedule, workload_seed
+from experiments.orchestration.plan import controller_params, network_schedule
 from experiments.orchestration.runtime import RunBusy, RunLock, StopFlag
 from experiments.spec.load import expand, find_bundled, load_spec
+from experiments.spec.workloads import workload_seed
 
 SPEC = textwrap.dedent(
     """
