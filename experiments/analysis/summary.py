@@ -46,8 +46,7 @@ from experiments.analysis.metrics.sessions import session_metrics
 from experiments.analysis.metrics.tenants import noisy_neighbour
 from experiments.analysis.metrics.tiers import tier_metrics
 from experiments.spec.config import RunConfig, ServingWorkload
-from experiments.spec.sections import build_fabric
-from experiments.spec.typed import resolved_of
+from experiments.spec.typed import fabric_of
 from topologies import Fabric
 from topologies.shaping import queue_frames
 
@@ -123,7 +122,7 @@ def real_gbps(emulated_mbps: float | None, scale: float) -> float | None:
 
 def _fabric(config: RunConfig) -> Fabric:
     """The run's fabric (built once per set of parameters: fabrics are immutable)."""
-    return build_fabric(resolved_of(config.fabric))
+    return fabric_of(config)
 
 
 def _flow_metrics(flows: pd.DataFrame, scale: float) -> dict[str, Any]:

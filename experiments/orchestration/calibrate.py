@@ -52,7 +52,6 @@ from experiments.orchestration.runner import fabric_up, traffic_window
 from experiments.orchestration.trial import failed_checks, switch_ports
 from experiments.spec.load import expand, load_spec
 from experiments.spec.sections import build_fabric
-from experiments.spec.typed import resolved_of
 from topologies import Fabric, FabricError
 from topologies.builder import FabricNetwork
 from topologies.machine import ovs_kernel_datapath
@@ -228,7 +227,7 @@ def run_trial(fabric_section: dict[str, Any], schedule: pd.DataFrame, scale: flo
             rates = deployment.rates_bps
             # capacity is what is being measured: offered_load must not judge it
             judged = verdict(flows, samplers.table("queues"), cpu, samplers.rates(), rates,
-                             fabric, resolved_of(config.fidelity), capacity_mbps=math.inf,
+                             fabric, config.fidelity, capacity_mbps=math.inf,
                              tcp=tcp, mtu=mtu)  # fmt: skip
     return flows, judged
 

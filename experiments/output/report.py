@@ -50,6 +50,7 @@ from experiments.output.metric_rows import (
 from experiments.output.recovery import never_finished, unfinished_lines
 from experiments.output.results import NotARunError, ResultsError, Run, load_run
 from experiments.output.timeline import TIMELINE, write_timeline
+from experiments.spec.stored import as_written
 from topologies.shaping import DEFAULT_MTU, frame_bytes
 
 __all__ = ["NotARunError", "ResultsError", "key_metrics", "run_metrics", "write_report"]
@@ -304,16 +305,11 @@ def _spec_lines(run: Run) -> list[str]:
 
 def _as_written(run: Run) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The parameters of the run's fabric and of each workload as its spec.yaml lists
-    them, kind left out: what the run was given, so a run of an older version (which wrote
-    fewer keys, some numbers as integers) keeps the report it had. Empty when
-    ``run.config`` is unknown."""
+    them (``spec.stored.as_written``), so a run of an older version keeps the report it
+    had. Empty when ``run.config`` is unknown."""
     if run.config is None:
         return {}, []
-    written = run.spec
-    fabric = {k: v for k, v in (written.get("fabric") or {}).items() if k != "kind"}
-    workloads = [{k: v for k, v in w.items() if k != "kind"}
-                 for w in written.get("workloads") or []]  # fmt: skip
-    return fabric, workloads
+    return as_written(run.spec)
 
 
 def _metric_lines(m: dict[str, Any]) -> list[str]:

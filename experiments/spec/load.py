@@ -28,8 +28,8 @@ from typing import Any
 import yaml
 
 from experiments.spec.schema import SpecError, bad
-from experiments.spec.sections import build_fabric, validate
-from experiments.spec.typed import RunConfig, config_of
+from experiments.spec.sections import validate
+from experiments.spec.typed import RunConfig, config_of, fabric_of
 from topologies import Fabric
 
 __all__ = [
@@ -112,7 +112,7 @@ class Spec:
         return config_of(self.resolved)
 
     def fabric(self) -> Fabric:
-        return build_fabric(self.resolved["fabric"])
+        return fabric_of(self.config)
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ class RunSpec:
         return config_of(self.resolved)
 
     def fabric(self) -> Fabric:
-        return build_fabric(self.resolved["fabric"])
+        return fabric_of(self.config)
 
 
 # ---- overrides -----------------------------------------------------------------------------

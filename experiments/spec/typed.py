@@ -20,8 +20,10 @@ from typing import Any, Literal, Union
 from experiments.spec import config as generated
 from experiments.spec.config import RunConfig
 from experiments.spec.schema import left_out
+from experiments.spec.sections import build_fabric
+from topologies import Fabric
 
-__all__ = ["ConfigError", "RunConfig", "config_of", "resolved_of"]
+__all__ = ["ConfigError", "RunConfig", "config_of", "fabric_of", "resolved_of"]
 
 
 class ConfigError(TypeError):
@@ -145,3 +147,8 @@ def resolved_of(config: Any) -> Any:
     if isinstance(config, Mapping):
         return {k: resolved_of(v) for k, v in config.items()}
     return config
+
+
+def fabric_of(config: RunConfig) -> Fabric:
+    """The ``Fabric`` of a run's configuration (cached: fabrics are immutable)."""
+    return build_fabric(resolved_of(config.fabric))

@@ -3,8 +3,10 @@ bundled spec's runs and back without loss, frozen, and the one real/emulated con
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import types
+from pathlib import Path
 
 import pytest
 import yaml
@@ -115,3 +117,60 @@ def test_scale_converts_both_ways_and_states_its_grain() -> None:
 def test_scale_refuses_what_it_cannot_honour(bandwidth: float, mtu: int, message: str) -> None:
     with pytest.raises(FabricError, match=message):
         Scale(bandwidth, mtu)
+
+
+# ---- no code outside the spec room reads the spec by string key -----------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC_ROOM = ("experiments", "spec")
+PACKAGES = ("topologies", "controller", "traffic", "experiments", "benchmarks")
+
+
+def spec_reads(source: str) -> list[tuple[int, str]]:
+    """Where ``source`` reaches into a spec as a dict: the resolved spec of a run
+    (``run.resolved``, a name or parameter ``resolved``/``resolved_spec``) or the stored
+    spec.yaml of a results folder indexed by key (``run.spec[...]``, ``run.spec.get(...)``).
+    Everything else reads the typed ``RunConfig`` (``run.config.scale.mtu``), whose
+    sections have no string keys to index."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr == "resolved":
+            found.append((node.lineno, ".resolved"))
+        elif isinstance(node, ast.Name) and node.id in ("resolved", "resolved_spec"):
+            found.append((node.lineno, node.id))
+        elif isinstance(node, ast.arg) and node.arg in ("resolved", "resolved_spec"):
+            found.append((node.lineno, f"parameter {node.arg}"))
+        elif isinstance(node, ast.Subscript) and _is_spec_attr(node.value):
+            found.append((node.lineno, ".spec[...]"))
+        elif isinstance(node, ast.Attribute) and node.attr == "get" and _is_spec_attr(node.value):
+            found.append((node.lineno, ".spec.get(...)"))
+    return found
+
+
+def _is_spec_attr(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "spec"
+
+
+def _outside_spec_room() -> list[Path]:
+    return sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")
+                  if p.relative_to(ROOT).parts[:2] != SPEC_ROOM)  # fmt: skip
+
+
+def test_no_code_outside_the_spec_room_reads_the_spec_by_key() -> None:
+    reads = [f"{p.relative_to(ROOT)}:{line}: {what}"
+             for p in _outside_spec_room() for line, what in spec_reads(p.read_text())]  # fmt: skip
+    assert not reads, "read run.config instead:\n" + "\n".join(reads)
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["x = run.resolved['scale']['mtu']", "def f(resolved):\n    return 1",
+     "mtu = run.spec['scale']['mtu']", "fabric = run.spec.get('fabric')",
+     "r = p.run.resolved"],
+)  # fmt: skip
+def test_the_walk_finds_a_string_key_read(source: str) -> None:
+    assert spec_reads(source)
+
+
+def test_the_walk_lets_typed_reads_pass() -> None:
+    assert not spec_reads("mtu = run.config.scale.mtu\nfor w in config.workloads: w.kind")
