@@ -47,19 +47,34 @@ def summary(records: list[dict]) -> None:
         table.add_column(c, justify="right" if c in ("value", "baseline", "ratio") else "left")
     for r in records:
         met = {True: "yes", False: "NO", None: "report"}[r["target_met"]]
-        table.add_row(r["name"], fmt(r["value"]), fmt(r["baseline"]), fmt(r["ratio"]),
-                      r["unit"], r["target"], met)  # fmt: skip
+        table.add_row(
+            r["name"],
+            fmt(r["value"]),
+            fmt(r["baseline"]),
+            fmt(r["ratio"]),
+            r["unit"],
+            r["target"],
+            met,
+        )
     Console(width=160).print(table)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a few minutes in all")
-    ap.add_argument("--minutes", type=int, metavar="N",
-                    help="soak: traffic minutes (default 30, --quick 2; at least 2)")  # fmt: skip
-    ap.add_argument("names", nargs="*", metavar="NAME",
-                    help=f"benchmarks to run (default all but {', '.join(sorted(ON_REQUEST))}): "
-                         f"{', '.join(BENCHMARKS)}")  # fmt: skip
+    ap.add_argument(
+        "--minutes",
+        type=int,
+        metavar="N",
+        help="soak: traffic minutes (default 30, --quick 2; at least 2)",
+    )
+    ap.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help=f"benchmarks to run (default all but {', '.join(sorted(ON_REQUEST))}): "
+        f"{', '.join(BENCHMARKS)}",
+    )
     args = ap.parse_args(argv)
     problem = usage_problem(args.names, args.minutes)
     if problem:

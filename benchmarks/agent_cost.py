@@ -35,12 +35,17 @@ CHUNKS = 10
 def agents(net, emulated_bytes: int) -> tuple[float, float]:
     """(cpu seconds, wall seconds) of the agents moving ``emulated_bytes`` h0 -> h1."""
     chunk_real = int(SCALE.real_bytes(emulated_bytes / CHUNKS))
-    schedule = build_schedule({
-        "kind": ["kv_transfer"] * CHUNKS, "tenant": ["bench"] * CHUNKS,
-        "src": ["h0"] * CHUNKS, "dst": ["h1"] * CHUNKS,
-        "bytes": np.full(CHUNKS, chunk_real), "t_sched_ns": np.zeros(CHUNKS, dtype=np.int64),
-        "chunk": np.arange(CHUNKS),
-    })  # fmt: skip
+    schedule = build_schedule(
+        {
+            "kind": ["kv_transfer"] * CHUNKS,
+            "tenant": ["bench"] * CHUNKS,
+            "src": ["h0"] * CHUNKS,
+            "dst": ["h1"] * CHUNKS,
+            "bytes": np.full(CHUNKS, chunk_real),
+            "t_sched_ns": np.zeros(CHUNKS, dtype=np.int64),
+            "chunk": np.arange(CHUNKS),
+        }
+    )
     with (
         tempfile.TemporaryDirectory(prefix="kvfabric-bench-") as run_dir,
         AgentFleet(net, run_dir, schedule, SCALE) as fleet,
@@ -58,17 +63,25 @@ def iperf(net, emulated_bytes: int, port: int = 5299) -> tuple[float, float]:
     """(cpu seconds, wall seconds) of iperf3 client + server moving the same bytes."""
     server = net.mn("h1").popen(
         ["bash", "-c", f"iperf3 -s -1 -p {port} >/dev/null 2>&1; times"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         time.sleep(0.3)
         ip = net.fabric.node("h1").ip
         t0 = time.monotonic()
         client = net.mn("h0").popen(
-            ["bash", "-c",
-             f"iperf3 -c {ip} -p {port} -n {emulated_bytes} -C cubic >/dev/null || exit 3; times"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [
+                "bash",
+                "-c",
+                f"iperf3 -c {ip} -p {port} -n {emulated_bytes} -C cubic >/dev/null "
+                "|| exit 3; times",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         out, err = client.communicate(timeout=120)
         wall = time.monotonic() - t0
         if client.returncode != 0:
@@ -91,20 +104,48 @@ def run(quick: bool = False) -> dict:
             a_cpu, a_wall = agents(net, emulated)
             i_cpu, i_wall = iperf(net, emulated)
             gb = emulated / 1e9
-            runs.append({"agent_cpu_s_per_gb": a_cpu / gb, "iperf3_cpu_s_per_gb": i_cpu / gb,
-                         "agent_wall_s": a_wall, "iperf3_wall_s": i_wall})  # fmt: skip
+            runs.append(
+                {
+                    "agent_cpu_s_per_gb": a_cpu / gb,
+                    "iperf3_cpu_s_per_gb": i_cpu / gb,
+                    "agent_wall_s": a_wall,
+                    "iperf3_wall_s": i_wall,
+                }
+            )
     value = statistics.median(r["agent_cpu_s_per_gb"] for r in runs)
     baseline = statistics.median(r["iperf3_cpu_s_per_gb"] for r in runs)
     met = value / baseline <= 1.5
     record = result(
-        NAME, value=value, baseline=baseline, unit="CPU s per emulated GB",
-        target="ratio <= 1.5", target_met=met, quick=quick, bytes_emulated=emulated,
-        link_mbps=SCALE.emulated_mbps(100), repeat=repeat, runs=runs,
-        limit="" if met else (
+        NAME,
+        value=value,
+        baseline=baseline,
+        unit="CPU s per emulated GB",
+        target="ratio <= 1.5",
+        target_met=met,
+        quick=quick,
+        bytes_emulated=emulated,
+        link_mbps=SCALE.emulated_mbps(100),
+        repeat=repeat,
+        runs=runs,
+        limit=""
+        if met
+        else (
             "the agent is Python: per-send bookkeeping, the epoll loop and records cost more "
-            "than iperf3's C loop per byte; kernel TCP work is the same for both"),
-    )  # fmt: skip
-    show(record, ["run", "agent s/GB", "iperf3 s/GB", "agent wall s", "iperf3 wall s"],
-         [[i, r["agent_cpu_s_per_gb"], r["iperf3_cpu_s_per_gb"], r["agent_wall_s"],
-           r["iperf3_wall_s"]] for i, r in enumerate(runs)])  # fmt: skip
+            "than iperf3's C loop per byte; kernel TCP work is the same for both"
+        ),
+    )
+    show(
+        record,
+        ["run", "agent s/GB", "iperf3 s/GB", "agent wall s", "iperf3 wall s"],
+        [
+            [
+                i,
+                r["agent_cpu_s_per_gb"],
+                r["iperf3_cpu_s_per_gb"],
+                r["agent_wall_s"],
+                r["iperf3_wall_s"],
+            ]
+            for i, r in enumerate(runs)
+        ],
+    )
     return record

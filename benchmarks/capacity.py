@@ -54,11 +54,13 @@ def raw_capacity(seconds: float, mtu: int = DEFAULT_MTU) -> dict:
     with FabricNetwork(fabric, Scale(1e-2, mtu), rules=StaticRules()) as net:
         for host in ("h0", "h1"):
             link = fabric.link_between(host, "leaf0")
-            net.mn(host).pexec("tc", "qdisc", "del", "dev", net.intf(host, link.port_of(host)),
-                               "root")  # fmt: skip
+            net.mn(host).pexec(
+                "tc", "qdisc", "del", "dev", net.intf(host, link.port_of(host)), "root"
+            )
             run_cmd(["tc", "qdisc", "del", "dev", net.intf("leaf0", link.port_of("leaf0")), "root"])
-        streams = {p: iperf3(net, "h0", "h1", seconds=seconds, parallel=p).goodput_mbps
-                   for p in (1, 4)}  # fmt: skip
+        streams = {
+            p: iperf3(net, "h0", "h1", seconds=seconds, parallel=p).goodput_mbps for p in (1, 4)
+        }
     return {"mbps": max(streams.values()), "by_streams": streams}
 
 
@@ -67,26 +69,42 @@ def load_schedule(rate_mbps: float, seconds: float, scale: float):
     return hop_schedule(INCAST_PAIRS[SWITCHES_PER_FLOW][1], rate_mbps, seconds, scale)
 
 
-def step(fraction: float, raw_mbps: float, seconds: float, mtu: int = DEFAULT_MTU,
-         capacity_mbps: float | None = None) -> dict:  # fmt: skip
+def step(
+    fraction: float,
+    raw_mbps: float,
+    seconds: float,
+    mtu: int = DEFAULT_MTU,
+    capacity_mbps: float | None = None,
+) -> dict:
     """``fraction`` × ``raw_mbps`` of switch-hop work, judged; ``offered_load`` against
     ``capacity_mbps`` (default ``raw_mbps``: the one-hop figure at this MTU)."""
     rate = fraction * raw_mbps / (HOST_LINKS_DELIVERED * SWITCHES_PER_FLOW)
     scale = rate * 1e6 / (HOST_GBPS * 1e9)
     fabric = spine_leaf(2, 2, 4, host_gbps=HOST_GBPS, uplink_gbps=4 * HOST_GBPS)
     with FabricNetwork(fabric, Scale(scale, mtu), rules=StaticRules()) as net:
-        out = trial(net, load_schedule(rate, seconds, scale), net.scale, timeout_s=seconds * 3 + 10,
-                    capacity_mbps=capacity_mbps or raw_mbps)  # fmt: skip
+        out = trial(
+            net,
+            load_schedule(rate, seconds, scale),
+            net.scale,
+            timeout_s=seconds * 3 + 10,
+            capacity_mbps=capacity_mbps or raw_mbps,
+        )
     offered, _ = offered_switching_mbps(out["flows"], fabric)
     checks = out["verdict"]["checks"]
     planned = fraction * raw_mbps
     return {
-        "mtu": mtu, "fraction_planned": fraction, "planned_mbps": planned, "host_mbps": rate,
-        "offered_mbps": offered, "carried_of_planned": (offered or 0.0) / planned,
-        "fidelity_ok": out["verdict"]["ok"], "failed_checks": failed_checks(out["verdict"]),
+        "mtu": mtu,
+        "fraction_planned": fraction,
+        "planned_mbps": planned,
+        "host_mbps": rate,
+        "offered_mbps": offered,
+        "carried_of_planned": (offered or 0.0) / planned,
+        "fidelity_ok": out["verdict"]["ok"],
+        "failed_checks": failed_checks(out["verdict"]),
         "checks": {k: c["value"] for k, c in checks.items()},
-        "flows_ok": int(out["flows"]["ok"].sum()), "flows": len(out["flows"]),
-    }  # fmt: skip
+        "flows_ok": int(out["flows"]["ok"].sum()),
+        "flows": len(out["flows"]),
+    }
 
 
 def best_faithful(steps: list[dict]) -> float | None:
@@ -101,8 +119,13 @@ def jumbo(seconds: float, quick: bool, raw_mbps: float) -> dict:
     raw = raw_capacity(seconds, JUMBO_MTU)
     steps = [step(f, raw_mbps, seconds, JUMBO_MTU, raw["mbps"]) for f in fractions]
     value = best_faithful(steps)
-    return {"mtu": JUMBO_MTU, "raw": raw, "steps": steps, "value": value,
-            "of_raw_1500": value / raw_mbps if value else None}  # fmt: skip
+    return {
+        "mtu": JUMBO_MTU,
+        "raw": raw,
+        "steps": steps,
+        "value": value,
+        "of_raw_1500": value / raw_mbps if value else None,
+    }
 
 
 def run(quick: bool = False) -> dict:
@@ -124,30 +147,69 @@ def run(quick: bool = False) -> dict:
             f"{top['carried_of_planned']:.0%} of their configured rate, because the userspace "
             "datapath forwards each packet once per switch on 3-switch paths, sharing 2 cores "
             "with the agents and TCP stacks; the fidelity verdict at that step was "
-            + ("ok: it does not see this shortfall (the backlog is not at a shaped egress)"
-               if top["fidelity_ok"] else "not ok")
-        )  # fmt: skip
+            + (
+                "ok: it does not see this shortfall (the backlog is not at a shaped egress)"
+                if top["fidelity_ok"]
+                else "not ok"
+            )
+        )
     if first_bad is not None:
         limit += (
             f"{'; ' if limit else ''}verdict not ok at {first_bad['offered_mbps']:.0f} Mbit/s: "
             f"{', '.join(first_bad['failed_checks'])}"
         )
     record = result(
-        NAME, value=value, baseline=raw["mbps"], unit="switch-hop Mbit/s (payload)",
-        target=">= 0.6", target_met=met, quick=quick, seconds=seconds, raw=raw, steps=steps,
-        configured_capacity_mbps=switch_capacity_mbps(), limit=limit, jumbo=big,
-        first_failing=first_bad and {"offered_mbps": first_bad["offered_mbps"],
-                                     "failed_checks": first_bad["failed_checks"]},
-    )  # fmt: skip
-    show(record, ["MTU", "planned × raw 1500", "host Mbit/s", "offered Mbit/s", "of planned",
-                  "CPU p95 %", "lateness p99 ms", "dequeue ratio", "verdict"],
-         [[s["mtu"], s["fraction_planned"], s["host_mbps"], s["offered_mbps"],
-           s["carried_of_planned"], s["checks"]["cpu"], s["checks"]["lateness"],
-           s["checks"]["dequeue_rate"],
-           "ok" if s["fidelity_ok"] else ", ".join(s["failed_checks"])]
-          for s in steps + big["steps"]])  # fmt: skip
-    print(f"one-hop iperf3: {raw['mbps']:,.0f} Mbit/s at MTU 1500, "
-          f"{big['raw']['mbps']:,.0f} at MTU {JUMBO_MTU}; faithful switch-hop work at MTU "
-          f"{JUMBO_MTU}: {big['value'] or 0:,.0f} Mbit/s = {big['of_raw_1500'] or 0:.2f} x the "
-          "MTU-1500 iperf3 figure")  # fmt: skip
+        NAME,
+        value=value,
+        baseline=raw["mbps"],
+        unit="switch-hop Mbit/s (payload)",
+        target=">= 0.6",
+        target_met=met,
+        quick=quick,
+        seconds=seconds,
+        raw=raw,
+        steps=steps,
+        configured_capacity_mbps=switch_capacity_mbps(),
+        limit=limit,
+        jumbo=big,
+        first_failing=first_bad
+        and {
+            "offered_mbps": first_bad["offered_mbps"],
+            "failed_checks": first_bad["failed_checks"],
+        },
+    )
+    show(
+        record,
+        [
+            "MTU",
+            "planned × raw 1500",
+            "host Mbit/s",
+            "offered Mbit/s",
+            "of planned",
+            "CPU p95 %",
+            "lateness p99 ms",
+            "dequeue ratio",
+            "verdict",
+        ],
+        [
+            [
+                s["mtu"],
+                s["fraction_planned"],
+                s["host_mbps"],
+                s["offered_mbps"],
+                s["carried_of_planned"],
+                s["checks"]["cpu"],
+                s["checks"]["lateness"],
+                s["checks"]["dequeue_rate"],
+                "ok" if s["fidelity_ok"] else ", ".join(s["failed_checks"]),
+            ]
+            for s in steps + big["steps"]
+        ],
+    )
+    print(
+        f"one-hop iperf3: {raw['mbps']:,.0f} Mbit/s at MTU 1500, "
+        f"{big['raw']['mbps']:,.0f} at MTU {JUMBO_MTU}; faithful switch-hop work at MTU "
+        f"{JUMBO_MTU}: {big['value'] or 0:,.0f} Mbit/s = {big['of_raw_1500'] or 0:.2f} x the "
+        "MTU-1500 iperf3 figure"
+    )
     return record

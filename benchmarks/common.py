@@ -60,9 +60,19 @@ def command(name: str, quick: bool) -> str:
     return f"sudo .venv/bin/kvfabric bench {'--quick ' if quick else ''}{name}"
 
 
-def result(name: str, *, value: float | None, baseline: float | None, unit: str, target: str,
-           target_met: bool | None, quick: bool, limit: str = "",
-           ratio_value: float | None = None, **detail: Any) -> dict[str, Any]:  # fmt: skip
+def result(
+    name: str,
+    *,
+    value: float | None,
+    baseline: float | None,
+    unit: str,
+    target: str,
+    target_met: bool | None,
+    quick: bool,
+    limit: str = "",
+    ratio_value: float | None = None,
+    **detail: Any,
+) -> dict[str, Any]:
     """One benchmark's record. ``ratio`` is value ÷ baseline unless the benchmark's
     target is stated over another ratio (``ratio_value``). ``limit`` says what keeps
     a missed target from being met (required then, so no miss goes unexplained)."""

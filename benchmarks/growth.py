@@ -69,8 +69,9 @@ class MemoryGrowth:
     ok: bool
 
 
-def memory_growth(samples: pd.DataFrame, minutes: float,
-                  warmup_min: float = WARMUP_MIN) -> list[MemoryGrowth]:  # fmt: skip
+def memory_growth(
+    samples: pd.DataFrame, minutes: float, warmup_min: float = WARMUP_MIN
+) -> list[MemoryGrowth]:
     """Per component (``samples``: t_min, component, rss_mb, uss_mb), from the first
     sample at or after ``warmup_min`` on. A component with too few samples to fit
     fails: its growth is unknown, not zero."""
@@ -84,15 +85,22 @@ def memory_growth(samples: pd.DataFrame, minutes: float,
         limit = memory_limit_mb(start) if start is not None else None
         growth = slope * minutes if slope is not None else None
         known_uss = np.isfinite(uss)
-        out.append(MemoryGrowth(
-            component=str(component), samples=int(rss.size), start_mb=start, end_mb=end,
-            end_over_start=end / start if start else None, slope_mb_per_min=slope,
-            growth_mb=growth, limit_mb=limit,
-            uss_start_mb=float(uss[known_uss][0]) if known_uss.any() else None,
-            uss_end_mb=float(uss[known_uss][-1]) if known_uss.any() else None,
-            uss_slope_mb_per_min=slope_per_min(g["t_min"][known_uss], uss[known_uss]),
-            ok=growth is not None and limit is not None and growth < limit,
-        ))  # fmt: skip
+        out.append(
+            MemoryGrowth(
+                component=str(component),
+                samples=int(rss.size),
+                start_mb=start,
+                end_mb=end,
+                end_over_start=end / start if start else None,
+                slope_mb_per_min=slope,
+                growth_mb=growth,
+                limit_mb=limit,
+                uss_start_mb=float(uss[known_uss][0]) if known_uss.any() else None,
+                uss_end_mb=float(uss[known_uss][-1]) if known_uss.any() else None,
+                uss_slope_mb_per_min=slope_per_min(g["t_min"][known_uss], uss[known_uss]),
+                ok=growth is not None and limit is not None and growth < limit,
+            )
+        )
     return out
 
 
@@ -101,10 +109,12 @@ def judged_lateness(flows: pd.DataFrame) -> pd.DataFrame:
     column = "issue_lateness_ms" if "issue_lateness_ms" in flows else "lateness_ms"
     if "after" in flows:
         flows = flows[flows["after"].fillna(-1).astype(int) < 0]
-    out = pd.DataFrame({
-        "t_sched_ns": pd.to_numeric(flows["t_sched_ns"], errors="coerce"),
-        "lateness_ms": pd.to_numeric(flows[column], errors="coerce"),
-    })  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "t_sched_ns": pd.to_numeric(flows["t_sched_ns"], errors="coerce"),
+            "lateness_ms": pd.to_numeric(flows[column], errors="coerce"),
+        }
+    )
     return out.dropna().astype({"t_sched_ns": np.int64, "lateness_ms": np.float64})
 
 
@@ -117,11 +127,14 @@ def lateness_by_minute(flows: pd.DataFrame, t0_ns: int, minutes: int) -> pd.Data
     rows = []
     for m in range(minutes):
         x = late.loc[late["minute"] == m, "lateness_ms"].to_numpy()
-        rows.append({
-            "minute": m, "flows": int(x.size),
-            "p50_ms": float(np.median(x)) if x.size else None,
-            "p99_ms": float(np.quantile(x, 0.99)) if x.size else None,
-        })  # fmt: skip
+        rows.append(
+            {
+                "minute": m,
+                "flows": int(x.size),
+                "p50_ms": float(np.median(x)) if x.size else None,
+                "p99_ms": float(np.quantile(x, 0.99)) if x.size else None,
+            }
+        )
     return pd.DataFrame(rows, columns=["minute", "flows", "p50_ms", "p99_ms"])
 
 
@@ -149,9 +162,11 @@ def lateness_growth(per_minute: pd.DataFrame, minutes: float) -> LatenessGrowth:
         minutes_fitted=len(fitted),
         first_p99_ms=float(p99[0]) if p99.size else None,
         last_p99_ms=float(p99[-1]) if p99.size else None,
-        slope_ms_per_min=slope, growth_ms=growth, limit_ms=LATENESS_GROWTH_MS,
+        slope_ms_per_min=slope,
+        growth_ms=growth,
+        limit_ms=LATENESS_GROWTH_MS,
         ok=growth is not None and growth < LATENESS_GROWTH_MS,
-    )  # fmt: skip
+    )
 
 
 def size_by_minute(t_min: Iterable[float], size_mb: Iterable[float]) -> list[dict]:
@@ -174,15 +189,21 @@ def growth_failures(memory: list[MemoryGrowth], lateness: LatenessGrowth) -> lis
         if m.growth_mb is None:
             out.append(f"{m.component}: memory not judged ({m.samples} samples after warm-up)")
         else:
-            out.append(f"{m.component}: memory grew {m.growth_mb:.1f} MB over the run "
-                       f"(limit {m.limit_mb:.1f} MB)")  # fmt: skip
+            out.append(
+                f"{m.component}: memory grew {m.growth_mb:.1f} MB over the run "
+                f"(limit {m.limit_mb:.1f} MB)"
+            )
     if not lateness.ok:
         if lateness.growth_ms is None:
-            out.append(f"lateness not judged ({lateness.minutes_fitted} minutes with "
-                       f"≥ {MIN_FLOWS_PER_MINUTE} flows)")  # fmt: skip
+            out.append(
+                f"lateness not judged ({lateness.minutes_fitted} minutes with "
+                f"≥ {MIN_FLOWS_PER_MINUTE} flows)"
+            )
         else:
-            out.append(f"lateness p99 grew {lateness.growth_ms:.2f} ms over the run "
-                       f"(limit {lateness.limit_ms} ms)")  # fmt: skip
+            out.append(
+                f"lateness p99 grew {lateness.growth_ms:.2f} ms over the run "
+                f"(limit {lateness.limit_ms} ms)"
+            )
     return out
 
 

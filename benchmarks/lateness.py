@@ -34,11 +34,17 @@ def schedule(hosts: list[str], rate_hz: float, seconds: float, seed: int):
     dst = rng.integers(len(hosts) - 1, size=n)
     dst = dst + (dst >= src)
     names = np.asarray(hosts, dtype=object)
-    return build_schedule({
-        "kind": ["background"] * n, "tenant": ["bench"] * n, "src": names[src],
-        "dst": names[dst], "bytes": np.full(n, MESSAGE_BYTES),
-        "t_sched_ns": (t * 1e9).astype(np.int64), "scaled": np.zeros(n, dtype=bool),
-    })  # fmt: skip
+    return build_schedule(
+        {
+            "kind": ["background"] * n,
+            "tenant": ["bench"] * n,
+            "src": names[src],
+            "dst": names[dst],
+            "bytes": np.full(n, MESSAGE_BYTES),
+            "t_sched_ns": (t * 1e9).astype(np.int64),
+            "scaled": np.zeros(n, dtype=bool),
+        }
+    )
 
 
 def quantiles(x) -> dict:
@@ -56,29 +62,65 @@ def run(quick: bool = False) -> dict:
     rows = []
     with FabricNetwork(fabric, SCALE, rules=StaticRules()) as net:
         for i, rate in enumerate(RATES):
-            out = trial(net, schedule(hosts, rate, seconds, seed=i), SCALE,
-                        timeout_s=seconds + 20)  # fmt: skip
+            out = trial(net, schedule(hosts, rate, seconds, seed=i), SCALE, timeout_s=seconds + 20)
             flows = out["flows"]
-            rows.append({
-                "flows_per_s": rate, "flows": len(flows), "ok": int(flows["ok"].sum()),
-                "issue_lateness_ms": quantiles(flows["issue_lateness_ms"]),
-                "lateness_ms": quantiles(flows["lateness_ms"]),
-                "fidelity_ok": out["verdict"]["ok"], "failed_checks": failed_checks(out["verdict"]),
-            })  # fmt: skip
+            rows.append(
+                {
+                    "flows_per_s": rate,
+                    "flows": len(flows),
+                    "ok": int(flows["ok"].sum()),
+                    "issue_lateness_ms": quantiles(flows["issue_lateness_ms"]),
+                    "lateness_ms": quantiles(flows["lateness_ms"]),
+                    "fidelity_ok": out["verdict"]["ok"],
+                    "failed_checks": failed_checks(out["verdict"]),
+                }
+            )
     p99 = rows[0]["issue_lateness_ms"]["p99"]
     met = p99 is not None and p99 <= 2.0
     record = result(
-        NAME, value=p99, baseline=0.0, unit="ms (issue lateness p99 at 100/s)",
-        target="p99 <= 2 ms at 100/s; report 1,000/s", target_met=met, quick=quick,
-        seconds=seconds, message_bytes=MESSAGE_BYTES, hosts=len(hosts), rates=rows,
+        NAME,
+        value=p99,
+        baseline=0.0,
+        unit="ms (issue lateness p99 at 100/s)",
+        target="p99 <= 2 ms at 100/s; report 1,000/s",
+        target_met=met,
+        quick=quick,
+        seconds=seconds,
+        message_bytes=MESSAGE_BYTES,
+        hosts=len(hosts),
+        rates=rows,
         p99_at_1000_ms=rows[1]["issue_lateness_ms"]["p99"],
-        limit="" if met else ("the agents' timers are late on a loaded 2-core machine: OVS "
-                              "userspace and the agents compete for the same cores"),
-    )  # fmt: skip
-    show(record, ["flows/s", "flows", "ok", "issue p50 ms", "issue p99 ms", "issue max ms",
-                  "with HOL p99 ms", "fidelity"],
-         [[r["flows_per_s"], r["flows"], r["ok"], r["issue_lateness_ms"]["p50"],
-           r["issue_lateness_ms"]["p99"], r["issue_lateness_ms"]["max"],
-           r["lateness_ms"]["p99"], "ok" if r["fidelity_ok"] else ", ".join(r["failed_checks"])]
-          for r in rows])  # fmt: skip
+        limit=""
+        if met
+        else (
+            "the agents' timers are late on a loaded 2-core machine: OVS "
+            "userspace and the agents compete for the same cores"
+        ),
+    )
+    show(
+        record,
+        [
+            "flows/s",
+            "flows",
+            "ok",
+            "issue p50 ms",
+            "issue p99 ms",
+            "issue max ms",
+            "with HOL p99 ms",
+            "fidelity",
+        ],
+        [
+            [
+                r["flows_per_s"],
+                r["flows"],
+                r["ok"],
+                r["issue_lateness_ms"]["p50"],
+                r["issue_lateness_ms"]["p99"],
+                r["issue_lateness_ms"]["max"],
+                r["lateness_ms"]["p99"],
+                "ok" if r["fidelity_ok"] else ", ".join(r["failed_checks"]),
+            ]
+            for r in rows
+        ],
+    )
     return record

@@ -51,11 +51,15 @@ def saturate(net, seconds: float, begin) -> tuple[list[Transfer], pd.DataFrame]:
     for o in out:
         if isinstance(o, BaseException):
             raise o
-    flows = pd.DataFrame({
-        "src": [o.src for o in out], "dst": [o.dst for o in out],  # type: ignore[union-attr]
-        "bytes": [o.raw["end"]["sum_received"]["bytes"] for o in out],  # type: ignore[union-attr]
-        "t_start_ns": [t0, t0], "t_end_ns": [t1, t1],
-    })  # fmt: skip
+    flows = pd.DataFrame(
+        {
+            "src": [o.src for o in out],
+            "dst": [o.dst for o in out],  # type: ignore[union-attr]
+            "bytes": [o.raw["end"]["sum_received"]["bytes"] for o in out],  # type: ignore[union-attr]
+            "t_start_ns": [t0, t0],
+            "t_end_ns": [t1, t1],
+        }
+    )
     return out, flows  # type: ignore[return-value]
 
 
@@ -67,8 +71,9 @@ def measure(rate_mbps: float, seconds: float) -> dict:
         judged = trial_verdict(net, lambda begin: saturate(net, seconds, begin), queue_hz=200)
     transfers, queues = judged["payload"], judged["queues"]
     rate = {egress: rate_mbps * 1e6}  # the verdict's rule: the queue could not have emptied
-    busy = busy_dequeue(queues[(queues["node"] == egress[0]) & (queues["port"] == egress[1])],
-                        rates_bps=rate)  # fmt: skip
+    busy = busy_dequeue(
+        queues[(queues["node"] == egress[0]) & (queues["port"] == egress[1])], rates_bps=rate
+    )
     achieved = float(busy["bps"].iloc[0]) / 1e6 if not busy.empty else None
     goodput = sum(t.goodput_mbps for t in transfers)
     return {
@@ -92,20 +97,53 @@ def run(quick: bool = False) -> dict:
     met = bool(accepted) and all(r["ratio"] >= 0.95 for r in accepted)
     limit = ""
     if not met:
-        low = [f"{r['configured_mbps']} Mbit/s ({r['ratio']:.3f})" for r in accepted
-               if r["ratio"] < 0.95]  # fmt: skip
-        limit = (f"below 0.95 at {', '.join(low)}" if low else
-                 "no rate was accepted by the fidelity monitor")  # fmt: skip
+        low = [
+            f"{r['configured_mbps']} Mbit/s ({r['ratio']:.3f})"
+            for r in accepted
+            if r["ratio"] < 0.95
+        ]
+        limit = (
+            f"below 0.95 at {', '.join(low)}"
+            if low
+            else "no rate was accepted by the fidelity monitor"
+        )
     record = result(
-        NAME, value=value, baseline=1.0, unit="achieved / configured (worst accepted rate)",
-        target=">= 0.95 at every rate the fidelity monitor accepts", target_met=met,
-        quick=quick, seconds=seconds, rates=rows, limit=limit,
+        NAME,
+        value=value,
+        baseline=1.0,
+        unit="achieved / configured (worst accepted rate)",
+        target=">= 0.95 at every rate the fidelity monitor accepts",
+        target_met=met,
+        quick=quick,
+        seconds=seconds,
+        rates=rows,
+        limit=limit,
         rejected=[r["configured_mbps"] for r in rows if not r["fidelity_ok"]],
-    )  # fmt: skip
-    show(record, ["configured Mbit/s", "achieved Mbit/s", "ratio", "standing s",
-                  "iperf3 of TCP ceiling", "CPU p95 %", "fidelity ok", "failed checks"],
-         [[r["configured_mbps"], r["achieved_mbps"], r["ratio"], r["busy_s"],
-           r["goodput_of_tcp_ceiling"], r["cpu_p95_pct"], r["fidelity_ok"],
-           ", ".join(r["failed_checks"])]
-          for r in rows])  # fmt: skip
+    )
+    show(
+        record,
+        [
+            "configured Mbit/s",
+            "achieved Mbit/s",
+            "ratio",
+            "standing s",
+            "iperf3 of TCP ceiling",
+            "CPU p95 %",
+            "fidelity ok",
+            "failed checks",
+        ],
+        [
+            [
+                r["configured_mbps"],
+                r["achieved_mbps"],
+                r["ratio"],
+                r["busy_s"],
+                r["goodput_of_tcp_ceiling"],
+                r["cpu_p95_pct"],
+                r["fidelity_ok"],
+                ", ".join(r["failed_checks"]),
+            ]
+            for r in rows
+        ],
+    )
     return record

@@ -45,8 +45,9 @@ def poisson_instants(rate_hz: float, seconds: float, rng: np.random.Generator) -
     return t[t < seconds]
 
 
-def token_bucket_backlog(arrivals_s: np.ndarray, rate_bps: float, bucket_bytes: float,
-                         frame_bytes: int, span_s: float) -> float:  # fmt: skip
+def token_bucket_backlog(
+    arrivals_s: np.ndarray, rate_bps: float, bucket_bytes: float, frame_bytes: int, span_s: float
+) -> float:
     """Time-average number of packets waiting in a FIFO in front of a token bucket
     (rate, depth) with an instant link: a packet waits until the bucket holds its
     bytes. With a bucket one frame deep this is M/D/1's Lq."""
@@ -77,11 +78,19 @@ def measure(net, rho: float, seconds: float, seed: int) -> dict:
     service_s = MTU_BYTES * 8 / rate_bps
     instants = poisson_instants(rho / service_s, seconds, np.random.default_rng(seed))
     n = len(instants)
-    schedule = build_schedule({
-        "kind": ["probe"] * n, "tenant": ["bench"] * n, "src": ["h0"] * n, "dst": ["h1"] * n,
-        "bytes": np.full(n, PAYLOAD), "t_sched_ns": (instants * 1e9).astype(np.int64),
-        "chunk": np.arange(n), "proto": ["udp"] * n, "scaled": np.zeros(n, dtype=bool),
-    })  # fmt: skip
+    schedule = build_schedule(
+        {
+            "kind": ["probe"] * n,
+            "tenant": ["bench"] * n,
+            "src": ["h0"] * n,
+            "dst": ["h1"] * n,
+            "bytes": np.full(n, PAYLOAD),
+            "t_sched_ns": (instants * 1e9).astype(np.int64),
+            "chunk": np.arange(n),
+            "proto": ["udp"] * n,
+            "scaled": np.zeros(n, dtype=bool),
+        }
+    )
     port = link.port_of("leaf0")
     run = trial(net, schedule, SCALE, queue_hz=1000, timeout_s=seconds + 20)
     t0, q, flows = run["payload"], run["queues"], run["flows"]
@@ -102,15 +111,21 @@ def measure(net, rho: float, seconds: float, seed: int) -> dict:
     theory = md1_lq(rho)
     late = flows["issue_lateness_ms"].dropna()
     return {
-        "rho": rho, "packets": n, "achieved_rho": len(in_window) / span * service_s,
-        "lq_measured": measured, "lq_md1": theory,
+        "rho": rho,
+        "packets": n,
+        "achieved_rho": len(in_window) / span * service_s,
+        "lq_measured": measured,
+        "lq_md1": theory,
         "error_vs_md1": relative_error(measured, theory),
-        "md1_on_these_arrivals": md1_here, "htb_bucket_on_these_arrivals": htb_here,
+        "md1_on_these_arrivals": md1_here,
+        "htb_bucket_on_these_arrivals": htb_here,
         "error_vs_htb_model": relative_error(measured, htb_here) if htb_here else None,
-        "samples": int(backlog.size), "lost": int((~flows["ok"]).sum()),
+        "samples": int(backlog.size),
+        "lost": int((~flows["ok"]).sum()),
         "send_lateness_p99_ms": float(late.quantile(0.99)) if len(late) else None,
-        "fidelity_ok": run["verdict"]["ok"], "failed_checks": failed_checks(run["verdict"]),
-    }  # fmt: skip
+        "fidelity_ok": run["verdict"]["ok"],
+        "failed_checks": failed_checks(run["verdict"]),
+    }
 
 
 def run(quick: bool = False) -> dict:
@@ -121,24 +136,63 @@ def run(quick: bool = False) -> dict:
     worst = max(rows, key=lambda r: r["error_vs_md1"])
     met = all(r["error_vs_md1"] <= 0.25 for r in rows)
     rate = SCALE.emulated_bps(10)
-    limit = "" if met else (
-        f"HTB's burst is {burst_bytes(rate)} bytes (>= 2 frames: topologies.shaping.burst_bytes) "
-        "and HTB sends while its tokens are >= 0, so after an idle spell up to 3 packets leave "
-        "back to back where M/D/1 serves one at a time: the queue is shorter than M/D/1's, "
-        "most at low ρ (at ρ=0.9 idle spells are rare and it matches); the token-bucket model "
-        "on the same send instants (htb_bucket_on_these_arrivals) is what the emulation "
-        "should match, and sampling/send jitter is the rest")  # fmt: skip
+    limit = (
+        ""
+        if met
+        else (
+            f"HTB's burst is {burst_bytes(rate)} bytes "
+            "(>= 2 frames: topologies.shaping.burst_bytes) "
+            "and HTB sends while its tokens are >= 0, so after an idle spell up to 3 packets leave "
+            "back to back where M/D/1 serves one at a time: the queue is shorter than M/D/1's, "
+            "most at low ρ (at ρ=0.9 idle spells are rare and it matches); the token-bucket model "
+            "on the same send instants (htb_bucket_on_these_arrivals) is what the emulation "
+            "should match, and sampling/send jitter is the rest"
+        )
+    )
     record = result(
-        NAME, value=worst["lq_measured"], baseline=worst["lq_md1"],
-        unit="packets (mean pfifo backlog, worst ρ)", target="within 25% of M/D/1 at each ρ",
-        target_met=met, quick=quick, seconds_per_rho=seconds, egress_mbps=rate / 1e6,
-        frame_bytes=MTU_BYTES, htb_burst_bytes=burst_bytes(rate), rhos=rows, limit=limit,
+        NAME,
+        value=worst["lq_measured"],
+        baseline=worst["lq_md1"],
+        unit="packets (mean pfifo backlog, worst ρ)",
+        target="within 25% of M/D/1 at each ρ",
+        target_met=met,
+        quick=quick,
+        seconds_per_rho=seconds,
+        egress_mbps=rate / 1e6,
+        frame_bytes=MTU_BYTES,
+        htb_burst_bytes=burst_bytes(rate),
+        rhos=rows,
+        limit=limit,
         worst_rho=worst["rho"],
-    )  # fmt: skip
-    show(record, ["ρ", "ρ achieved", "Lq measured", "M/D/1 Lq", "error", "M/D/1 on arrivals",
-                  "HTB bucket model", "error vs HTB", "send p99 ms", "fidelity"],
-         [[r["rho"], r["achieved_rho"], r["lq_measured"], r["lq_md1"], r["error_vs_md1"],
-           r["md1_on_these_arrivals"], r["htb_bucket_on_these_arrivals"],
-           r["error_vs_htb_model"], r["send_lateness_p99_ms"],
-           "ok" if r["fidelity_ok"] else ", ".join(r["failed_checks"])] for r in rows])  # fmt: skip
+    )
+    show(
+        record,
+        [
+            "ρ",
+            "ρ achieved",
+            "Lq measured",
+            "M/D/1 Lq",
+            "error",
+            "M/D/1 on arrivals",
+            "HTB bucket model",
+            "error vs HTB",
+            "send p99 ms",
+            "fidelity",
+        ],
+        [
+            [
+                r["rho"],
+                r["achieved_rho"],
+                r["lq_measured"],
+                r["lq_md1"],
+                r["error_vs_md1"],
+                r["md1_on_these_arrivals"],
+                r["htb_bucket_on_these_arrivals"],
+                r["error_vs_htb_model"],
+                r["send_lateness_p99_ms"],
+                "ok" if r["fidelity_ok"] else ", ".join(r["failed_checks"]),
+            ]
+            for r in rows
+        ],
+    )
     return record

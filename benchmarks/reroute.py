@@ -88,15 +88,20 @@ def run(quick: bool = False) -> dict:
         ev = next((e for e in reroutes if e["t_ns"] >= t_down), None)
         window = (sched >= t_down) & (sched < t_down + DOWN_FOR_S * 1e9)
         lost_here = sched[window & lost]
-        cycles.append({
-            "detect_ms": (ev["t_ns"] - t_down) / 1e6 if ev else None,
-            "last_rule_sent_ms": (ev["t_last_sent_ns"] - t_down) / 1e6 if ev else None,
-            "last_rule_acked_ms": ((ev["t_installed_ns"] - t_down) / 1e6
-                                   if ev and "t_installed_ns" in ev else None),
-            "recovered_ms": ((lost_here.max() - t_down) / 1e6 + 1e3 / PROBE_HZ
-                             if lost_here.size else 0.0),
-            "probes_lost": int(lost_here.size), "probes_in_window": int(window.sum()),
-        })  # fmt: skip
+        cycles.append(
+            {
+                "detect_ms": (ev["t_ns"] - t_down) / 1e6 if ev else None,
+                "last_rule_sent_ms": (ev["t_last_sent_ns"] - t_down) / 1e6 if ev else None,
+                "last_rule_acked_ms": (
+                    (ev["t_installed_ns"] - t_down) / 1e6 if ev and "t_installed_ns" in ev else None
+                ),
+                "recovered_ms": (
+                    (lost_here.max() - t_down) / 1e6 + 1e3 / PROBE_HZ if lost_here.size else 0.0
+                ),
+                "probes_lost": int(lost_here.size),
+                "probes_in_window": int(window.sum()),
+            }
+        )
     lost_before = int((lost & (sched < downs[0])).sum()) if downs else None
 
     def med(key: str) -> float | None:
@@ -104,16 +109,45 @@ def run(quick: bool = False) -> dict:
         return statistics.median(vals) if vals else None
 
     record = result(
-        NAME, value=med("last_rule_acked_ms"), baseline=None, unit="ms (link down → rules acked)",
-        target="report", target_met=None, quick=quick, policy="ecmp",
-        fabric="spine_leaf 2x2x2", link="leaf0-spine0", probe_hz=PROBE_HZ, pairs=len(pairs),
-        median={k: med(k) for k in ("detect_ms", "last_rule_sent_ms", "last_rule_acked_ms",
-                                    "recovered_ms")},
-        cycles=cycles, probes_lost_before_fault=lost_before,
-    )  # fmt: skip
-    show(record, ["down #", "detected ms", "last rule sent ms", "last rule acked ms",
-                  "traffic recovered ms", "probes lost"],
-         [[i, c["detect_ms"], c["last_rule_sent_ms"], c["last_rule_acked_ms"],
-           c["recovered_ms"], f"{c['probes_lost']}/{c['probes_in_window']}"]
-          for i, c in enumerate(cycles)])  # fmt: skip
+        NAME,
+        value=med("last_rule_acked_ms"),
+        baseline=None,
+        unit="ms (link down → rules acked)",
+        target="report",
+        target_met=None,
+        quick=quick,
+        policy="ecmp",
+        fabric="spine_leaf 2x2x2",
+        link="leaf0-spine0",
+        probe_hz=PROBE_HZ,
+        pairs=len(pairs),
+        median={
+            k: med(k)
+            for k in ("detect_ms", "last_rule_sent_ms", "last_rule_acked_ms", "recovered_ms")
+        },
+        cycles=cycles,
+        probes_lost_before_fault=lost_before,
+    )
+    show(
+        record,
+        [
+            "down #",
+            "detected ms",
+            "last rule sent ms",
+            "last rule acked ms",
+            "traffic recovered ms",
+            "probes lost",
+        ],
+        [
+            [
+                i,
+                c["detect_ms"],
+                c["last_rule_sent_ms"],
+                c["last_rule_acked_ms"],
+                c["recovered_ms"],
+                f"{c['probes_lost']}/{c['probes_in_window']}",
+            ]
+            for i, c in enumerate(cycles)
+        ],
+    )
     return record

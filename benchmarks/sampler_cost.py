@@ -36,8 +36,12 @@ def tc_poll(ports: list[str], seconds: float) -> tuple[float, float]:
     sweeps = 0
     while time.monotonic() - t0 < seconds:
         for dev in ports:
-            out = subprocess.run(["tc", "-s", "qdisc", "show", "dev", dev],
-                                 capture_output=True, text=True, check=True).stdout  # fmt: skip
+            out = subprocess.run(
+                ["tc", "-s", "qdisc", "show", "dev", dev],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
             BACKLOG.findall(out)  # parse as a script would
         sweeps += 1
     wall = time.monotonic() - t0
@@ -65,20 +69,33 @@ def run(quick: bool = False) -> dict:
     cpu_met = cpu_ratio <= 1 / 3 and same_hz >= 0.95 * tc_hz
     met = cpu_met or (rate_ratio >= 3 and max_cpu <= tc_cpu * 1.05)
     record = result(
-        NAME, value=same_cpu, baseline=tc_cpu, unit="CPU cores at equal rate",
+        NAME,
+        value=same_cpu,
+        baseline=tc_cpu,
+        unit="CPU cores at equal rate",
         target="same rate at <= 1/3 the CPU, or >= 3x the rate at the same CPU",
-        target_met=met, quick=quick, ports=len(ports), seconds=seconds,
+        target_met=met,
+        quick=quick,
+        ports=len(ports),
+        seconds=seconds,
         fabric="fat_tree k=4",
         tc={"hz": tc_hz, "cpu_cores": tc_cpu, "cpu_ms_per_sweep": tc_cpu / tc_hz * 1e3},
         sampler_same_rate={"hz": same_hz, "cpu_cores": same_cpu},
-        sampler_flat_out={"hz": max_hz, "cpu_cores": max_cpu,
-                          "cpu_ms_per_sweep": max_cpu / max_hz * 1e3},
+        sampler_flat_out={
+            "hz": max_hz,
+            "cpu_cores": max_cpu,
+            "cpu_ms_per_sweep": max_cpu / max_hz * 1e3,
+        },
         rate_ratio_flat_out=rate_ratio,
         limit="" if met else "see the table: neither the CPU nor the rate condition held",
-    )  # fmt: skip
-    show(record, ["how", "sweeps/s (all ports)", "CPU cores", "CPU ms per sweep"], [
-        [f"tc per port ({len(ports)} ports)", tc_hz, tc_cpu, tc_cpu / tc_hz * 1e3],
-        ["QueueSampler at the tc rate", same_hz, same_cpu, same_cpu / max(same_hz, 1e-9) * 1e3],
-        ["QueueSampler flat out", max_hz, max_cpu, max_cpu / max_hz * 1e3],
-    ])  # fmt: skip
+    )
+    show(
+        record,
+        ["how", "sweeps/s (all ports)", "CPU cores", "CPU ms per sweep"],
+        [
+            [f"tc per port ({len(ports)} ports)", tc_hz, tc_cpu, tc_cpu / tc_hz * 1e3],
+            ["QueueSampler at the tc rate", same_hz, same_cpu, same_cpu / max(same_hz, 1e-9) * 1e3],
+            ["QueueSampler flat out", max_hz, max_cpu, max_cpu / max_hz * 1e3],
+        ],
+    )
     return record

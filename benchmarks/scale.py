@@ -51,9 +51,15 @@ def one(servers: int, gpus: int, processes: str, duration: float, n: int) -> dic
     from experiments.spec.load import expand, load_spec
 
     half = servers // 2
-    text = SPEC.format(duration=duration, servers=servers, gpus=gpus, processes=processes,
-                       prefill=list(range(half)), decode=list(range(half, servers)),
-                       n=n)  # fmt: skip
+    text = SPEC.format(
+        duration=duration,
+        servers=servers,
+        gpus=gpus,
+        processes=processes,
+        prefill=list(range(half)),
+        decode=list(range(half, servers)),
+        n=n,
+    )
     with tempfile.TemporaryDirectory(prefix="kvfabric-bench-") as tmp:
         spec = Path(tmp) / "scale.yaml"
         spec.write_text(text)
@@ -69,15 +75,20 @@ def one(servers: int, gpus: int, processes: str, duration: float, n: int) -> dic
     if events.get("events"):
         per_event = events["coordinator_cpu_s"] / events["events"] * 1e6
     return {
-        "gpus": servers * gpus, "processes": processes, "workers": events.get("processes"),
+        "gpus": servers * gpus,
+        "processes": processes,
+        "workers": events.get("processes"),
         "faithful": s["fidelity"]["ok"],
         "failed_checks": [k for k, c in checks.items() if not c["ok"]],
-        "cpu_p95_pct": value.get("cpu"), "lateness_p99_ms": value.get("lateness"),
+        "cpu_p95_pct": value.get("cpu"),
+        "lateness_p99_ms": value.get("lateness"),
         "sampler_ratio": value.get("sampler_rate"),
         "peak_message_hops_per_s": (env.get("figures") or {}).get("messages_per_s", {}).get("peak"),
-        "envelope_fits": env.get("fits"), "coordinator_us_per_event": per_event,
-        "messages": (s["metrics"].get("flows") or {}).get("total"), "error": s.get("error"),
-    }  # fmt: skip
+        "envelope_fits": env.get("fits"),
+        "coordinator_us_per_event": per_event,
+        "messages": (s["metrics"].get("flows") or {}).get("total"),
+        "error": s.get("error"),
+    }
 
 
 def run(quick: bool = False) -> dict:
@@ -89,19 +100,48 @@ def run(quick: bool = False) -> dict:
     value = sixty_four.get("lateness_p99_ms")
     met = bool(sixty_four.get("faithful")) and value is not None and value <= 2.0
     record = result(
-        NAME, value=value, baseline=per_host.get("lateness_p99_ms"),
+        NAME,
+        value=value,
+        baseline=per_host.get("lateness_p99_ms"),
         unit="ms (agents' lateness p99, 64 GPUs, one worker per CPU)",
-        target="64 GPUs judged faithful, lateness p99 <= 2 ms", target_met=met, quick=quick,
+        target="64 GPUs judged faithful, lateness p99 <= 2 ms",
+        target_met=met,
+        quick=quick,
         rows=rows,
-        limit="" if met else (
+        limit=""
+        if met
+        else (
             f"64 GPUs: verdict {'ok' if sixty_four.get('faithful') else 'not ok'} "
             f"(failed: {', '.join(sixty_four.get('failed_checks') or []) or 'none'}); the plan "
-            f"peaks at {sixty_four.get('peak_message_hops_per_s') or 0:,.0f} message-hops/s"),
-    )  # fmt: skip
-    show(record, ["GPUs", "agents", "workers", "verdict", "CPU p95 %", "lateness p99 ms",
-                  "sampler", "peak msg-hops/s", "coord µs/event"],
-         [[r["gpus"], r["processes"], r["workers"],
-           "ok" if r["faithful"] else ", ".join(r["failed_checks"]) or "not ok",
-           r["cpu_p95_pct"], r["lateness_p99_ms"], r["sampler_ratio"],
-           r["peak_message_hops_per_s"], r["coordinator_us_per_event"]] for r in rows])  # fmt: skip
+            f"peaks at {sixty_four.get('peak_message_hops_per_s') or 0:,.0f} message-hops/s"
+        ),
+    )
+    show(
+        record,
+        [
+            "GPUs",
+            "agents",
+            "workers",
+            "verdict",
+            "CPU p95 %",
+            "lateness p99 ms",
+            "sampler",
+            "peak msg-hops/s",
+            "coord µs/event",
+        ],
+        [
+            [
+                r["gpus"],
+                r["processes"],
+                r["workers"],
+                "ok" if r["faithful"] else ", ".join(r["failed_checks"]) or "not ok",
+                r["cpu_p95_pct"],
+                r["lateness_p99_ms"],
+                r["sampler_ratio"],
+                r["peak_message_hops_per_s"],
+                r["coordinator_us_per_event"],
+            ]
+            for r in rows
+        ],
+    )
     return record

@@ -74,8 +74,13 @@ def mininet_times(fabric) -> tuple[float, float]:
         topo.addLink(name[link.a], name[link.b], bw=mbps)
     datapath = "kernel" if ovs_kernel_datapath() else "user"
     t0 = time.monotonic()
-    net = Mininet(topo=topo, switch=partial(OVSSwitch, datapath=datapath, failMode="secure"),
-                  link=TCLink, controller=None, autoSetMacs=False)  # fmt: skip
+    net = Mininet(
+        topo=topo,
+        switch=partial(OVSSwitch, datapath=datapath, failMode="secure"),
+        link=TCLink,
+        controller=None,
+        autoSetMacs=False,
+    )
     return _up_down(t0, net)
 
 
@@ -91,36 +96,63 @@ def run(quick: bool = False) -> dict:
             theirs.append(mininet_times(fabric))
         k_total = statistics.median(b + s for b, s in ours)
         m_total = statistics.median(b + s for b, s in theirs)
-        curve.append({
-            "fabric": f"spine_leaf {size[0]}x{size[1]}x{size[2]}",
-            "hosts": len(fabric.hosts), "switches": len(fabric.switches),
-            "links": len(fabric.links),
-            "kvfabric_build_s": statistics.median(b for b, _ in ours),
-            "kvfabric_stop_s": statistics.median(s for _, s in ours),
-            "kvfabric_s": k_total, "mininet_s": m_total,
-            "mininet_build_s": statistics.median(b for b, _ in theirs),
-            "mininet_stop_s": statistics.median(s for _, s in theirs),
-            "kvfabric_ms_per_host": k_total / len(fabric.hosts) * 1e3,
-            "mininet_ms_per_host": m_total / len(fabric.hosts) * 1e3,
-            "ratio": k_total / m_total,
-        })  # fmt: skip
+        curve.append(
+            {
+                "fabric": f"spine_leaf {size[0]}x{size[1]}x{size[2]}",
+                "hosts": len(fabric.hosts),
+                "switches": len(fabric.switches),
+                "links": len(fabric.links),
+                "kvfabric_build_s": statistics.median(b for b, _ in ours),
+                "kvfabric_stop_s": statistics.median(s for _, s in ours),
+                "kvfabric_s": k_total,
+                "mininet_s": m_total,
+                "mininet_build_s": statistics.median(b for b, _ in theirs),
+                "mininet_stop_s": statistics.median(s for _, s in theirs),
+                "kvfabric_ms_per_host": k_total / len(fabric.hosts) * 1e3,
+                "mininet_ms_per_host": m_total / len(fabric.hosts) * 1e3,
+                "ratio": k_total / m_total,
+            }
+        )
     big = curve[-1]
     worst = max(c["ratio"] for c in curve)
     met = worst <= 1.15
     record = result(
-        NAME, value=big["kvfabric_s"], baseline=big["mininet_s"], unit="s (build+start+stop)",
-        target="ratio <= 1.15 at every size", target_met=met, quick=quick,
-        ratio_value=big["ratio"], worst_ratio=worst, repeat=repeat, scale=SCALE.bandwidth,
+        NAME,
+        value=big["kvfabric_s"],
+        baseline=big["mininet_s"],
+        unit="s (build+start+stop)",
+        target="ratio <= 1.15 at every size",
+        target_met=met,
+        quick=quick,
+        ratio_value=big["ratio"],
+        worst_ratio=worst,
+        repeat=repeat,
+        scale=SCALE.bandwidth,
         sizes=curve,
-        limit="" if met else (
+        limit=""
+        if met
+        else (
             "a fixed cost per build that plain Mininet does not pay (preflight probes, the "
             "cleanup run record, ethtool offloads and sysctls per host, static ARP, flow rules "
             "with ovs-ofctl per switch: process starts on 2 cores); it weighs most on the "
             "smallest fabric, while the per-host cost is lower (tc -batch instead of one tc "
-            "call per link end)"),
-    )  # fmt: skip
-    show(record, ["fabric", "hosts", "kvfabric s", "mininet s", "ratio", "kvf ms/host",
-                  "mn ms/host"],
-         [[c["fabric"], c["hosts"], c["kvfabric_s"], c["mininet_s"], c["ratio"],
-           c["kvfabric_ms_per_host"], c["mininet_ms_per_host"]] for c in curve])  # fmt: skip
+            "call per link end)"
+        ),
+    )
+    show(
+        record,
+        ["fabric", "hosts", "kvfabric s", "mininet s", "ratio", "kvf ms/host", "mn ms/host"],
+        [
+            [
+                c["fabric"],
+                c["hosts"],
+                c["kvfabric_s"],
+                c["mininet_s"],
+                c["ratio"],
+                c["kvfabric_ms_per_host"],
+                c["mininet_ms_per_host"],
+            ]
+            for c in curve
+        ],
+    )
     return record

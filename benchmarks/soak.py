@@ -40,8 +40,13 @@ MIN_MINUTES = 2  # the warm-up minute and at least one judged minute
 PERIOD_S = 5.0
 
 
-def judge(memory: list[growth.MemoryGrowth], lateness: growth.LatenessGrowth,
-          fidelity_ok: bool, failed: list[str], error: str | None) -> tuple[bool, str]:  # fmt: skip
+def judge(
+    memory: list[growth.MemoryGrowth],
+    lateness: growth.LatenessGrowth,
+    fidelity_ok: bool,
+    failed: list[str],
+    error: str | None,
+) -> tuple[bool, str]:
     """(target met, what kept it from being met). Met: nothing grew, the fidelity
     verdict is ok and the run completed."""
     why = growth.growth_failures(memory, lateness)
@@ -56,8 +61,9 @@ def worst(memory: list[growth.MemoryGrowth]) -> growth.MemoryGrowth | None:
     """The component whose growth is the largest share of its limit (unknown first)."""
     if not memory:
         return None
-    return max(memory, key=lambda m: float("inf") if m.growth_mb is None
-               else m.growth_mb / m.limit_mb)  # fmt: skip
+    return max(
+        memory, key=lambda m: float("inf") if m.growth_mb is None else m.growth_mb / m.limit_mb
+    )
 
 
 def per_flow(m: growth.MemoryGrowth, flows_per_min: float) -> float | None:
@@ -75,14 +81,23 @@ def samples_frame(
     """The watcher's samples taken while the traffic ran, in minutes since t0 and MB."""
     mem = pd.DataFrame(watch.memory, columns=["t_ns", "component", "rss", "uss"])
     mem = mem[(mem["t_ns"] >= t0_ns) & (mem["t_ns"] <= t_end_ns)]
-    memory = pd.DataFrame({"t_min": (mem["t_ns"] - t0_ns) / growth.NS_PER_MIN,
-                           "component": mem["component"], "rss_mb": mem["rss"] / growth.MB,
-                           "uss_mb": mem["uss"] / growth.MB})  # fmt: skip
+    memory = pd.DataFrame(
+        {
+            "t_min": (mem["t_ns"] - t0_ns) / growth.NS_PER_MIN,
+            "component": mem["component"],
+            "rss_mb": mem["rss"] / growth.MB,
+            "uss_mb": mem["uss"] / growth.MB,
+        }
+    )
     fold = pd.DataFrame(watch.folders, columns=["t_ns", "run", "scratch"])
     fold = fold[(fold["t_ns"] >= t0_ns) & (fold["t_ns"] <= t_end_ns)]
-    folders = pd.DataFrame({"t_min": (fold["t_ns"] - t0_ns) / growth.NS_PER_MIN,
-                            "run_mb": fold["run"] / growth.MB,
-                            "scratch_mb": fold["scratch"] / growth.MB})  # fmt: skip
+    folders = pd.DataFrame(
+        {
+            "t_min": (fold["t_ns"] - t0_ns) / growth.NS_PER_MIN,
+            "run_mb": fold["run"] / growth.MB,
+            "scratch_mb": fold["scratch"] / growth.MB,
+        }
+    )
     return memory, folders
 
 
@@ -91,8 +106,9 @@ def soak_spec(minutes: int) -> Any:
     from experiments.spec.load import load_spec
 
     if minutes < MIN_MINUTES:
-        raise ValueError(f"--minutes {minutes}: at least {MIN_MINUTES} (the first minute is "
-                         "warm-up)")  # fmt: skip
+        raise ValueError(
+            f"--minutes {minutes}: at least {MIN_MINUTES} (the first minute is warm-up)"
+        )
     return load_spec(SPEC, [f"duration_s={minutes * 60}"])
 
 
@@ -104,8 +120,10 @@ def run(quick: bool = False, minutes: int | None = None) -> dict:
     spec = soak_spec(minutes)
     out_root = (RESULTS / "quick" if quick else RESULTS) / "runs"
     watch = ProcessWatch(out_root / spec.name, PERIOD_S)
-    print(f"soak: {minutes} min of {SPEC.name}, sampling every {PERIOD_S:g} s → "
-          f"{out_root / spec.name}/")  # fmt: skip
+    print(
+        f"soak: {minutes} min of {SPEC.name}, sampling every {PERIOD_S:g} s → "
+        f"{out_root / spec.name}/"
+    )
     watch.start()
     try:
         (outcome,) = run_spec(spec, expand(spec), out_root)
@@ -131,34 +149,57 @@ def run(quick: bool = False, minutes: int | None = None) -> dict:
     scratch_size = growth.size_by_minute(folders["t_min"], folders["scratch_mb"])
     flows_per_min = len(flows) / minutes
     record = result(
-        NAME, value=top.growth_mb if top else None, baseline=top.limit_mb if top else None,
+        NAME,
+        value=top.growth_mb if top else None,
+        baseline=top.limit_mb if top else None,
         unit=f"MB (memory growth over the run, fitted slope × minutes: {judged})",
         target="every component's slope × minutes < max(5% of start RSS, 5 MB); lateness p99 "
-               "slope × minutes < 0.5 ms; fidelity ok",
-        target_met=met, quick=quick, limit=limit, minutes=minutes, period_s=PERIOD_S,
-        run_dir=str(outcome.path), fidelity_ok=bool(fidelity.get("ok")), failed_checks=failed,
-        run_error=summary.get("error"), memory=growth.as_dicts(memory),
-        lateness=growth.as_dicts([lateness])[0], lateness_by_minute=per_minute.to_dict("records"),
-        run_folder_by_minute=run_size, scratch_folder_by_minute=scratch_size,
+        "slope × minutes < 0.5 ms; fidelity ok",
+        target_met=met,
+        quick=quick,
+        limit=limit,
+        minutes=minutes,
+        period_s=PERIOD_S,
+        run_dir=str(outcome.path),
+        fidelity_ok=bool(fidelity.get("ok")),
+        failed_checks=failed,
+        run_error=summary.get("error"),
+        memory=growth.as_dicts(memory),
+        lateness=growth.as_dicts([lateness])[0],
+        lateness_by_minute=per_minute.to_dict("records"),
+        run_folder_by_minute=run_size,
+        scratch_folder_by_minute=scratch_size,
         run_folder_final_mb=disk_bytes(outcome.path) / growth.MB,
-        memory_samples=memory_samples.round(4).to_dict("list"), flows=len(flows),
+        memory_samples=memory_samples.round(4).to_dict("list"),
+        flows=len(flows),
         bytes_per_flow={m.component: per_flow(m, flows_per_min) for m in memory},
-    )  # fmt: skip
+    )
     report(record, memory, per_minute, lateness, run_size, scratch_size)
     return record
 
 
-def report(record: dict, memory: list[growth.MemoryGrowth], per_minute: pd.DataFrame,
-           lateness: growth.LatenessGrowth, run_size: list[dict],
-           scratch_size: list[dict]) -> None:  # fmt: skip
+def report(
+    record: dict,
+    memory: list[growth.MemoryGrowth],
+    per_minute: pd.DataFrame,
+    lateness: growth.LatenessGrowth,
+    run_size: list[dict],
+    scratch_size: list[dict],
+) -> None:
     from rich.console import Console
     from rich.table import Table
 
     run_mb = {r["minute"]: r["mb"] for r in run_size}
     scratch_mb = {r["minute"]: r["mb"] for r in scratch_size}
     table = Table(title="soak: per minute since t0")
-    for c in ("minute", "flows", "lateness p50 ms", "lateness p99 ms", "run folder MB",
-              "scratch MB"):  # fmt: skip
+    for c in (
+        "minute",
+        "flows",
+        "lateness p50 ms",
+        "lateness p99 ms",
+        "run folder MB",
+        "scratch MB",
+    ):
         table.add_column(c, justify="right")
     for r in per_minute.to_dict("records"):
         m = r["minute"]
@@ -176,12 +217,42 @@ def report(record: dict, memory: list[growth.MemoryGrowth], per_minute: pd.DataF
     error = f"; run error: {record['run_error']}" if record["run_error"] else ""
     faithful = "ok" if record["fidelity_ok"] else "NOT FAITHFUL"
     console.print(f"fidelity verdict: {faithful} (failed checks: {failed}){error}")
-    console.print(f"run folder: {record['run_dir']} ({fmt(record['run_folder_final_mb'])} MB "
-                  "after the run)")  # fmt: skip
-    console.print("memory (MB; growth = fitted slope × minutes) judged: growth < limit = "
-                  "max(5% of the RSS at 1 min, 5 MB)")  # fmt: skip
-    show(record, ["process", "RSS 1 min", "RSS end", "end/start", "MB/min", "growth",
-                  "limit", "B/flow", "USS 1 min", "USS end", "ok"],
-         [[m.component, m.start_mb, m.end_mb, m.end_over_start, m.slope_mb_per_min,
-           m.growth_mb, m.limit_mb, record["bytes_per_flow"][m.component], m.uss_start_mb,
-           m.uss_end_mb, "ok" if m.ok else "GROWS"] for m in memory])  # fmt: skip
+    console.print(
+        f"run folder: {record['run_dir']} ({fmt(record['run_folder_final_mb'])} MB after the run)"
+    )
+    console.print(
+        "memory (MB; growth = fitted slope × minutes) judged: growth < limit = "
+        "max(5% of the RSS at 1 min, 5 MB)"
+    )
+    show(
+        record,
+        [
+            "process",
+            "RSS 1 min",
+            "RSS end",
+            "end/start",
+            "MB/min",
+            "growth",
+            "limit",
+            "B/flow",
+            "USS 1 min",
+            "USS end",
+            "ok",
+        ],
+        [
+            [
+                m.component,
+                m.start_mb,
+                m.end_mb,
+                m.end_over_start,
+                m.slope_mb_per_min,
+                m.growth_mb,
+                m.limit_mb,
+                record["bytes_per_flow"][m.component],
+                m.uss_start_mb,
+                m.uss_end_mb,
+                "ok" if m.ok else "GROWS",
+            ]
+            for m in memory
+        ],
+    )

@@ -193,8 +193,7 @@ class KvFabricController(app_manager.OSKenApp):
         dp, desc = msg.datapath, msg.desc
         delay = self.detect_s.get((self.session.switch_at(dp.id), desc.port_no))
         if delay and heard_ns is None:  # detection delay: act on it later, in order
-            hub.spawn_after(delay, self._guard, "port status (delayed)", self._delayed, msg,
-                            now_ns)  # fmt: skip
+            hub.spawn_after(delay, self._guard, "port status (delayed)", self._delayed, msg, now_ns)
             return
         ofproto = dp.ofproto
         down = (
@@ -204,8 +203,9 @@ class KvFabricController(app_manager.OSKenApp):
         )
         with self.lock:
             try:
-                self._send(self.session.port_status(dp.id, desc.port_no, not down, now_ns,
-                                                    heard_ns))  # fmt: skip
+                self._send(
+                    self.session.port_status(dp.id, desc.port_no, not down, now_ns, heard_ns)
+                )
             finally:  # a reroute's last-sent instant: the one instant read after sending
                 self.session.reroute_sent(time.monotonic_ns())
 
@@ -247,10 +247,11 @@ class KvFabricController(app_manager.OSKenApp):
 
     def _port_stats_reply(self, msg: Any, now_ns: int) -> None:
         counters = [
-            PortCounters(st.port_no, st.tx_bytes, st.rx_bytes, st.tx_packets, st.rx_packets,
-                         st.tx_dropped)
+            PortCounters(
+                st.port_no, st.tx_bytes, st.rx_bytes, st.tx_packets, st.rx_packets, st.tx_dropped
+            )
             for st in msg.body
-        ]  # fmt: skip
+        ]
         with self.lock:
             self.session.port_stats(msg.datapath.id, counters, now_ns)
 

@@ -34,19 +34,27 @@ def listen_args(port: int, tls_folder: str | None = None, host: str = "127.0.0.1
             raise ValueError(f"plain OpenFlow listens on loopback only, not {host}: use TLS")
         return [*args, "--ofp-tcp-listen-port", str(port)]
     folder = Path(tls_folder)
-    return [*args, "--ofp-ssl-listen-port", str(port),
-            "--ctl-privkey", str(folder / "controller.key"),
-            "--ctl-cert", str(folder / "controller.pem"),
-            "--ca-certs", str(folder / "ca.pem")]  # fmt: skip
+    return [
+        *args,
+        "--ofp-ssl-listen-port",
+        str(port),
+        "--ctl-privkey",
+        str(folder / "controller.key"),
+        "--ctl-cert",
+        str(folder / "controller.pem"),
+        "--ca-certs",
+        str(folder / "ca.pem"),
+    ]
 
 
 def main(argv: list[str]) -> int:
     config, port, logfile = argv[0], int(argv[1]), argv[2]
     tls_folder = argv[3] if len(argv) > 3 else None
     logging.basicConfig(
-        filename=logfile, level=logging.INFO,
+        filename=logfile,
+        level=logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )  # fmt: skip
+    )
     from controller.channel import ErrorLog
 
     ErrorLog.install()

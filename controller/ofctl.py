@@ -56,5 +56,7 @@ def install_ruleset(net: FabricNetwork, ruleset: RuleSet) -> None:
         ):
             proc = run(args)
             if proc.returncode != 0:
-                raise BuildError(f"{' '.join(args[3:5])} failed (exit {proc.returncode}): "
-                                 f"{(proc.stderr or proc.stdout).strip()[:500]}")  # fmt: skip
+                raise BuildError(
+                    f"{' '.join(args[3:5])} failed (exit {proc.returncode}): "
+                    f"{(proc.stderr or proc.stdout).strip()[:500]}"
+                )

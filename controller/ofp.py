@@ -36,9 +36,15 @@ def flow_mod(dp: Any, rule: Rule, delete: bool = False) -> Any:
     match = parser.OFPMatch(**dict(rule.match))
     if delete:
         return parser.OFPFlowMod(
-            dp, cookie=COOKIE, table_id=rule.table, command=ofp.OFPFC_DELETE_STRICT,
-            priority=rule.priority, match=match, out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY,
-        )  # fmt: skip
+            dp,
+            cookie=COOKIE,
+            table_id=rule.table,
+            command=ofp.OFPFC_DELETE_STRICT,
+            priority=rule.priority,
+            match=match,
+            out_port=ofp.OFPP_ANY,
+            out_group=ofp.OFPG_ANY,
+        )
     actions, goto = _actions(parser, ofp, rule.actions)
     inst = []
     if actions:
@@ -46,10 +52,16 @@ def flow_mod(dp: Any, rule: Rule, delete: bool = False) -> Any:
     if goto is not None:
         inst.append(parser.OFPInstructionGotoTable(goto))
     return parser.OFPFlowMod(
-        dp, cookie=COOKIE, table_id=rule.table, command=ofp.OFPFC_ADD, priority=rule.priority,
-        idle_timeout=rule.idle_timeout, match=match, instructions=inst,
+        dp,
+        cookie=COOKIE,
+        table_id=rule.table,
+        command=ofp.OFPFC_ADD,
+        priority=rule.priority,
+        idle_timeout=rule.idle_timeout,
+        match=match,
+        instructions=inst,
         flags=ofp.OFPFF_SEND_FLOW_REM if rule.idle_timeout else 0,
-    )  # fmt: skip
+    )
 
 
 _GROUP_TYPES = {"select": "OFPGT_SELECT", "all": "OFPGT_ALL", "indirect": "OFPGT_INDIRECT"}
@@ -70,7 +82,7 @@ def group_mod(dp: Any, group: Group, command: str = "add") -> Any:
                     watch_port=ofp.OFPP_ANY,
                     watch_group=ofp.OFPG_ANY,
                     actions=actions,
-                )  # fmt: skip
+                )
             )
     return parser.OFPGroupMod(dp, cmd, gtype, group.group_id, buckets)
 
@@ -86,7 +98,7 @@ def wipe(dp: Any) -> list[Any]:
             out_port=ofp.OFPP_ANY,
             out_group=ofp.OFPG_ANY,
             match=parser.OFPMatch(),
-        ),  # fmt: skip
+        ),
         parser.OFPGroupMod(dp, ofp.OFPGC_DELETE, ofp.OFPGT_ALL, ofp.OFPG_ALL, []),
     ]
 

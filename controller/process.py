@@ -94,21 +94,38 @@ class ControllerProcess:
     def start(self, timeout_s: float = 20.0) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         config = self.run_dir / "controller.json"
-        config.write_text(json.dumps({
-            "fabric": self.fabric.to_dict(), "policy": self.policy, "params": self.params,
-            "socket": str(self.socket), "poll_s": self.poll_s,
-            "detect_ms": [[sw, port, ms] for (sw, port), ms in sorted(self.detect_ms.items())],
-            "listen_host": self.listen_host,
-        }))  # fmt: skip
+        config.write_text(
+            json.dumps(
+                {
+                    "fabric": self.fabric.to_dict(),
+                    "policy": self.policy,
+                    "params": self.params,
+                    "socket": str(self.socket),
+                    "poll_s": self.poll_s,
+                    "detect_ms": [
+                        [sw, port, ms] for (sw, port), ms in sorted(self.detect_ms.items())
+                    ],
+                    "listen_host": self.listen_host,
+                }
+            )
+        )
         self.lives += 1
         self.down = False
         with open(self.run_dir / "controller.stderr", "a") as stderr:
             self.proc = self._popen(
-                [sys.executable, "-m", "controller.main", str(config), str(self.port),
-                 str(self.log), *([str(self.tls.folder)] if self.tls else [])],
-                stdout=subprocess.DEVNULL, stderr=stderr,
+                [
+                    sys.executable,
+                    "-m",
+                    "controller.main",
+                    str(config),
+                    str(self.port),
+                    str(self.log),
+                    *([str(self.tls.folder)] if self.tls else []),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
                 preexec_fn=die_with_parent,  # gone with a runner killed by SIGKILL
-            )  # fmt: skip
+            )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -68,8 +68,9 @@ def marking_rules(
         first, *kept = host_class.get(host, (plan.default,))
         for name in kept:  # already marked with another class of its tenant: keep it
             match = (("in_port", port), ("eth_type", IPV4), ("ip_dscp", plan.by_name(name).dscp))
-            rules.append(Rule(sw, PRIORITY_KEEP, match, (("goto_table", TABLE_PLACE),),
-                              table=TABLE_CLASSIFY))  # fmt: skip
+            rules.append(
+                Rule(sw, PRIORITY_KEEP, match, (("goto_table", TABLE_PLACE),), table=TABLE_CLASSIFY)
+            )
         dscp = plan.by_name(first).dscp
         rules.append(
             Rule(

@@ -171,8 +171,9 @@ class ControllerSession:
         self._install_sent = True
         self._placed.clear()
         self._holds.clear()
-        self._event("install", reason=reason, rules=len(rules.rules), groups=len(rules.groups),
-                    t_ns=now_ns)  # fmt: skip
+        self._event(
+            "install", reason=reason, rules=len(rules.rules), groups=len(rules.groups), t_ns=now_ns
+        )
         return out
 
     def _acknowledged(self, msgs: SwitchMessages) -> SwitchMessages:
@@ -196,8 +197,9 @@ class ControllerSession:
         return compute(self.fabric, policy or self.policy, self.state, self.params)
 
     # ----- links -----------------------------------------------------------------
-    def port_status(self, dpid: int, port_no: int, up: bool, now_ns: int,
-                    heard_ns: int | None = None) -> list[SwitchMessages]:  # fmt: skip
+    def port_status(
+        self, dpid: int, port_no: int, up: bool, now_ns: int, heard_ns: int | None = None
+    ) -> list[SwitchMessages]:
         """A switch port went up or down: the reroute, if the links' state changed.
         ``heard_ns``: when the switch reported it, if the controller acts on it later
         (a detection delay); the event records both."""
@@ -210,8 +212,9 @@ class ControllerSession:
             return []
         (self._ports_down.discard if up else self._ports_down.add)(key)
         heard = {} if heard_ns is None else {"heard_ns": heard_ns}
-        self._event("port_up" if up else "port_down", switch=name, port=port_no, t_ns=now_ns,
-                    **heard)  # fmt: skip
+        self._event(
+            "port_up" if up else "port_down", switch=name, port=port_no, t_ns=now_ns, **heard
+        )
         return self._reroute(now_ns)
 
     def reroute_sent(self, now_ns: int) -> None:
@@ -252,10 +255,14 @@ class ControllerSession:
             if name in self._connected
         ]
         self._unsent_reroute = self._event(
-            "reroute", t_ns=now_ns, t_last_sent_ns=None, reroute_ms=None,
-            switches=sorted(set(changed) | set(by_switch)), stale_placed=len(stale),
+            "reroute",
+            t_ns=now_ns,
+            t_last_sent_ns=None,
+            reroute_ms=None,
+            switches=sorted(set(changed) | set(by_switch)),
+            stale_placed=len(stale),
             down=self._links_down(),
-        )  # fmt: skip
+        )
         return out
 
     def _links_down(self) -> list[str]:
@@ -281,9 +288,12 @@ class ControllerSession:
             for port, st in ports.items()
         }
         rules = adaptive.place_flow(
-            self.fabric, self.state, *flow, loads,
+            self.fabric,
+            self.state,
+            *flow,
+            loads,
             idle_timeout_s=adaptive.idle_timeout(self.params),
-        )  # fmt: skip
+        )
         self._placed[match] = rules
         self.placements += 1
         if len(self._holds) > PLACING_KEEP:
@@ -324,9 +334,16 @@ class ControllerSession:
             if st.port_no > MAX_PORT:
                 continue
             prev = ports.get(st.port_no)
-            entry = {"t_ns": now_ns, "tx_bytes": st.tx_bytes, "rx_bytes": st.rx_bytes,
-                     "tx_packets": st.tx_packets, "rx_packets": st.rx_packets,
-                     "tx_dropped": st.tx_dropped, "tx_bps": 0.0, "rx_bps": 0.0}  # fmt: skip
+            entry = {
+                "t_ns": now_ns,
+                "tx_bytes": st.tx_bytes,
+                "rx_bytes": st.rx_bytes,
+                "tx_packets": st.tx_packets,
+                "rx_packets": st.rx_packets,
+                "tx_dropped": st.tx_dropped,
+                "tx_bps": 0.0,
+                "rx_bps": 0.0,
+            }
             if prev and now_ns > prev["t_ns"]:
                 dt = (now_ns - prev["t_ns"]) / 1e9
                 entry["tx_bps"] = max(0, st.tx_bytes - prev["tx_bytes"]) * 8 / dt
@@ -346,8 +363,12 @@ class ControllerSession:
             placed = [r.to_dict() for rules in self._placed.values() for r in rules]
             return {"rules": self.installed.to_dict(), "placed": placed}, []
         if cmd == "ports":
-            return {"ports": {sw: {str(p): dict(v) for p, v in ports.items()}
-                              for sw, ports in self._port_stats.items()}}, []  # fmt: skip
+            return {
+                "ports": {
+                    sw: {str(p): dict(v) for p, v in ports.items()}
+                    for sw, ports in self._port_stats.items()
+                }
+            }, []
         if cmd == "events":
             return {"events": [dict(e) for e in self._events]}, []
         if cmd == "set_policy":

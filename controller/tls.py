@@ -32,24 +32,41 @@ FILES = ("ca.pem", "controller.pem", "controller.key", "switch.pem", "switch.key
 
 
 def _name(common: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "kvfabric run"),
-                      x509.NameAttribute(NameOID.COMMON_NAME, common)])  # fmt: skip
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "kvfabric run"),
+            x509.NameAttribute(NameOID.COMMON_NAME, common),
+        ]
+    )
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())  # fmt: skip
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
-def _cert(subject: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Name,
-          signer: ec.EllipticCurvePrivateKey, now: dt.datetime, *, ca: bool = False,
-          addresses: Sequence[str] = (), usage: x509.ObjectIdentifier | None = None,
-          ) -> x509.Certificate:  # fmt: skip
-    b = (x509.CertificateBuilder().subject_name(_name(subject)).issuer_name(issuer)
-         .public_key(key.public_key()).serial_number(x509.random_serial_number())
-         .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + VALID_FOR)
-         .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None),
-                        critical=True))  # fmt: skip
+def _cert(
+    subject: str,
+    key: ec.EllipticCurvePrivateKey,
+    issuer: x509.Name,
+    signer: ec.EllipticCurvePrivateKey,
+    now: dt.datetime,
+    *,
+    ca: bool = False,
+    addresses: Sequence[str] = (),
+    usage: x509.ObjectIdentifier | None = None,
+) -> x509.Certificate:
+    b = (
+        x509.CertificateBuilder()
+        .subject_name(_name(subject))
+        .issuer_name(issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + VALID_FOR)
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True)
+    )
     if addresses:
         alt = [x509.IPAddress(ipaddress.ip_address(a)) for a in addresses]
         b = b.add_extension(x509.SubjectAlternativeName(alt), critical=False)
@@ -58,22 +75,35 @@ def _cert(subject: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Name,
     return b.sign(signer, hashes.SHA256())
 
 
-def make_pki(addresses: Sequence[str] = ("127.0.0.1",),
-             now: dt.datetime | None = None) -> dict[str, bytes]:  # fmt: skip
+def make_pki(
+    addresses: Sequence[str] = ("127.0.0.1",), now: dt.datetime | None = None
+) -> dict[str, bytes]:
     """A fresh CA, the controller's certificate for ``addresses`` and the switches'
     certificate, as ``{file name: PEM bytes}`` (``FILES``)."""
     now = now or dt.datetime.now(dt.UTC)
     ca_key, ctl_key, sw_key = (ec.generate_private_key(ec.SECP256R1()) for _ in range(3))
     ca_name = _name("kvfabric run CA")
     ca = _cert("kvfabric run CA", ca_key, ca_name, ca_key, now, ca=True)
-    ctl = _cert("kvfabric-controller", ctl_key, ca_name, ca_key, now, addresses=addresses,
-                usage=ExtendedKeyUsageOID.SERVER_AUTH)  # fmt: skip
-    sw = _cert("kvfabric-switch", sw_key, ca_name, ca_key, now,
-               usage=ExtendedKeyUsageOID.CLIENT_AUTH)  # fmt: skip
+    ctl = _cert(
+        "kvfabric-controller",
+        ctl_key,
+        ca_name,
+        ca_key,
+        now,
+        addresses=addresses,
+        usage=ExtendedKeyUsageOID.SERVER_AUTH,
+    )
+    sw = _cert(
+        "kvfabric-switch", sw_key, ca_name, ca_key, now, usage=ExtendedKeyUsageOID.CLIENT_AUTH
+    )
     pem = serialization.Encoding.PEM
-    return {"ca.pem": ca.public_bytes(pem), "controller.pem": ctl.public_bytes(pem),
-            "controller.key": _key_pem(ctl_key), "switch.pem": sw.public_bytes(pem),
-            "switch.key": _key_pem(sw_key)}  # fmt: skip
+    return {
+        "ca.pem": ca.public_bytes(pem),
+        "controller.pem": ctl.public_bytes(pem),
+        "controller.key": _key_pem(ctl_key),
+        "switch.pem": sw.public_bytes(pem),
+        "switch.key": _key_pem(sw_key),
+    }
 
 
 @dataclass(frozen=True)

@@ -106,8 +106,10 @@ class FabricNetwork:
             raise ValueError(f"datapath={datapath!r}: allowed auto, kernel, user")
         self.datapath = datapath
         if (controller is None) == (rules is None):
-            raise ValueError("FabricNetwork needs exactly one of controller= (switches connect "
-                             "to it) or rules= (e.g. controller.ofctl.StaticRules())")  # fmt: skip
+            raise ValueError(
+                "FabricNetwork needs exactly one of controller= (switches connect "
+                "to it) or rules= (e.g. controller.ofctl.StaticRules())"
+            )
         self.controller = controller
         self.rules = rules
         self.qos = qos
@@ -237,8 +239,13 @@ class FabricNetwork:
                 params["addr1"] = port_mac(a.number, link.a_port)
             if b.is_host:
                 params["addr2"] = port_mac(b.number, link.b_port)
-            net.addLink(self.names.node(a), self.names.node(b), port1=link.a_port,
-                        port2=link.b_port, **params)  # fmt: skip
+            net.addLink(
+                self.names.node(a),
+                self.names.node(b),
+                port1=link.a_port,
+                port2=link.b_port,
+                **params,
+            )
 
     def _set_ssl(self, files: tuple[str, str, str]) -> None:
         """Point Open vSwitch's SSL setting at the run's switch key and certificates
@@ -262,19 +269,28 @@ class FabricNetwork:
         for host in self.fabric.hosts:
             mn = self.mn(host.name)
             for port in sorted(p for p in self._ports(host.name)):
-                self._check(mn.pexec("ethtool", "-K", self.intf(host.name, port), *HOST_OFFLOADS),
-                            f"ethtool on {host.name}")  # fmt: skip
+                self._check(
+                    mn.pexec("ethtool", "-K", self.intf(host.name, port), *HOST_OFFLOADS),
+                    f"ethtool on {host.name}",
+                )
             self._check(mn.pexec("sysctl", "-q", "-w", *HOST_SYSCTLS), f"sysctl on {host.name}")
             cmds = ip_commands(self.fabric, host.name, self.intf)
             if self.mtu != DEFAULT_MTU:
-                cmds = [["link", "set", "dev", self.intf(host.name, port), "mtu", str(self.mtu)]
-                        for port in sorted(self._ports(host.name))] + cmds  # fmt: skip
-            self._check(self.host_exec(host.name, ["ip", "-batch", "-"], batch_text(cmds)),
-                        f"static ARP/routes on {host.name}")  # fmt: skip
+                cmds = [
+                    ["link", "set", "dev", self.intf(host.name, port), "mtu", str(self.mtu)]
+                    for port in sorted(self._ports(host.name))
+                ] + cmds
+            self._check(
+                self.host_exec(host.name, ["ip", "-batch", "-"], batch_text(cmds)),
+                f"static ARP/routes on {host.name}",
+            )
         for place, switches in self.by_place(sw.name for sw in self.fabric.switches).items():
             # Best effort: some offloads are fixed on veth; the qdisc sees MTU packets anyway.
-            line = "; ".join(f"ethtool -K {self.intf(sw, port)} {' '.join(SWITCH_OFFLOADS)}"
-                             for sw in switches for port in self._ports(sw))  # fmt: skip
+            line = "; ".join(
+                f"ethtool -K {self.intf(sw, port)} {' '.join(SWITCH_OFFLOADS)}"
+                for sw in switches
+                for port in self._ports(sw)
+            )
             self.run_at(place, ["sh", "-c", f"{line} 2>/dev/null; true"], timeout=120)
         if self.mtu != DEFAULT_MTU:
             self._switch_mtu()
@@ -308,8 +324,10 @@ class FabricNetwork:
             if host:
                 self._check(self.host_exec(host, ["tc", "-batch", "-"], text), f"tc on {host}")
             else:
-                self._check(self.run_at(place, ["tc", "-batch", "-"], text, timeout=120),
-                            f"tc on switch ports{f' of {place}' if place else ''}")  # fmt: skip
+                self._check(
+                    self.run_at(place, ["tc", "-batch", "-"], text, timeout=120),
+                    f"tc on switch ports{f' of {place}' if place else ''}",
+                )
 
     def _size_tx_buffer(self) -> None:
         """Room in OVS's one transmit socket for every shaped switch queue full at once
@@ -322,8 +340,9 @@ class FabricNetwork:
         not yet, one frame of the local experimental ethertype goes out of a switch port
         first (its host ignores it)."""
         classes = len(self.qos.classes) if self.qos is not None else 1
-        limits = [eg.queue_pkts * classes for eg in self.plan
-                  if not self.fabric.node(eg.node).is_host]  # fmt: skip
+        limits = [
+            eg.queue_pkts * classes for eg in self.plan if not self.fabric.node(eg.node).is_host
+        ]
         size = needed_bytes(limits, packet_truesize(frame_bytes(self.mtu)))
         got = self._tx.raise_to(size, pidfile)
         switches = [sw for sw in self.fabric.switches if self.place_of(sw.name) == place]
@@ -332,13 +351,16 @@ class FabricNetwork:
             port = self.fabric.links_of(sw.name)[0].port_of(sw.name)
             frame = "02000000000102000000000288b5" + "00" * 46
             out = f"in_port=controller packet={frame} actions=output:{port}"
-            self.run_at(place, ["ovs-ofctl", "-O", "OpenFlow13", "packet-out",
-                                self.bridge(sw.name), out])  # fmt: skip
+            self.run_at(
+                place, ["ovs-ofctl", "-O", "OpenFlow13", "packet-out", self.bridge(sw.name), out]
+            )
             got = self._tx.raise_to(size, pidfile)
         if got is None:
-            log.warning("Open vSwitch's transmit buffer is unchanged%s: packets waiting in "
-                        "shaped queues may be dropped where no queue counts them",
-                        f" on {place}" if place else "")  # fmt: skip
+            log.warning(
+                "Open vSwitch's transmit buffer is unchanged%s: packets waiting in "
+                "shaped queues may be dropped where no queue counts them",
+                f" on {place}" if place else "",
+            )
         return got
 
     # ----- run-time operations --------------------------------------------
@@ -393,17 +415,23 @@ class FabricNetwork:
             out[self.place_of(name)].append(name)
         return dict(out)
 
-    def run_at(self, place: str, args: list[str], stdin: str | None = None,
-               timeout: float = 20) -> tuple[str, str, int]:  # fmt: skip
+    def run_at(
+        self, place: str, args: list[str], stdin: str | None = None, timeout: float = 20
+    ) -> tuple[str, str, int]:
         """Run ``args`` at ``place`` (``place_of``); ``stdin`` is its input."""
         proc = run(args, timeout=timeout, input=stdin)
         return proc.stdout, proc.stderr, proc.returncode
 
-    def host_exec(self, host: str, args: list[str], stdin: str | None = None,
-                  ) -> tuple[str, str, int]:  # fmt: skip
+    def host_exec(
+        self,
+        host: str,
+        args: list[str],
+        stdin: str | None = None,
+    ) -> tuple[str, str, int]:
         """Run ``args`` in host ``host``'s namespace (on its server), ``stdin`` its input."""
-        proc = self.mn(host).popen(*args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE)  # fmt: skip
+        proc = self.mn(host).popen(
+            *args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         out, err = proc.communicate(stdin.encode() if stdin is not None else None, timeout=60)
         return out.decode(errors="replace"), err.decode(errors="replace"), proc.returncode
 

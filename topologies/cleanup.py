@@ -133,8 +133,9 @@ def _sweep_servers(prefix: str, servers: list[list]) -> tuple[list[str], list[st
         try:
             swept += sweep_server(Server(host, user, Path(config) if config else None), prefix)
         except OSError as exc:
-            log.warning("run %s: server %s unreachable (%s); kvfabric clean tries again",
-                        prefix, dest, exc)  # fmt: skip
+            log.warning(
+                "run %s: server %s unreachable (%s); kvfabric clean tries again", prefix, dest, exc
+            )
             missed.append(f"{dest} ({exc})")
     return swept, missed
 
@@ -174,13 +175,16 @@ def clean(force: bool = False) -> tuple[list[str], list[str]]:
     for prefix in sorted(found):
         record = by_prefix.get(prefix)
         if record and record.owner_alive() and not force:
-            skipped.append(f"run {prefix} (pid {record.owner_pid} is still running); "
-                           "--force removes it")  # fmt: skip
+            skipped.append(
+                f"run {prefix} (pid {record.owner_pid} is still running); --force removes it"
+            )
             continue
         removed += remove_prefix(prefix, record)
         if record and record.path.exists():
-            skipped.append(f"run {prefix}'s leftovers on {', '.join(d[0] for d in record.servers)}"
-                           ": a server did not answer; kvfabric clean tries again")  # fmt: skip
+            skipped.append(
+                f"run {prefix}'s leftovers on {', '.join(d[0] for d in record.servers)}"
+                ": a server did not answer; kvfabric clean tries again"
+            )
     for path in stale_scratch():
         shutil.rmtree(path, ignore_errors=True)
         removed.append(f"directory {path}")
@@ -197,8 +201,14 @@ def _stale_ssl() -> list[str]:
     if not shutil.which("ovs-vsctl"):
         return []
     proc = run(["ovs-vsctl", "-t", "5", "get-ssl"])
-    key = next((line.split(":", 1)[1].strip() for line in proc.stdout.splitlines()
-                if line.startswith("Private key:")), "")  # fmt: skip
+    key = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in proc.stdout.splitlines()
+            if line.startswith("Private key:")
+        ),
+        "",
+    )
     if "kvf-tls-" not in key or Path(key).exists():
         return []
     run(["ovs-vsctl", "-t", "5", "del-ssl"])

@@ -37,6 +37,7 @@ def ip_commands(fabric: Fabric, host: str, ifname: Callable[[str, int], str]) ->
         else:
             dev = ifname(host, my_net)
             mac = port_mac(peer.number, network_port(fabric, peer.name))
-        cmds.append(["neigh", "replace", peer.ip or "", "lladdr", mac, "dev", dev,
-                     "nud", "permanent"])  # fmt: skip
+        cmds.append(
+            ["neigh", "replace", peer.ip or "", "lladdr", mac, "dev", dev, "nud", "permanent"]
+        )
     return cmds

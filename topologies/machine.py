@@ -91,11 +91,24 @@ QDISC_PROBES = {
     "tbf": ["tbf", "rate", "1mbit", "burst", "32kbit", "latency", "50ms"],
     "pfifo": ["pfifo", "limit", "10"],
     "netem": ["netem", "delay", "1ms"],
-    "red": ["red", "limit", "400000", "avpkt", "1000", "bandwidth", "10mbit", "probability",
-            "0.02", "min", "30000", "max", "90000"],
+    "red": [
+        "red",
+        "limit",
+        "400000",
+        "avpkt",
+        "1000",
+        "bandwidth",
+        "10mbit",
+        "probability",
+        "0.02",
+        "min",
+        "30000",
+        "max",
+        "90000",
+    ],
     "fq_codel": ["fq_codel"],
     "prio": ["prio"],
-}  # fmt: skip
+}
 
 
 def probe_qdiscs(names: Iterable[str] = tuple(QDISC_PROBES)) -> dict[str, bool | None]:

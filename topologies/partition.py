@@ -66,8 +66,12 @@ class _Search:
         for item, p in enumerate(part):
             per_part[p] += self.loads[item]
             count[p] += 1
-        cut = sum(w for a, peers in enumerate(self.adjacent) for b, w in peers
-                  if a < b and part[a] != part[b])  # fmt: skip
+        cut = sum(
+            w
+            for a, peers in enumerate(self.adjacent)
+            for b, w in peers
+            if a < b and part[a] != part[b]
+        )
         return per_part, count, cut
 
     def key(self, part: list[int]) -> tuple[float, ...]:
@@ -75,17 +79,20 @@ class _Search:
 
     def _key(self, per_part: list[int], count: list[int], cut: int) -> tuple[float, ...]:
         empty = sum(c == 0 for c in count)
-        excess = sum(max(0.0, load - limit) for load, limit in zip(per_part, self.limits,
-                                                                   strict=True))  # fmt: skip
-        spread = max(load / t if t > 0 else 0.0 for load, t in zip(per_part, self.targets,
-                                                                    strict=True))  # fmt: skip
+        excess = sum(
+            max(0.0, load - limit) for load, limit in zip(per_part, self.limits, strict=True)
+        )
+        spread = max(
+            load / t if t > 0 else 0.0 for load, t in zip(per_part, self.targets, strict=True)
+        )
         return (empty, excess, cut, spread)
 
     def _gain(self, part: list[int], item: int, to: int) -> int:
         """How much the cut shrinks when ``item`` moves to part ``to``."""
         here = part[item]
-        return sum(w if part[b] == to else -w if part[b] == here else 0
-                   for b, w in self.adjacent[item])  # fmt: skip
+        return sum(
+            w if part[b] == to else -w if part[b] == here else 0 for b, w in self.adjacent[item]
+        )
 
     def improve(self, part: list[int]) -> list[int]:
         per_part, count, cut = self.tally(part)

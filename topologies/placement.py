@@ -94,7 +94,7 @@ class Placement:
                     "machines": [self.machine_of[lk.a], self.machine_of[lk.b]],
                 }
                 for lk in self.cut
-            ],  # fmt: skip
+            ],
             "machines": [
                 {
                     "name": m.name,
@@ -106,7 +106,7 @@ class Placement:
                     "fits": m.fits,
                 }
                 for m in self.machines
-            ],  # fmt: skip
+            ],
         }
 
 
@@ -160,33 +160,42 @@ def placement_of(
     for m in machines:
         nodes = [n.name for n in fabric.nodes if machine_of[n.name] == m.name]
         demand = sum(mbps.get(n, 0.0) for n in nodes)
-        out.append(MachineLoad(
-            m.name, tuple(nodes),
-            tuple(n for n in nodes if fabric.node(n).is_host),
-            tuple(n for n in nodes if not fabric.node(n).is_host),
-            demand, demand / total if total > 0 else 0.0, m.capacity_mbps,
-        ))  # fmt: skip
+        out.append(
+            MachineLoad(
+                m.name,
+                tuple(nodes),
+                tuple(n for n in nodes if fabric.node(n).is_host),
+                tuple(n for n in nodes if not fabric.node(n).is_host),
+                demand,
+                demand / total if total > 0 else 0.0,
+                m.capacity_mbps,
+            )
+        )
     cut = tuple(lk for lk in fabric.links if machine_of[lk.a] != machine_of[lk.b])
     return Placement(dict(machine_of), cut, tuple(out), scale)
 
 
 def _check_machines(machines: Sequence[MachineShare], imbalance: float) -> None:
     if len(machines) < 1:
-        raise FabricError(f"--servers {len(machines)} is not allowed: at least 1 machine",
-                          "servers")  # fmt: skip
+        raise FabricError(
+            f"--servers {len(machines)} is not allowed: at least 1 machine", "servers"
+        )
     names = [m.name for m in machines]
     if len(set(names)) != len(names) or not all(names):
-        raise FabricError(f"--servers {','.join(names)}: machine names must be unique and "
-                          "not empty", "servers")  # fmt: skip
+        raise FabricError(
+            f"--servers {','.join(names)}: machine names must be unique and not empty", "servers"
+        )
     given = [m.capacity_mbps is not None for m in machines]
     if any(given) and not all(given):
-        raise FabricError("--servers: give a capacity for every machine or for none",
-                          "servers")  # fmt: skip
+        raise FabricError("--servers: give a capacity for every machine or for none", "servers")
     for m in machines:
         c = m.capacity_mbps
         if c is not None and not (isinstance(c, int | float) and math.isfinite(c) and c > 0):
-            raise FabricError(f"--servers: machine {m.name}'s capacity {c!r} is not allowed: "
-                              "must be switch-hop Mbit/s > 0", "servers")  # fmt: skip
+            raise FabricError(
+                f"--servers: machine {m.name}'s capacity {c!r} is not allowed: "
+                "must be switch-hop Mbit/s > 0",
+                "servers",
+            )
     if not (math.isfinite(imbalance) and imbalance >= 0):
         raise FabricError(f"imbalance={imbalance!r} is not allowed: must be >= 0", "imbalance")
 
@@ -202,8 +211,10 @@ def server_domains(fabric: Fabric) -> dict[int, tuple[str, ...]]:
             nvl = fabric.nvlink_switch_of(gpu.name)
             if nvl is not None:
                 members[gpu.server].add(nvl)
-    return {s: tuple(n.name for n in fabric.nodes if n.name in names)
-            for s, names in sorted(members.items())}  # fmt: skip
+    return {
+        s: tuple(n.name for n in fabric.nodes if n.name in names)
+        for s, names in sorted(members.items())
+    }
 
 
 def units(fabric: Fabric) -> list[tuple[str, ...]]:
@@ -249,8 +260,12 @@ def _server_group(fabric: Fabric, group: tuple[str, ...]) -> bool:
     return any(fabric.node(n).kind == "nvlink" for n in group)
 
 
-def _check_servers_fit(fabric: Fabric, groups: list[tuple[str, ...]], loads: list[float],
-                       machines: Sequence[MachineShare]) -> None:  # fmt: skip
+def _check_servers_fit(
+    fabric: Fabric,
+    groups: list[tuple[str, ...]],
+    loads: list[float],
+    machines: Sequence[MachineShare],
+) -> None:
     largest = max(machines, key=lambda m: m.capacity_mbps or 0.0)
     if largest.capacity_mbps is None:
         return
@@ -266,8 +281,9 @@ def _check_servers_fit(fabric: Fabric, groups: list[tuple[str, ...]], loads: lis
             )
 
 
-def _starts(fabric: Fabric, groups: list[tuple[str, ...]], loads: list[float],
-            weights: list[float]) -> list[list[int]]:  # fmt: skip
+def _starts(
+    fabric: Fabric, groups: list[tuple[str, ...]], loads: list[float], weights: list[float]
+) -> list[list[int]]:
     """Starting assignments: the groups with hosts in fabric order, as many to each
     machine as its share, each other group then on the machine its links reach most
     (where it has room); and all groups in fabric order, each machine filled to its share."""

@@ -71,8 +71,7 @@ class ClassPlan:
 
     def strict(self) -> list[TrafficClass]:
         """The strict-priority classes, served in this order."""
-        return sorted((c for c in self.classes if c.priority is not None),
-                      key=lambda c: c.priority)  # fmt: skip
+        return sorted((c for c in self.classes if c.priority is not None), key=lambda c: c.priority)
 
     def ids(self) -> dict[str, tuple[str, str]]:
         """Class name -> (HTB classid, pfifo handle)."""
@@ -97,10 +96,28 @@ class ClassPlan:
         link_burst = str(burst_bytes(rate_bps, mtu))
         cmds = [
             ["qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"],
-            ["class", "replace", "dev", dev, "parent", "1:", "classid", PARENT, "htb",
-             "rate", f"{rate_bps}bit", "ceil", f"{rate_bps}bit",
-             "burst", link_burst, "cburst", link_burst, "quantum", str(frame)],
-        ]  # fmt: skip
+            [
+                "class",
+                "replace",
+                "dev",
+                dev,
+                "parent",
+                "1:",
+                "classid",
+                PARENT,
+                "htb",
+                "rate",
+                f"{rate_bps}bit",
+                "ceil",
+                f"{rate_bps}bit",
+                "burst",
+                link_burst,
+                "cburst",
+                link_burst,
+                "quantum",
+                str(frame),
+            ],
+        ]
         ids, prio, strict = self.ids(), self.htb_prio(), bool(self.strict())
         shares = [c.rate_share for c in self.classes if c.rate_share is not None]
         least = min(shares, default=1.0)
@@ -112,20 +129,69 @@ class ClassPlan:
             if strict and c.rate_share is not None:
                 quantum = min(MAX_QUANTUM, round(frame * c.rate_share / least))
             cmds += [
-                ["class", "replace", "dev", dev, "parent", PARENT, "classid", classid, "htb",
-                 "rate", f"{rate}bit", "ceil", f"{rate_bps}bit",
-                 "burst", str(burst_bytes(rate, mtu)), "cburst", link_burst,
-                 "quantum", str(quantum), "prio", str(prio[c.name])],
-                ["qdisc", "replace", "dev", dev, "parent", classid, "handle", handle,
-                 "pfifo", "limit", str(queue_frames(c.buffer_pkts or buffer_pkts, mtu))],
-            ]  # fmt: skip
+                [
+                    "class",
+                    "replace",
+                    "dev",
+                    dev,
+                    "parent",
+                    PARENT,
+                    "classid",
+                    classid,
+                    "htb",
+                    "rate",
+                    f"{rate}bit",
+                    "ceil",
+                    f"{rate_bps}bit",
+                    "burst",
+                    str(burst_bytes(rate, mtu)),
+                    "cburst",
+                    link_burst,
+                    "quantum",
+                    str(quantum),
+                    "prio",
+                    str(prio[c.name]),
+                ],
+                [
+                    "qdisc",
+                    "replace",
+                    "dev",
+                    dev,
+                    "parent",
+                    classid,
+                    "handle",
+                    handle,
+                    "pfifo",
+                    "limit",
+                    str(queue_frames(c.buffer_pkts or buffer_pkts, mtu)),
+                ],
+            ]
         for c in self.classes:
             classid, _ = ids[c.name]
             cmds.append(
-                ["filter", "replace", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1",
-                 "handle", f"800::{classid.split(':')[1]}", "u32",
-                 "match", "ip", "tos", f"{c.dscp << 2:#04x}", "0xfc", "flowid", classid]
-            )  # fmt: skip
+                [
+                    "filter",
+                    "replace",
+                    "dev",
+                    dev,
+                    "parent",
+                    "1:",
+                    "protocol",
+                    "ip",
+                    "prio",
+                    "1",
+                    "handle",
+                    f"800::{classid.split(':')[1]}",
+                    "u32",
+                    "match",
+                    "ip",
+                    "tos",
+                    f"{c.dscp << 2:#04x}",
+                    "0xfc",
+                    "flowid",
+                    classid,
+                ]
+            )
         return cmds
 
 

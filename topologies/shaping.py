@@ -126,12 +126,41 @@ def htb_commands(
     burst = str(burst_bytes(rate_bps, mtu))
     return [
         ["qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"],
-        ["class", "replace", "dev", dev, "parent", "1:", "classid", "1:1", "htb",
-         "rate", f"{rate_bps}bit", "ceil", f"{rate_bps}bit",
-         "burst", burst, "cburst", burst, "quantum", str(frame_bytes(mtu))],
-        ["qdisc", "replace", "dev", dev, "parent", "1:1", "handle", "10:",
-         "pfifo", "limit", str(queue_frames(buffer_pkts, mtu))],
-    ]  # fmt: skip
+        [
+            "class",
+            "replace",
+            "dev",
+            dev,
+            "parent",
+            "1:",
+            "classid",
+            "1:1",
+            "htb",
+            "rate",
+            f"{rate_bps}bit",
+            "ceil",
+            f"{rate_bps}bit",
+            "burst",
+            burst,
+            "cburst",
+            burst,
+            "quantum",
+            str(frame_bytes(mtu)),
+        ],
+        [
+            "qdisc",
+            "replace",
+            "dev",
+            dev,
+            "parent",
+            "1:1",
+            "handle",
+            "10:",
+            "pfifo",
+            "limit",
+            str(queue_frames(buffer_pkts, mtu)),
+        ],
+    ]
 
 
 def batch_text(commands: list[list[str]]) -> str:

@@ -112,8 +112,15 @@ def _allreduce_fit(gpu: str, tp: int) -> tuple[float, float] | None:
 
 def layer_shape(m: Model) -> tuple:
     """What a linear-operator profile depends on: layers and every projection's width."""
-    return (m.layers, m.attention_heads, m.kv_heads, m.head_dim, m.hidden_size,
-            m.intermediate_size, m.is_moe)  # fmt: skip
+    return (
+        m.layers,
+        m.attention_heads,
+        m.kv_heads,
+        m.head_dim,
+        m.hidden_size,
+        m.intermediate_size,
+        m.is_moe,
+    )
 
 
 def profiled_as(model: str | Model, gpu: str | GPU, tp: int | None = None) -> str | None:
@@ -130,9 +137,10 @@ def _profiled_as(m: Model, g: str, tp: int | None) -> str | None:
     if tp is not None and tp > 1 and _allreduce_fit(g, tp) is None:
         return None
     candidates = [m.name] + sorted(
-        name for name, _ in profiled
+        name
+        for name, _ in profiled
         if name != m.name and layer_shape(presets.model(name)) == layer_shape(m)
-    )  # fmt: skip
+    )
     for name in candidates:
         if any(n == name and (tp is None or t == tp) for n, t in profiled):
             return name

@@ -181,16 +181,21 @@ def _git_commit(source: Path) -> str:
     try:
         out = subprocess.run(
             ["git", "-C", str(source), "rev-parse", "HEAD"],
-            capture_output=True, text=True, check=True,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     except (OSError, subprocess.CalledProcessError):
         raise ProfileError(f"{source} is not a git checkout; pass --commit") from None
     return out.stdout.strip()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m traffic.profiles", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = argparse.ArgumentParser(
+        prog="python -m traffic.profiles",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("source", type=Path, help="a checkout of github.com/microsoft/vidur")
     p.add_argument("--commit", help="the source commit (default: git rev-parse HEAD)")
     p.add_argument("--out", type=Path, default=DATA_DIR, help="directory of the table")

@@ -161,8 +161,16 @@ def pipelined_exposed_s(transfer_s: float, prefill_s: float, layers: int) -> flo
     return max(per_x, transfer_s - (layers - 1) * per_c)
 
 
-def transfer_numbers(model: Any, gpu: str, tokens: int, p_tp: int, d_tp: int, dtype: str,
-                     rate_gbps: float, efficiency: float = 0.5) -> dict[str, Any]:  # fmt: skip
+def transfer_numbers(
+    model: Any,
+    gpu: str,
+    tokens: int,
+    p_tp: int,
+    d_tp: int,
+    dtype: str,
+    rate_gbps: float,
+    efficiency: float = 0.5,
+) -> dict[str, Any]:
     """Monolithic vs layer-pipelined exposure of one request's KV over rank pairs that
     each have their own path at ``rate_gbps`` (the largest rank-pair share decides)."""
     from traffic import compute, presets
@@ -211,8 +219,7 @@ def kv_transfer_estimate(w: KvTransferWorkload, fabric: Fabric, policy: str) -> 
     tokens = list(w.tokens) if isinstance(w.tokens, tuple) else [w.tokens]
     mean_tokens = int(round(float(np.mean(tokens))))
     rate = min(path_gbps(fabric, a, b) for a in pre for b in dec)
-    out = transfer_numbers(m, w.gpu, mean_tokens, p_tp, d_tp, w.dtype, rate,
-                           w.efficiency)  # fmt: skip
+    out = transfer_numbers(m, w.gpu, mean_tokens, p_tp, d_tp, w.dtype, rate, w.efficiency)
     out["mode"] = w.mode
     out["requests"] = len(tokens)
     # Elephants released together: one per prefill instance (each starts its queue at 0).

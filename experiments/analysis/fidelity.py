@@ -111,14 +111,18 @@ def cpu_check(cpu: pd.DataFrame | None, max_pct: float = 90.0) -> Check:
     if cpu is not None and "max_core_pct" in cpu:
         cores = _column(cpu, "max_core_pct")
         if cores.size:
-            detail += (f"; busiest core p95 {np.quantile(cores, CPU_QUANTILE):.0f}%, "
-                       f"at ≥ {SATURATED_CORE_PCT:g}% for {stretch:.1f} s at most "
-                       f"(allowed < {MAX_SATURATED_S:g} s)")  # fmt: skip
+            detail += (
+                f"; busiest core p95 {np.quantile(cores, CPU_QUANTILE):.0f}%, "
+                f"at ≥ {SATURATED_CORE_PCT:g}% for {stretch:.1f} s at most "
+                f"(allowed < {MAX_SATURATED_S:g} s)"
+            )
     if cpu is not None and "steal_pct" in cpu:
         steal = _column(cpu, "steal_pct")
         if steal.size and steal.max() > 0:
-            detail += (f"; of it the hypervisor took (steal) {steal.mean():.0f}% on average, "
-                       f"p95 {np.quantile(steal, CPU_QUANTILE):.0f}%")  # fmt: skip
+            detail += (
+                f"; of it the hypervisor took (steal) {steal.mean():.0f}% on average, "
+                f"p95 {np.quantile(steal, CPU_QUANTILE):.0f}%"
+            )
     ok = p95 <= max_pct and stretch < MAX_SATURATED_S
     return make_check(ok, p95, max_pct, "%", detail)
 
@@ -134,9 +138,9 @@ def servers_cpu_check(cpu: pd.DataFrame | None, max_pct: float = 90.0) -> Check:
     worst = max(each, key=lambda n: (not each[n]["ok"], each[n]["value"] or 0.0))
     c = dict(each[worst])
     c["ok"] = not failed
-    c["detail"] = (f"worst server {worst}: {c['detail']}"
-                   + (f"; failed on {', '.join(failed)}" if failed else
-                      f"; {len(each)} servers judged"))  # fmt: skip
+    c["detail"] = f"worst server {worst}: {c['detail']}" + (
+        f"; failed on {', '.join(failed)}" if failed else f"; {len(each)} servers judged"
+    )
     c["by_server"] = {n: {"ok": v["ok"], "value": v["value"]} for n, v in each.items()}
     return c
 
@@ -323,8 +327,9 @@ def sampler_rate_check(
     worst = min(ratios, key=lambda n: ratios[n])
     achieved, target, requested, resolution = got[worst]
     detail = f"worst {worst}: {achieved:.1f} of {target:.4g} Hz"
-    adapted = [f"{n} {g[2]:g} Hz → every {g[3]:.3g} ms" for n, g in got.items()
-               if g[3] > 1e3 / g[2] * 1.01]  # fmt: skip
+    adapted = [
+        f"{n} {g[2]:g} Hz → every {g[3]:.3g} ms" for n, g in got.items() if g[3] > 1e3 / g[2] * 1.01
+    ]
     if adapted:
         detail += f"; lowered to keep pace: {', '.join(adapted)}"
     slow = [n for n, q in ratios.items() if q < min_ratio]
@@ -474,8 +479,13 @@ def servers_offered_load_check(
     ``server`` column), of what every server's sent; without two servers, the one
     machine's check."""
     whole = offered_load_check(flows, fabric, capacity_mbps)
-    if (links is None or links.empty or "server" not in links
-            or links["server"].nunique() < 2 or whole["value"] is None):  # fmt: skip
+    if (
+        links is None
+        or links.empty
+        or "server" not in links
+        or links["server"].nunique() < 2
+        or whole["value"] is None
+    ):
         return whole
     sent = (
         links.groupby(["server", "node", "port"])["tx_bytes"]
@@ -486,14 +496,17 @@ def servers_offered_load_check(
     if sent.sum() <= 0:
         return whole
     cap = float(whole["threshold"])
-    each = {str(server): float(whole["value"]) * float(b) / float(sent.sum())
-            for server, b in sent.items()}  # fmt: skip
+    each = {
+        str(server): float(whole["value"]) * float(b) / float(sent.sum())
+        for server, b in sent.items()
+    }
     failed = sorted(n for n, v in each.items() if v > cap)
     worst = max(each, key=each.__getitem__)
-    detail = (f"busiest server {worst}: {each[worst]:.3g} Mbit/s, its switches' "
-              f"{each[worst] / float(whole['value']):.0%} of the fabric's "
-              f"{whole['detail']}") + (f"; over on {', '.join(failed)}" if failed else
-                                       f"; {len(each)} servers judged")  # fmt: skip
+    detail = (
+        f"busiest server {worst}: {each[worst]:.3g} Mbit/s, its switches' "
+        f"{each[worst] / float(whole['value']):.0%} of the fabric's "
+        f"{whole['detail']}"
+    ) + (f"; over on {', '.join(failed)}" if failed else f"; {len(each)} servers judged")
     c = make_check(not failed, each[worst], cap, "Mbit/s", detail)
     c["by_server"] = {n: {"ok": v <= cap, "value": v} for n, v in each.items()}
     return c
@@ -567,7 +580,7 @@ def verdict(
         "cpu": servers_cpu_check(cpu, th.cpu_max_pct),
         "dequeue_rate": dequeue_rate_check(
             judged_queues, rates_bps, th.dequeue_rate_tolerance, frame_bytes(mtu)
-        ),  # fmt: skip
+        ),
         "lateness": lateness_check(flows, th.lateness_p99_ms),
         "sampler_rate": sampler_rate_check(sampler_rates),
         "offered_load": servers_offered_load_check(flows, fabric, capacity_mbps, links),

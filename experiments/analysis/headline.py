@@ -74,39 +74,84 @@ Extract = Callable[[Mapping[str, Any]], dict[str, float]]
 
 # (label, unit, measured from summary.metrics, estimate from summary.estimate)
 HEADLINES: list[tuple[str, str, Extract, Extract]] = [
-    ("TTFT", "ms", lambda m: _quantiles(m.get("ttft_ms")),
-     lambda e: _quantiles(_get(e, "serving", "ttft_ms"), measured=False)),
-    ("ITL", "ms", lambda m: _quantiles(m.get("itl_ms")),
-     lambda e: _quantiles(_get(e, "serving", "itl_ms"), measured=False)),
-    ("KV transfer", "ms", lambda m: _quantiles(m.get("kv_transfer_ms")),
-     lambda e: _quantiles(_get(e, "serving", "kv_transfer_ms"), measured=False)),
-    ("FCT, kv_transfer flows", "ms",
-     lambda m: {} if m.get("ttft_ms") else _quantiles(_get(m, "fct_ms_by_kind", "kv_transfer")),
-     lambda e: _only(e.get("kv_transfer"), "collisions", "fct_ms_this_policy")),
-    ("incast round", "ms", lambda m: _quantiles(_get(m, "incast", "round_ms")),
-     lambda e: _only(e.get("incast"), "predicted_round_ms")),
+    (
+        "TTFT",
+        "ms",
+        lambda m: _quantiles(m.get("ttft_ms")),
+        lambda e: _quantiles(_get(e, "serving", "ttft_ms"), measured=False),
+    ),
+    (
+        "ITL",
+        "ms",
+        lambda m: _quantiles(m.get("itl_ms")),
+        lambda e: _quantiles(_get(e, "serving", "itl_ms"), measured=False),
+    ),
+    (
+        "KV transfer",
+        "ms",
+        lambda m: _quantiles(m.get("kv_transfer_ms")),
+        lambda e: _quantiles(_get(e, "serving", "kv_transfer_ms"), measured=False),
+    ),
+    (
+        "FCT, kv_transfer flows",
+        "ms",
+        lambda m: {} if m.get("ttft_ms") else _quantiles(_get(m, "fct_ms_by_kind", "kv_transfer")),
+        lambda e: _only(e.get("kv_transfer"), "collisions", "fct_ms_this_policy"),
+    ),
+    (
+        "incast round",
+        "ms",
+        lambda m: _quantiles(_get(m, "incast", "round_ms")),
+        lambda e: _only(e.get("incast"), "predicted_round_ms"),
+    ),
     ("FCT, all flows", "ms", lambda m: _quantiles(m.get("fct_ms")), lambda e: {}),
-    ("goodput", "Gbit/s real-equivalent", lambda m: _value(m.get("goodput_real_gbps")),
-     lambda e: {}),
-    ("incast goodput per round, mean", "Gbit/s real-equivalent",
-     lambda m: _value(_get(m, "incast", "goodput_real_gbps", "mean")),
-     lambda e: _only(e.get("incast"), "predicted_goodput_real_gbps")),
-    ("prefix-cache hit rate", "fraction of prompt tokens",
-     lambda m: _value(_get(m, "serving", "prefix_cache", "hit_rate"))
-     if _get(m, "serving", "prefix_cache", "enabled") else {},
-     lambda e: _value(_get(e, "serving", "prefix_cache", "hit_rate"))),
-    ("prefix-cache hit rate, infinite cache", "fraction of prompt tokens",
-     lambda m: _value(_get(m, "serving", "prefix_cache", "ideal_hit_rate"))
-     if _get(m, "serving", "prefix_cache", "enabled") else {},
-     lambda e: _value(_get(e, "serving", "prefix_cache", "ideal_hit_rate"))),
-    ("KV transfer hidden behind prefill", "fraction of its time",
-     lambda m: _value(_get(m, "serving", "pipelining", "hidden_fraction")),
-     lambda e: _value(_get(e, "serving", "pipelining", "hidden_fraction"))),
-    ("SLO attainment (TTFT and TPOT)", "fraction of requests",
-     lambda m: _value(_get(m, "serving", "slo", "attainment")), lambda e: {}),
+    (
+        "goodput",
+        "Gbit/s real-equivalent",
+        lambda m: _value(m.get("goodput_real_gbps")),
+        lambda e: {},
+    ),
+    (
+        "incast goodput per round, mean",
+        "Gbit/s real-equivalent",
+        lambda m: _value(_get(m, "incast", "goodput_real_gbps", "mean")),
+        lambda e: _only(e.get("incast"), "predicted_goodput_real_gbps"),
+    ),
+    (
+        "prefix-cache hit rate",
+        "fraction of prompt tokens",
+        lambda m: (
+            _value(_get(m, "serving", "prefix_cache", "hit_rate"))
+            if _get(m, "serving", "prefix_cache", "enabled")
+            else {}
+        ),
+        lambda e: _value(_get(e, "serving", "prefix_cache", "hit_rate")),
+    ),
+    (
+        "prefix-cache hit rate, infinite cache",
+        "fraction of prompt tokens",
+        lambda m: (
+            _value(_get(m, "serving", "prefix_cache", "ideal_hit_rate"))
+            if _get(m, "serving", "prefix_cache", "enabled")
+            else {}
+        ),
+        lambda e: _value(_get(e, "serving", "prefix_cache", "ideal_hit_rate")),
+    ),
+    (
+        "KV transfer hidden behind prefill",
+        "fraction of its time",
+        lambda m: _value(_get(m, "serving", "pipelining", "hidden_fraction")),
+        lambda e: _value(_get(e, "serving", "pipelining", "hidden_fraction")),
+    ),
+    (
+        "SLO attainment (TTFT and TPOT)",
+        "fraction of requests",
+        lambda m: _value(_get(m, "serving", "slo", "attainment")),
+        lambda e: {},
+    ),
     ("failed flows", "flows", lambda m: _value(_get(m, "flows", "failed")), lambda e: {}),
     ("drops", "packets", lambda m: _value(_get(m, "drops", "total")), lambda e: {}),
-]  # fmt: skip
+]
 
 
 def headline(

@@ -99,9 +99,14 @@ def summarize(
         out |= _serving(requests, tokens, config, flows)
     applied = (events or {}).get("faults") or []
     if applied:
-        out["faults"] = fault_timings(applied, (events or {}).get("controller") or [],
-                                      _fabric(config), flows=flows, links=links,
-                                      requests=requests)  # fmt: skip
+        out["faults"] = fault_timings(
+            applied,
+            (events or {}).get("controller") or [],
+            _fabric(config),
+            flows=flows,
+            links=links,
+            requests=requests,
+        )
     if config.noisy_neighbour and _has_rows(flows):
         out["noisy_neighbour"] = [
             noisy_neighbour(flows, tokens, requests, p.victim, p.aggressor)

@@ -28,13 +28,19 @@ def add_parsers(sub: Any) -> None:
         step.add_argument("--model", required=True)
         step.add_argument("--gpu", required=True)
         step.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (1)")
-        step.add_argument("--efficiency", type=float, default=0.5,
-                          help="fraction of peak for the analytic terms (0.5)")  # fmt: skip
-        step.add_argument("--roofline", action="store_true",
-                          help="the roofline even where a profile exists")  # fmt: skip
+        step.add_argument(
+            "--efficiency",
+            type=float,
+            default=0.5,
+            help="fraction of peak for the analytic terms (0.5)",
+        )
+        step.add_argument(
+            "--roofline", action="store_true", help="the roofline even where a profile exists"
+        )
         step.add_argument("--json", action="store_true")
-    csub.add_parser("validate", help="the compute model against the profiles it came from "
-                    "(README table)")  # fmt: skip
+    csub.add_parser(
+        "validate", help="the compute model against the profiles it came from (README table)"
+    )
     calc.set_defaults(handler=cmd_calc)
 
 
@@ -62,9 +68,15 @@ def _calc_step(args: argparse.Namespace) -> int:
         shape = {"tokens": args.tokens}
     else:
         step = compute.decode_step(
-            args.model, args.gpu, args.context, args.tp, kv_dtype=args.kv_dtype,
-            efficiency=args.efficiency, batch=args.batch, roofline=args.roofline,
-        )  # fmt: skip
+            args.model,
+            args.gpu,
+            args.context,
+            args.tp,
+            kv_dtype=args.kv_dtype,
+            efficiency=args.efficiency,
+            batch=args.batch,
+            roofline=args.roofline,
+        )
         shape = {"batch": args.batch, "context_tokens": args.context}
     result = {
         "step": args.calc_command,

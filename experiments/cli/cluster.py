@@ -35,8 +35,10 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def _show(rec: Any) -> None:
     plan = rec.plan()
-    say(f"[green]local cluster {rec.prefix}[/green]: {len(rec.servers)} servers on "
-        f"{rec.lan} (this machine is {plan.coordinator_address})")  # fmt: skip
+    say(
+        f"[green]local cluster {rec.prefix}[/green]: {len(rec.servers)} servers on "
+        f"{rec.lan} (this machine is {plan.coordinator_address})"
+    )
     say(f"  --cluster {plan.cluster_arg()}")
     say(f"  ssh: ssh -F {plan.ssh_config} root@{plan.servers[0].address}")
     say(f"  remove: sudo kvfabric cluster local down {rec.prefix}")
@@ -47,8 +49,10 @@ def cmd_down(args: argparse.Namespace) -> int:
     from topologies.machine import is_root
 
     if not is_root():
-        err.print("[red]error:[/red] removing a local cluster needs root "
-                  "(fix: sudo kvfabric cluster local down)")  # fmt: skip
+        err.print(
+            "[red]error:[/red] removing a local cluster needs root "
+            "(fix: sudo kvfabric cluster local down)"
+        )
         return EXIT_FAILED
     records = cluster_records()
     chosen = [r for r in records if args.prefix in (None, r.prefix)]
@@ -70,8 +74,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         if rec.state == "up" and rec.holders_alive():
             _show(rec)
         else:
-            say(f"[yellow]local cluster {rec.prefix}[/yellow]: {rec.state}, not running "
-                "(sudo kvfabric clean removes it)")  # fmt: skip
+            say(
+                f"[yellow]local cluster {rec.prefix}[/yellow]: {rec.state}, not running "
+                "(sudo kvfabric clean removes it)"
+            )
     if not records:
         say("no local cluster (sudo kvfabric cluster local up 2 starts one)")
     return EXIT_OK

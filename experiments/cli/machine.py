@@ -16,25 +16,33 @@ from experiments.cli.common import EXIT_FAILED, EXIT_OK, console, err, say
 def add_parsers(sub: Any) -> None:
     d = sub.add_parser("doctor", help="what this machine can emulate, and what to install")
     d.add_argument("--json", action="store_true")
-    d.add_argument("--cluster", metavar="USER@HOST,...",
-                   help="check these servers instead (ssh, root, Mininet, Open vSwitch, "
-                        "VXLAN, the code, the underlay MTU, clock offsets)")  # fmt: skip
+    d.add_argument(
+        "--cluster",
+        metavar="USER@HOST,...",
+        help="check these servers instead (ssh, root, Mininet, Open vSwitch, "
+        "VXLAN, the code, the underlay MTU, clock offsets)",
+    )
     d.set_defaults(handler=cmd_doctor)
 
-    cal = sub.add_parser("calibrate", help="measure what this machine emulates faithfully "
-                         "(root, minutes)")  # fmt: skip
-    cal.add_argument("--quick", action="store_true",
-                     help="steps of 3 s, the gap narrowed once (about 2 minutes)")  # fmt: skip
+    cal = sub.add_parser(
+        "calibrate", help="measure what this machine emulates faithfully (root, minutes)"
+    )
+    cal.add_argument(
+        "--quick", action="store_true", help="steps of 3 s, the gap narrowed once (about 2 minutes)"
+    )
     cal.add_argument(
         "--mtu",
         type=int,
         default=1500,
         help="measure with jumbo frames (runs with this scale.mtu use it)",
     )
-    cal.add_argument("--out", metavar="FILE",
-                     help="where to store it (default: /var/lib/kvfabric/envelope.json, "
-                          "or $KVFABRIC_ENVELOPE; envelope-mtuN.json beside it "
-                          "for --mtu N)")  # fmt: skip
+    cal.add_argument(
+        "--out",
+        metavar="FILE",
+        help="where to store it (default: /var/lib/kvfabric/envelope.json, "
+        "or $KVFABRIC_ENVELOPE; envelope-mtuN.json beside it "
+        "for --mtu N)",
+    )
     cal.set_defaults(handler=cmd_calibrate)
 
     c = sub.add_parser("clean", help="remove leftovers of kvfabric runs only")
@@ -163,9 +171,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             return EXIT_FAILED
     path = save(env, target, record)
     hop = ", ".join(f"{n}: {v:,.0f}" for n, v in sorted(env.switch_hop_mbps.items()))
-    say(f"switch-hop Mbit/s by switches per path {hop}; message-hops/s "
-        + ", ".join(f"{c}: {v:,.0f}" for c, v in env.messages_per_s.items()))  # fmt: skip
-    judged = ("kvfabric run now judges plans by it" if path == envelope_path(args.mtu)
-              else f"runs judge by it with KVFABRIC_ENVELOPE={path}")  # fmt: skip
+    say(
+        f"switch-hop Mbit/s by switches per path {hop}; message-hops/s "
+        + ", ".join(f"{c}: {v:,.0f}" for c, v in env.messages_per_s.items())
+    )
+    judged = (
+        "kvfabric run now judges plans by it"
+        if path == envelope_path(args.mtu)
+        else f"runs judge by it with KVFABRIC_ENVELOPE={path}"
+    )
     say(f"stored in {path} ({record['wall_s']:.0f} s); {judged}")
     return EXIT_OK

@@ -13,8 +13,12 @@ from experiments.cli.common import EXIT_OK, UsageError
 def add_parsers(sub: Any) -> None:
     rep = sub.add_parser("report", help="report.md and plots of runs; several side by side")
     rep.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="results/<experiment>/<id>")
-    rep.add_argument("--out", metavar="DIR", help="where to write (default: the run, or "
-                     "<first run's parent>/compare-<timestamp> for several)")  # fmt: skip
+    rep.add_argument(
+        "--out",
+        metavar="DIR",
+        help="where to write (default: the run, or "
+        "<first run's parent>/compare-<timestamp> for several)",
+    )
     rep.set_defaults(handler=cmd_report)
 
 

@@ -44,7 +44,8 @@ def add_parsers(sub: Any) -> None:
     d.set_defaults(handler=cmd_run, spec=FLAGSHIP)
 
     sub.add_parser("list", help="bundled experiments with one-line purposes").set_defaults(
-        handler=cmd_list)  # fmt: skip
+        handler=cmd_list
+    )
 
     c = sub.add_parser("cli", help="a spec's fabric up, controller on, Mininet's CLI")
     c.add_argument("spec")
@@ -54,38 +55,69 @@ def add_parsers(sub: Any) -> None:
 
 
 def _cluster_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cluster", metavar="USER@HOST,...",
-                   help="emulate on these servers (user default root; localhost is this "
-                        "machine): sets cluster.servers")  # fmt: skip
+    p.add_argument(
+        "--cluster",
+        metavar="USER@HOST,...",
+        help="emulate on these servers (user default root; localhost is this "
+        "machine): sets cluster.servers",
+    )
 
 
 def _run_options(r: argparse.ArgumentParser) -> None:
-    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a key: --set workloads.0.senders=4 (repeatable)")  # fmt: skip
+    r.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a key: --set workloads.0.senders=4 (repeatable)",
+    )
     r.add_argument("--seed", type=int, help="seed of the first run")
-    r.add_argument("--repeat", type=int, default=1, metavar="R",
-                   help="R runs per sweep point, seeds seed..seed+R-1")  # fmt: skip
-    r.add_argument("--out", default="results", metavar="DIR",
-                   help="results root (results/); a run goes to DIR/<name>/<run-id>")  # fmt: skip
+    r.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="R",
+        help="R runs per sweep point, seeds seed..seed+R-1",
+    )
+    r.add_argument(
+        "--out",
+        default="results",
+        metavar="DIR",
+        help="results root (results/); a run goes to DIR/<name>/<run-id>",
+    )
     r.add_argument("--quiet", "-q", action="store_true", help="no progress, just the result")
-    r.add_argument("--dry-run", action="store_true",
-                   help="check the spec, print each run's demand on this machine, "
-                        "build nothing")  # fmt: skip
-    r.add_argument("--capture", action="append", default=[], metavar="WHERE",
-                   help="tcpdump a host (gpu0_0) or switch port (leaf0:3, leaf0:spine1) into "
-                        "the run's captures/ (repeatable; spec: capture.at)")  # fmt: skip
+    r.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check the spec, print each run's demand on this machine, build nothing",
+    )
+    r.add_argument(
+        "--capture",
+        action="append",
+        default=[],
+        metavar="WHERE",
+        help="tcpdump a host (gpu0_0) or switch port (leaf0:3, leaf0:spine1) into "
+        "the run's captures/ (repeatable; spec: capture.at)",
+    )
     _cluster_option(r)
-    r.add_argument("--force", action="store_true",
-                   help="run even where the plan exceeds this machine's envelope; the "
-                        "results then say 'envelope: exceeded'")  # fmt: skip
+    r.add_argument(
+        "--force",
+        action="store_true",
+        help="run even where the plan exceeds this machine's envelope; the "
+        "results then say 'envelope: exceeded'",
+    )
 
 
 def _spec_and_runs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     """The spec with ``--set``, then ``--cluster`` (a parse error is bad input), applied."""
     cluster = [] if args.cluster is None else [cluster_override(args.cluster)]
     overrides = [*args.set, *cluster]
-    spec = load_spec(locate(args.spec), overrides, getattr(args, "seed", None),
-                     captures=getattr(args, "capture", []))  # fmt: skip
+    spec = load_spec(
+        locate(args.spec),
+        overrides,
+        getattr(args, "seed", None),
+        captures=getattr(args, "capture", []),
+    )
     return spec, expand(spec, getattr(args, "repeat", 1))
 
 
@@ -117,8 +149,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             c = p.run.config.cluster
             if c is not None and (c.servers or c.local):
                 _print_cluster(p)
-        console.print(f"envelope: {prepared[0].envelope.source}" if prepared else "no runs",
-                      soft_wrap=True)  # fmt: skip
+        console.print(
+            f"envelope: {prepared[0].envelope.source}" if prepared else "no runs", soft_wrap=True
+        )
         return EXIT_OK
     if not _require_engine(runs):
         return EXIT_FAILED
@@ -126,18 +159,32 @@ def cmd_run(args: argparse.Namespace) -> int:
         console.print(f"[bold]{spec.name}[/bold]: {len(runs)} run(s) → {args.out}/{spec.name}/")
 
     def announce(name: str) -> None:
-        err.print(f"[yellow]{name}[/yellow]: stopping the traffic, keeping what was "
-                  "recorded, tearing down (Ctrl-C again to abort)")  # fmt: skip
+        err.print(
+            f"[yellow]{name}[/yellow]: stopping the traffic, keeping what was "
+            "recorded, tearing down (Ctrl-C again to abort)"
+        )
 
     progress = None
     if not args.quiet:
-        progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                            TimeElapsedColumn(), console=console, transient=False)  # fmt: skip
+        progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
     try:
         if progress is not None:
             with progress:
-                outcomes = run_spec(spec, runs, Path(args.out), progress=progress,
-                                    announce=announce, force=args.force)  # fmt: skip
+                outcomes = run_spec(
+                    spec,
+                    runs,
+                    Path(args.out),
+                    progress=progress,
+                    announce=announce,
+                    force=args.force,
+                )
         else:
             outcomes = run_spec(spec, runs, Path(args.out), announce=announce, force=args.force)
     except RunBusy as exc:
@@ -146,9 +193,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     except EnvelopeExceeded as exc:
         for line in exc.lines:
             err.print(f"[red]does not fit this machine:[/red] {escape(line)}", soft_wrap=True)
-        err.print("nothing was built; kvfabric run SPEC --dry-run shows the demand, --force "
-                  "runs it anyway (the results say 'envelope: exceeded')",
-                  soft_wrap=True)  # fmt: skip
+        err.print(
+            "nothing was built; kvfabric run SPEC --dry-run shows the demand, --force "
+            "runs it anyway (the results say 'envelope: exceeded')",
+            soft_wrap=True,
+        )
         return EXIT_FAILED
     except ResultsError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
@@ -168,15 +217,21 @@ def _print_demand(p: Any, console: Console) -> None:
     from experiments.orchestration.envelope import figures
 
     plan = p.plan
-    what = f"{len(plan.schedule)} scheduled messages" + (", a live serving driver"
-                                                          if plan.driver else "")  # fmt: skip
+    what = f"{len(plan.schedule)} scheduled messages" + (
+        ", a live serving driver" if plan.driver else ""
+    )
     ks = ", ".join(f"workloads.{i}.flow_size_scale={k:g}" for i, k in plan.flow_size_scale.items())
     table = Table(title=f"{p.run.label}: {what}" + (f"; {ks}" if ks else ""))
     for col in ("figure", "peak (100 ms)", "limit", "unit", "fits"):
         table.add_column(col, justify="right" if col in ("peak (100 ms)", "limit") else "left")
     for f in figures(plan.demand, p.envelope):
-        table.add_row(f.name, f"{f.peak:,.4g}", f"{f.limit:,.4g}", f.unit,
-                      "[green]yes[/green]" if f.ok else "[red]no[/red]")  # fmt: skip
+        table.add_row(
+            f.name,
+            f"{f.peak:,.4g}",
+            f"{f.limit:,.4g}",
+            f.unit,
+            "[green]yes[/green]" if f.ok else "[red]no[/red]",
+        )
     console.print(table)
     for line in plan.exceeded:
         console.print(f"[red]exceeded[/red]: {escape(line)}", soft_wrap=True)
@@ -194,15 +249,20 @@ def _print_cluster(p: Any) -> None:
     cluster = with_placeholders(config.cluster)
     placement = cluster_placement(cluster, p.fabric, p.deployment.scale, p.envelope)
     servers = ", ".join(str(s) for s in servers_of(resolved_of(cluster)))
-    say(f"cluster: {len(cluster.servers)} servers ({escape(servers)}), cut links over "
-        f"{cluster.link}; each judged by this machine's envelope")  # fmt: skip
+    say(
+        f"cluster: {len(cluster.servers)} servers ({escape(servers)}), cut links over "
+        f"{cluster.link}; each judged by this machine's envelope"
+    )
     auto = cluster.placement == AUTO
     print_placement(
-        p.fabric, placement, plan_cross_traffic(placement, p.fabric, p.plan, config),
+        p.fabric,
+        placement,
+        plan_cross_traffic(placement, p.fabric, p.plan, config),
         chosen="balanced by capacity" if auto else "as cluster.placement gives it",
-        fix="more cluster.servers, or a lower scale.bandwidth" if auto
+        fix="more cluster.servers, or a lower scale.bandwidth"
+        if auto
         else "fewer of its nodes in cluster.placement, or a lower scale.bandwidth",
-    )  # fmt: skip
+    )
 
 
 def _stat(metrics: dict[str, Any], key: str, q: str) -> str:
@@ -228,21 +288,27 @@ def _print_outcomes(outcomes: list[Any], console: Console, quiet: bool) -> None:
     for o in outcomes:
         s, m = o.summary, o.summary.get("metrics") or {}
         fid = (s.get("fidelity") or {}).get("ok")
-        row = [s.get("label", o.path.name).replace(",", ", "),
-               "[green]yes[/green]" if fid else "[red]no[/red]",
-               _stat(m, "fct_ms", "p50")]  # fmt: skip
+        row = [
+            s.get("label", o.path.name).replace(",", ", "),
+            "[green]yes[/green]" if fid else "[red]no[/red]",
+            _stat(m, "fct_ms", "p50"),
+        ]
         if not serving:
             row.append(_stat(m, "fct_ms", "p99"))
         if serving:
-            row += [_stat(m, "ttft_ms", "p50"), _stat(m, "itl_ms", "p99"),
-                    _stat(m, "kv_transfer_ms", "p50")]  # fmt: skip
+            row += [
+                _stat(m, "ttft_ms", "p50"),
+                _stat(m, "itl_ms", "p99"),
+                _stat(m, "kv_transfer_ms", "p50"),
+            ]
         state = "done" if o.ok else f"[red]{'partial' if s.get('partial') else 'failed'}[/red]"
         table.add_row(*row, state)
     console.print(table)
     for o in outcomes:
         if o.summary.get("error"):
-            console.print(f"[red]{o.path.name}[/red]: {escape(str(o.summary['error']))}",
-                          soft_wrap=True)  # fmt: skip
+            console.print(
+                f"[red]{o.path.name}[/red]: {escape(str(o.summary['error']))}", soft_wrap=True
+            )
         console.print(f"report: {o.path / 'report.md'}", soft_wrap=True)
 
 
@@ -268,9 +334,12 @@ def cmd_list(args: argparse.Namespace) -> int:
     for name in bundled_names():
         handout = HANDOUTS_DIR / f"{name}.md"
         ref = REFERENCE_DIR / name / "summary.json"
-        table.add_row(name, "yes" if handout.exists() else "–",
-                      "yes" if ref.exists() else "–",
-                      purpose(SPECS_DIR / f"{name}.yaml"))  # fmt: skip
+        table.add_row(
+            name,
+            "yes" if handout.exists() else "–",
+            "yes" if ref.exists() else "–",
+            purpose(SPECS_DIR / f"{name}.yaml"),
+        )
     console.print(table)
     console.print(
         f"handouts: {HANDOUTS_DIR.relative_to(ROOT)}/NAME.md · "
@@ -298,8 +367,10 @@ def cmd_cli(args: argparse.Namespace) -> int:
         fabric_up(fabric, run.config, Path(scratch), deployment=deployment) as (proc, net, _),
     ):
         names = {h.name: net.mn(h.name).name for h in fabric.hosts}
-        console.print(f"{spec.name}: {len(names)} hosts, policy {policy}, run prefix "
-                      f"{net.prefix}. Mininet names: {json.dumps(names)[:400]}")  # fmt: skip
+        console.print(
+            f"{spec.name}: {len(names)} hosts, policy {policy}, run prefix "
+            f"{net.prefix}. Mininet names: {json.dumps(names)[:400]}"
+        )
         console.print("controller status: " + json.dumps(proc.client.status())[:300])
         net.interact()
     return EXIT_OK

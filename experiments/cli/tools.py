@@ -31,25 +31,44 @@ def bench_default_help() -> str:
 def add_parsers(sub: Any) -> None:
     e = sub.add_parser("estimate", help="what theory predicts for each run of a spec (no root)")
     e.add_argument("spec", help="SPEC.yaml or the name of a bundled spec (kvfabric list)")
-    e.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a key, as for kvfabric run (repeatable)")  # fmt: skip
+    e.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a key, as for kvfabric run (repeatable)",
+    )
     e.add_argument("--json", action="store_true", help="the whole estimate as JSON")
     e.set_defaults(handler=cmd_estimate)
 
     r = sub.add_parser("references", help="rerun bundled experiments into results/reference/")
     r.add_argument("names", nargs="*", metavar="NAME", help="default: every one with a reference")
-    r.add_argument("--reports-only", action="store_true",
-                   help="run nothing: rewrite the committed references' reports and plots "
-                        "from their own tables (no root)")  # fmt: skip
+    r.add_argument(
+        "--reports-only",
+        action="store_true",
+        help="run nothing: rewrite the committed references' reports and plots "
+        "from their own tables (no root)",
+    )
     r.set_defaults(handler=cmd_references)
 
     b = sub.add_parser("bench", help="fidelity and cost benchmarks (benchmarks/README.md)")
-    b.add_argument("names", nargs="*", metavar="NAME",
-                   help=f"{bench_default_help()}: {', '.join(bench_names())}")  # fmt: skip
-    b.add_argument("--quick", action="store_true",
-                   help="a few minutes in all (writes benchmarks/results/quick/)")  # fmt: skip
-    b.add_argument("--minutes", type=int, metavar="N",
-                   help="soak: how long the traffic runs (default 30, --quick 2)")  # fmt: skip
+    b.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help=f"{bench_default_help()}: {', '.join(bench_names())}",
+    )
+    b.add_argument(
+        "--quick",
+        action="store_true",
+        help="a few minutes in all (writes benchmarks/results/quick/)",
+    )
+    b.add_argument(
+        "--minutes",
+        type=int,
+        metavar="N",
+        help="soak: how long the traffic runs (default 30, --quick 2)",
+    )
     b.set_defaults(handler=cmd_bench)
 
 
@@ -68,8 +87,10 @@ def cmd_references(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     names = bench_names()
     if not names:
-        raise UsageError("the benchmarks live in the kvfabric checkout (benchmarks/): run "
-                         "kvfabric bench from an editable install of it")  # fmt: skip
+        raise UsageError(
+            "the benchmarks live in the kvfabric checkout (benchmarks/): run "
+            "kvfabric bench from an editable install of it"
+        )
     unknown = [n for n in args.names if n not in names]
     if unknown:
         raise UsageError(f"no benchmark {unknown[0]!r}: allowed {', '.join(names)}")

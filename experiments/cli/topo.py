@@ -73,8 +73,10 @@ def _topo_list() -> int:
         doc = " ".join((gen.__doc__ or "").split())
         table.add_row(kind, params, doc.split(". ")[0].rstrip("."))
     console.print(table)
-    say("rates (*_gbps) are real-equivalent Gbit/s, buffers packets; --scale S emulates "
-        "a rate R at R x S (kvfabric topo show KIND --scale S)")  # fmt: skip
+    say(
+        "rates (*_gbps) are real-equivalent Gbit/s, buffers packets; --scale S emulates "
+        "a rate R at R x S (kvfabric topo show KIND --scale S)"
+    )
     return EXIT_OK
 
 
@@ -174,9 +176,14 @@ def cmd_topo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _placed(machines: list[MachineShare], run: RunSpec | None, base_dir: Path | None,
-            fabric: Fabric, scale: Scale,
-            env: envelope.Envelope) -> tuple[Placement, CrossTraffic | None]:  # fmt: skip
+def _placed(
+    machines: list[MachineShare],
+    run: RunSpec | None,
+    base_dir: Path | None,
+    fabric: Fabric,
+    scale: Scale,
+    env: envelope.Envelope,
+) -> tuple[Placement, CrossTraffic | None]:
     """The fabric placed on ``machines`` and, for a spec's run, its plan's crossings."""
     placement = place(fabric, machines, scale=scale)
     if run is None:

@@ -46,16 +46,18 @@ def compact(fabric: Fabric, names: Iterable[str]) -> str:
     runs: list[list[str]] = []
     last: tuple[str, int] | None = None
     kinds = SWITCH_KINDS + HOST_KINDS
-    nodes = sorted((fabric.node(n) for n in names),
-                   key=lambda n: (n.is_host, kinds.index(n.kind), n.number))  # fmt: skip
+    nodes = sorted(
+        (fabric.node(n) for n in names), key=lambda n: (n.is_host, kinds.index(n.kind), n.number)
+    )
     for node in nodes:
         if last is not None and last == (node.kind, node.number - 1):
             runs[-1].append(node.name)
         else:
             runs.append([node.name])
         last = (node.kind, node.number)
-    parts = [r[0] if len(r) == 1 else ", ".join(r) if len(r) == 2 else f"{r[0]}..{r[-1]}"
-             for r in runs]  # fmt: skip
+    parts = [
+        r[0] if len(r) == 1 else ", ".join(r) if len(r) == 2 else f"{r[0]}..{r[-1]}" for r in runs
+    ]
     return ", ".join(parts) or "-"
 
 
@@ -82,23 +84,38 @@ def print_placement(
     """The placement's machines, its cut links and the traffic crossing them. ``chosen``
     says how the nodes were placed; ``fix`` what to do about a machine that does not fit."""
     scale = placement.scale.bandwidth
-    table = Table(title=f"placement on {len(placement.machines)} machines (switch-hop demand "
-                        f"with every GPU at line rate, {chosen})")  # fmt: skip
-    for name, justify in (("machine", "left"), ("switches", "left"), ("hosts", "left"),
-                          ("switch-hop Mbit/s", "right"), ("share", "right"),
-                          ("fits", "left")):  # fmt: skip
+    table = Table(
+        title=f"placement on {len(placement.machines)} machines (switch-hop demand "
+        f"with every GPU at line rate, {chosen})"
+    )
+    for name, justify in (
+        ("machine", "left"),
+        ("switches", "left"),
+        ("hosts", "left"),
+        ("switch-hop Mbit/s", "right"),
+        ("share", "right"),
+        ("fits", "left"),
+    ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for m in placement.machines:
         hosts = f"{compact(fabric, m.hosts)} ({_servers_of(fabric, m.hosts)})" if m.hosts else "-"
         of = f" of {m.capacity_mbps:.0f}" if m.capacity_mbps is not None else ""
         fits = {True: "[green]yes[/green]", False: "[red]no[/red]", None: "-"}[m.fits]
-        table.add_row(m.name, compact(fabric, m.switches), hosts,
-                      f"{m.demand_mbps:.0f}{of}", f"{m.share:.0%}", fits)  # fmt: skip
+        table.add_row(
+            m.name,
+            compact(fabric, m.switches),
+            hosts,
+            f"{m.demand_mbps:.0f}{of}",
+            f"{m.share:.0%}",
+            fits,
+        )
     console.print(table)
     for m in placement.machines:
         if m.fits is False:
-            say(f"[red]{m.name} does not fit[/red]: {m.demand_mbps:.0f} of {m.capacity_mbps:.0f} "
-                f"Mbit/s switch-hop capacity ({fix})")  # fmt: skip
+            say(
+                f"[red]{m.name} does not fit[/red]: {m.demand_mbps:.0f} of {m.capacity_mbps:.0f} "
+                f"Mbit/s switch-hop capacity ({fix})"
+            )
     groups: dict[tuple[str, str, str, float], list[str]] = defaultdict(list)
     for lk in placement.cut:
         ends = sorted((placement.machine_of[lk.a], placement.machine_of[lk.b]))
@@ -120,18 +137,32 @@ def print_placement(
 
 
 def _print_crossing(crossing: CrossTraffic) -> None:
-    table = Table(title=f"the plan's traffic across machine boundaries: "
-                        f"{crossing.crossing_bytes / 1e9:.3g} GB (each crossing counted) of "
-                        f"the {crossing.total_bytes / 1e9:.3g} GB it sends")  # fmt: skip
+    table = Table(
+        title=f"the plan's traffic across machine boundaries: "
+        f"{crossing.crossing_bytes / 1e9:.3g} GB (each crossing counted) of "
+        f"the {crossing.total_bytes / 1e9:.3g} GB it sends"
+    )
     for name in ("from", "to", "over link", "GB (real)", "messages", "peak Mbit/s (emulated)"):
         table.add_column(name)
     for row in crossing.pairs.itertuples(index=False):
-        table.add_row(row.from_machine, row.to_machine, "all", f"{row.bytes / 1e9:.3g}",
-                      str(row.messages), f"{row.peak_mbps:.3g}")  # fmt: skip
+        table.add_row(
+            row.from_machine,
+            row.to_machine,
+            "all",
+            f"{row.bytes / 1e9:.3g}",
+            str(row.messages),
+            f"{row.peak_mbps:.3g}",
+        )
     for row in crossing.links.head(12).itertuples(index=False):
         link = f"{row.from_node}->{row.to_node}"
-        table.add_row(row.from_machine, row.to_machine, link, f"{row.bytes / 1e9:.3g}",
-                      str(row.messages), f"{row.peak_mbps:.3g}")  # fmt: skip
+        table.add_row(
+            row.from_machine,
+            row.to_machine,
+            link,
+            f"{row.bytes / 1e9:.3g}",
+            str(row.messages),
+            f"{row.peak_mbps:.3g}",
+        )
     console.print(table)
     if len(crossing.links) > 12:
         say(f"... and {len(crossing.links) - 12} more cut-link directions (--json lists them)")

@@ -97,15 +97,38 @@ class Captures:
                 # --immediate-mode: libpcap's TPACKET_V3 ring otherwise hands packets over
                 # a block at a time, a block on a quiet port only after its 1 s timeout,
                 # and SIGINT discards the block not yet handed over (the run's last second)
-                cmd = ["tcpdump", "-i", dev, "--immediate-mode", "-s", str(self.snaplen),
-                       "-U", "-n", "-q", "-w",
-                       str(path), "-C", f"{self.max_mb:g}", "-W", "1", "-Z", "root",
-                       "-B", str(CAPTURE_BUFFER_KIB)]  # fmt: skip
-                kw = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE,
-                      "preexec_fn": die_with_parent}  # fmt: skip
+                cmd = [
+                    "tcpdump",
+                    "-i",
+                    dev,
+                    "--immediate-mode",
+                    "-s",
+                    str(self.snaplen),
+                    "-U",
+                    "-n",
+                    "-q",
+                    "-w",
+                    str(path),
+                    "-C",
+                    f"{self.max_mb:g}",
+                    "-W",
+                    "1",
+                    "-Z",
+                    "root",
+                    "-B",
+                    str(CAPTURE_BUFFER_KIB),
+                ]
+                kw = {
+                    "stdout": subprocess.DEVNULL,
+                    "stderr": subprocess.PIPE,
+                    "preexec_fn": die_with_parent,
+                }
                 try:
-                    self.procs[t.name] = (self.net.mn(t.node).popen(cmd, **kw) if t.is_host
-                                          else subprocess.Popen(cmd, **kw))  # fmt: skip
+                    self.procs[t.name] = (
+                        self.net.mn(t.node).popen(cmd, **kw)
+                        if t.is_host
+                        else subprocess.Popen(cmd, **kw)
+                    )
                 except OSError as exc:
                     self.errors[t.name] = str(exc)
 
@@ -134,8 +157,11 @@ class Captures:
                 err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
                 self.kernel_drops[name] = kernel_drops(err)
                 if proc.returncode not in (0, -signal.SIGINT) and name not in self.errors:
-                    self.errors[name] = err.strip().splitlines()[-1] if err.strip() else (
-                        f"tcpdump exited {proc.returncode}")  # fmt: skip
+                    self.errors[name] = (
+                        err.strip().splitlines()[-1]
+                        if err.strip()
+                        else (f"tcpdump exited {proc.returncode}")
+                    )
                 if proc.stderr:
                     with contextlib.suppress(OSError):
                         proc.stderr.close()
@@ -152,7 +178,13 @@ class Captures:
         for t in self.where:
             path = self.out_dir / f"{t.name}.pcap"
             size = path.stat().st_size if path.exists() else 0
-            out.append({"where": t.name, "file": f"captures/{path.name}", "bytes": size,
-                        "dropped": self.kernel_drops.get(t.name),
-                        "error": self.errors.get(t.name, "")})  # fmt: skip
+            out.append(
+                {
+                    "where": t.name,
+                    "file": f"captures/{path.name}",
+                    "bytes": size,
+                    "dropped": self.kernel_drops.get(t.name),
+                    "error": self.errors.get(t.name, ""),
+                }
+            )
         return out

@@ -48,11 +48,17 @@ class SamplerProcess:
     ``queue_ports`` / ``link_ports``: interface name -> (switch, port) in this
     namespace; a sampler with no ports (or ``cpu_hz`` None) is not run."""
 
-    def __init__(self, out_dir: str | os.PathLike, queue_ports: dict[str, tuple[str, int]],
-                 queue_hz: float = 200.0, link_ports: dict[str, tuple[str, int]] | None = None,
-                 link_hz: float = 10.0, cpu_hz: float | None = 10.0,
-                 chunks_dir: str | os.PathLike | None = None,
-                 flush_s: float = 1.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        out_dir: str | os.PathLike,
+        queue_ports: dict[str, tuple[str, int]],
+        queue_hz: float = 200.0,
+        link_ports: dict[str, tuple[str, int]] | None = None,
+        link_hz: float = 10.0,
+        cpu_hz: float | None = 10.0,
+        chunks_dir: str | os.PathLike | None = None,
+        flush_s: float = 1.0,
+    ) -> None:
         self.out = Path(out_dir)
         if not flush_s > 0:
             raise ValueError(f"flush_s={flush_s!r}; must be > 0")
@@ -81,13 +87,19 @@ class SamplerProcess:
 
     def _popen(self, path: Path) -> subprocess.Popen:
         root = str(Path(__file__).resolve().parents[2])
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get(
-            "PYTHONPATH")])))  # fmt: skip
+        env = dict(
+            os.environ,
+            PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+        )
         with open(self.out / "samplers.log", "wb") as log:
             return subprocess.Popen(
                 [sys.executable, "-m", "experiments.measurement.sampler_process", str(path)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=env,
-            )  # fmt: skip
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                env=env,
+            )
 
     def _await_ready(self) -> None:
         line = _readline(self.proc, READY_TIMEOUT_S)
@@ -114,8 +126,9 @@ class SamplerProcess:
             self.result = json.loads((self.out / "samplers.json").read_text())
         except (OSError, ValueError):
             self.result = {"error": f"the sampler process wrote no results: {self._log()}"}
-        errors = self.result.get("errors") or ([self.result["error"]] if "error" in self.result
-                                               else [])  # fmt: skip
+        errors = self.result.get("errors") or (
+            [self.result["error"]] if "error" in self.result else []
+        )
         if raise_error and errors:
             raise SamplerError("; ".join(errors))
 
@@ -188,8 +201,9 @@ class _Saver:
         """The whole table of sampler ``name`` as one parquet file: its saved chunks,
         streamed one at a time (never all in memory), then the rows still held."""
         sampler, writer = self.samplers[name], self.writers.get(name)
-        rest = pa.Table.from_pandas(sampler.table(start=writer.rows if writer else 0),
-                                    preserve_index=False)  # fmt: skip
+        rest = pa.Table.from_pandas(
+            sampler.table(start=writer.rows if writer else 0), preserve_index=False
+        )
         if writer is None or writer.rows == 0:
             pq.write_table(rest, path)
             return
@@ -218,8 +232,11 @@ class _Saver:
                     sampler.forget(writer.rows)
             except Exception as exc:  # a full disk costs the live copy, never the samples
                 self.failed.add(name)
-                print(f"{name}: saving its rows to the run folder failed, given up: {exc}",
-                      file=sys.stderr, flush=True)  # fmt: skip
+                print(
+                    f"{name}: saving its rows to the run folder failed, given up: {exc}",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
 
 def _stop_asked(timeout_s: float | None) -> bool:

@@ -47,8 +47,15 @@ log = logging.getLogger("kvfabric.samplers")
 TC_H_ROOT = 0xFFFFFFFF
 QUEUE_COLUMNS = ["t_ns", "node", "port", "backlog_pkts", "backlog_bytes", "drops", "sent_bytes"]
 LINK_COLUMNS = [
-    "t_ns", "node", "port", "tx_bytes", "rx_bytes", "tx_packets", "rx_packets", "tx_dropped",
-]  # fmt: skip
+    "t_ns",
+    "node",
+    "port",
+    "tx_bytes",
+    "rx_bytes",
+    "tx_packets",
+    "rx_packets",
+    "tx_dropped",
+]
 CPU_COLUMNS = ["t_ns", "cpu_pct", "max_core_pct", "steal_pct"]
 
 
@@ -166,9 +173,13 @@ class Sampler:
 
     def rates(self) -> dict[str, float]:
         """What the fidelity verdict and summary.json report of this sampler."""
-        return {"achieved_hz": self.achieved_hz, "requested_hz": self.requested_hz,
-                "target_hz": self.target_hz, "resolution_ms": self.resolution_ms,
-                "adaptations": len(self.adaptations)}  # fmt: skip
+        return {
+            "achieved_hz": self.achieved_hz,
+            "requested_hz": self.requested_hz,
+            "target_hz": self.target_hz,
+            "resolution_ms": self.resolution_ms,
+            "adaptations": len(self.adaptations),
+        }
 
     @property
     def cpu_ms_per_sample(self) -> float:
@@ -200,8 +211,13 @@ class Sampler:
                         period, t0, k = period * 2, now, 1  # half the rate, from now on
                         self._segments.append((now, period))
                         self.adaptations.append((now, 1e9 / period))
-                        log.warning("%s kept %.0f%% of its rate: now %.4g Hz (%.3g ms)",
-                                    self.name, kept * 100, 1e9 / period, period / 1e6)  # fmt: skip
+                        log.warning(
+                            "%s kept %.0f%% of its rate: now %.4g Hz (%.3g ms)",
+                            self.name,
+                            kept * 100,
+                            1e9 / period,
+                            period / 1e6,
+                        )
                         continue
                 # Next tick: k+1; if that is already past, the latest due tick when it is
                 # less than half a period late, else the next one: missed ticks are
@@ -370,8 +386,7 @@ class CpuSampler(Sampler):
         now = _core_times()
         t_ns = time.monotonic_ns()
         pcts, busy_sum, total_sum, steal_sum = [], 0.0, 0.0, 0.0
-        for (busy0, total0, steal0), (busy1, total1, steal1) in zip(self._last, now,
-                                                                    strict=False):  # fmt: skip
+        for (busy0, total0, steal0), (busy1, total1, steal1) in zip(self._last, now, strict=False):
             d_busy, d_total = max(0.0, busy1 - busy0), total1 - total0
             pcts.append(100.0 * d_busy / d_total if d_total > 0 else 0.0)
             busy_sum += d_busy

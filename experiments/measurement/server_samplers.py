@@ -42,9 +42,17 @@ class RemoteSamplerProcess(SamplerProcess):
     chunks there, and a ``ChunkPull`` brings each new chunk into this run's
     ``partial/`` every ``flush_s`` (named by ``writer``, its rows labelled ``server``)."""
 
-    def __init__(self, server: Any, remote_dir: str, *args: Any,
-                 chunks_dir: Path | None = None, writer: str = "s1", label: str = "",
-                 offset_ns: int = 0, **kwargs: Any) -> None:  # fmt: skip
+    def __init__(
+        self,
+        server: Any,
+        remote_dir: str,
+        *args: Any,
+        chunks_dir: Path | None = None,
+        writer: str = "s1",
+        label: str = "",
+        offset_ns: int = 0,
+        **kwargs: Any,
+    ) -> None:
         kwargs["chunks_dir"] = None  # the child's chunks go to the server's own folder
         super().__init__(*args, **kwargs)
         self.server, self.remote_dir = server, remote_dir
@@ -58,23 +66,42 @@ class RemoteSamplerProcess(SamplerProcess):
         chunks = {"dir": self.remote_dir, "flush_s": self.flush_s} if self.run_dir else None
         config = dict(self.config, out=self.remote_dir, chunks=chunks)
         path = f"{self.remote_dir}/samplers.config.json"
-        proc = self.server.run(f"umask 077 && mkdir -p {self.remote_dir} && cat > {path}",
-                               stdin=json.dumps(config))  # fmt: skip
+        proc = self.server.run(
+            f"umask 077 && mkdir -p {self.remote_dir} && cat > {path}", stdin=json.dumps(config)
+        )
         if proc.returncode != 0:
             raise SamplerError(f"samplers on {self.server}: {proc.stderr.strip()}")
         root = str(Path(__file__).resolve().parents[2])
-        argv = ["env", f"PYTHONPATH={root}", sys.executable, "-m",
-                "experiments.measurement.sampler_process", path]  # fmt: skip
+        argv = [
+            "env",
+            f"PYTHONPATH={root}",
+            sys.executable,
+            "-m",
+            "experiments.measurement.sampler_process",
+            path,
+        ]
         with open(self.out / "samplers.log", "wb") as log:
-            self.proc = subprocess.Popen(self.server.command(argv), stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=log, text=True,
-                                         preexec_fn=die_with_parent)  # fmt: skip
+            self.proc = subprocess.Popen(
+                self.server.command(argv),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                preexec_fn=die_with_parent,
+            )
         self._await_ready()
         if self.run_dir is not None:
             socket = self.out.resolve() / "pull.sock"  # ssh adds ~17 bytes; AF_UNIX: 108
-            self.pull = ChunkPull(self.server, f"{self.remote_dir}/{PARTIAL}", self.run_dir,
-                                  self.writer, self.label, self.flush_s, self.offset_ns,
-                                  socket if len(str(socket)) < 80 else None).start()  # fmt: skip
+            self.pull = ChunkPull(
+                self.server,
+                f"{self.remote_dir}/{PARTIAL}",
+                self.run_dir,
+                self.writer,
+                self.label,
+                self.flush_s,
+                self.offset_ns,
+                socket if len(str(socket)) < 80 else None,
+            ).start()
         return self
 
     def stop(self, raise_error: bool = True) -> None:
@@ -86,9 +113,11 @@ class RemoteSamplerProcess(SamplerProcess):
     def _collect(self) -> None:
         """The server's tables into ``out``, then its folder removed."""
         try:
-            proc = subprocess.run(self.server.command(["tar", "-C", self.remote_dir, "-cf", "-",
-                                                       "."]),
-                                  capture_output=True, timeout=120)  # fmt: skip
+            proc = subprocess.run(
+                self.server.command(["tar", "-C", self.remote_dir, "-cf", "-", "."]),
+                capture_output=True,
+                timeout=120,
+            )
             if proc.returncode == 0:
                 with tarfile.open(fileobj=io.BytesIO(proc.stdout)) as tar:
                     tar.extractall(self.out, members=_plain(tar))
@@ -115,9 +144,17 @@ class ChunkPull:
     so a run killed with SIGKILL keeps that server's rows up to the last pull. A pull
     that fails is logged and tried again at the next; it never stops the run."""
 
-    def __init__(self, server: Any, folder: str, run_dir: Path, writer: str, label: str,
-                 flush_s: float, offset_ns: int = 0,
-                 control_path: Path | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        server: Any,
+        folder: str,
+        run_dir: Path,
+        writer: str,
+        label: str,
+        flush_s: float,
+        offset_ns: int = 0,
+        control_path: Path | None = None,
+    ) -> None:
         self.server, self.folder, self.run_dir = server, folder, Path(run_dir)
         self.offset_ns = offset_ns
         # one ssh connection for every pull (a handshake a second costs CPU the run
@@ -133,18 +170,34 @@ class ChunkPull:
     def start(self) -> ChunkPull:
         if self.control_path is not None:
             self.master = subprocess.Popen(
-                [*self.server.ssh_options(), "-M", "-N", "-o", f"ControlPath={self.control_path}",
-                 self.server.dest], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, preexec_fn=die_with_parent,
-            )  # fmt: skip
+                [
+                    *self.server.ssh_options(),
+                    "-M",
+                    "-N",
+                    "-o",
+                    f"ControlPath={self.control_path}",
+                    self.server.dest,
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                preexec_fn=die_with_parent,
+            )
         self._thread.start()
         return self
 
     def _command(self, line: str) -> list[str]:
         if self.control_path is None:
             return self.server.command(line)
-        return [*self.server.ssh_options(), "-o", f"ControlPath={self.control_path}",
-                "-o", "ControlMaster=no", self.server.dest, line]  # fmt: skip
+        return [
+            *self.server.ssh_options(),
+            "-o",
+            f"ControlPath={self.control_path}",
+            "-o",
+            "ControlMaster=no",
+            self.server.dest,
+            line,
+        ]
 
     def _loop(self) -> None:
         while not self._stop.wait(self.flush_s):
@@ -156,8 +209,12 @@ class ChunkPull:
     def pull_once(self) -> int:
         """Bring the new chunks here; returns how many."""
         known = "".join(f"{name}\n" for name in sorted(self.known)).encode()
-        proc = subprocess.run(self._command(PULL_SCRIPT.format(folder=self.folder)),
-                              input=known, capture_output=True, timeout=30)  # fmt: skip
+        proc = subprocess.run(
+            self._command(PULL_SCRIPT.format(folder=self.folder)),
+            input=known,
+            capture_output=True,
+            timeout=30,
+        )
         if proc.returncode != 0:
             raise OSError(proc.stderr.decode(errors="replace").strip() or f"exit {proc.returncode}")
         pulled = 0
@@ -215,8 +272,16 @@ class ClusterSamplers:
     """One sampler process per server of ``net`` (``place_of`` its switches), with the
     interface of ``SamplerProcess``: ``start``, ``stop``, ``table``, ``rates``."""
 
-    def __init__(self, net: Any, folder: Path, queue_hz: float, *, chunks_dir: Path,
-                 flush_s: float, offsets_ns: dict[str, int] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        net: Any,
+        folder: Path,
+        queue_hz: float,
+        *,
+        chunks_dir: Path,
+        flush_s: float,
+        offsets_ns: dict[str, int] | None = None,
+    ) -> None:
         # each server's rows are moved onto this machine's clock: its t_ns less its offset
         self.offsets_ns = dict(offsets_ns or {})
         fabric = net.fabric
@@ -224,20 +289,35 @@ class ClusterSamplers:
         for e in net.plan:
             if not fabric.node(e.node).is_host:
                 by_place.setdefault(net.place_of(e.node), {})[net.intf(e.node, e.port)] = (
-                    e.node, e.port)  # fmt: skip
+                    e.node,
+                    e.port,
+                )
         self.parts: dict[str, SamplerProcess] = {}
         for i, (place, ports) in enumerate(sorted(by_place.items())):
             if not place:
-                self.parts[LOCAL] = SamplerProcess(folder / "local", ports, queue_hz,
-                                                   link_ports=ports, chunks_dir=chunks_dir,
-                                                   flush_s=flush_s)  # fmt: skip
+                self.parts[LOCAL] = SamplerProcess(
+                    folder / "local",
+                    ports,
+                    queue_hz,
+                    link_ports=ports,
+                    chunks_dir=chunks_dir,
+                    flush_s=flush_s,
+                )
             else:
                 remote = f"/tmp/kvf-samplers-{net.prefix}-{i}"
                 self.parts[place] = RemoteSamplerProcess(
-                    net.servers[place], remote, folder / f"server-{i}", ports, queue_hz,
-                    link_ports=ports, flush_s=flush_s, chunks_dir=chunks_dir,
-                    writer=f"s{i}", label=place,
-                    offset_ns=self.offsets_ns.get(place, 0))  # fmt: skip
+                    net.servers[place],
+                    remote,
+                    folder / f"server-{i}",
+                    ports,
+                    queue_hz,
+                    link_ports=ports,
+                    flush_s=flush_s,
+                    chunks_dir=chunks_dir,
+                    writer=f"s{i}",
+                    label=place,
+                    offset_ns=self.offsets_ns.get(place, 0),
+                )
 
     def start(self) -> ClusterSamplers:
         try:
@@ -263,8 +343,9 @@ class ClusterSamplers:
         for server, part in self.parts.items():
             t = part.table(name)
             if not t.empty:
-                frames.append(on_this_clock(t, self.offsets_ns.get(server, 0)).assign(
-                    server=server))  # fmt: skip
+                frames.append(
+                    on_this_clock(t, self.offsets_ns.get(server, 0)).assign(server=server)
+                )
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
     def rates(self) -> dict[str, dict[str, float]]:

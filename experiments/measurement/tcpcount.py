@@ -24,11 +24,16 @@ from pathlib import Path
 from typing import Any
 
 SNMP = {"Tcp": ("OutSegs", "RetransSegs")}
-RECEIVER_DROPS = ("TCPBacklogDrop", "TCPOFODrop", "TCPZeroWindowDrop", "TCPRcvQDrop",
-                  "RcvPruned", "OfoPruned")  # fmt: skip
+RECEIVER_DROPS = (
+    "TCPBacklogDrop",
+    "TCPOFODrop",
+    "TCPZeroWindowDrop",
+    "TCPRcvQDrop",
+    "RcvPruned",
+    "OfoPruned",
+)
 NETSTAT = {"TcpExt": ("TCPTimeouts", "TCPDSACKRecvSegs", *RECEIVER_DROPS)}
-FIELDS = ("out_segs", "retrans_segs", "spurious_segs", "timeouts", "receiver_drops",
-          "egress_drops")  # fmt: skip
+FIELDS = ("out_segs", "retrans_segs", "spurious_segs", "timeouts", "receiver_drops", "egress_drops")
 
 
 def parse_proc_table(text: str, wanted: Mapping[str, tuple[str, ...]]) -> dict[str, int]:
@@ -84,8 +89,9 @@ def host_counters(net: Any, hosts: list[str]) -> dict[str, dict[str, int]]:
     for name in hosts:
         node = net.mn(name)
         if net.place_of(name):  # on another server: ask there
-            text, _, code = net.host_exec(name, ["sh", "-c", "cat /proc/net/snmp; echo ===; "
-                                                 "cat /proc/net/netstat"])  # fmt: skip
+            text, _, code = net.host_exec(
+                name, ["sh", "-c", "cat /proc/net/snmp; echo ===; cat /proc/net/netstat"]
+            )
             if code != 0:  # its server failed: no reading (``delta`` leaves it out)
                 continue
             snmp_text, _, ext_text = text.partition("===\n")
@@ -149,8 +155,11 @@ def switch_counters(intfs: set[str], run: Any = _run_here) -> dict[str, int]:
 
 def fabric_switch_counters(net: Any, intfs: set[str]) -> dict[str, int]:
     """``switch_counters`` on every server that runs switches of ``net``, summed."""
-    places = net.by_place(sw.name for sw in net.fabric.switches) if hasattr(net, "by_place") \
-        else {"": []}  # fmt: skip
+    places = (
+        net.by_place(sw.name for sw in net.fabric.switches)
+        if hasattr(net, "by_place")
+        else {"": []}
+    )
     total: dict[str, int] = {}
     for place in places:
         got = switch_counters(intfs, lambda args, p=place: net.run_at(p, args))
@@ -204,8 +213,11 @@ def delta(
     before: Mapping[str, Mapping[str, int]], after: Mapping[str, Mapping[str, int]]
 ) -> dict[str, dict[str, int]]:
     """Per host, what the counters grew by between two readings."""
-    return {h: {k: int(after[h][k]) - int(before[h].get(k, 0)) for k in FIELDS}
-            for h in after if h in before}  # fmt: skip
+    return {
+        h: {k: int(after[h][k]) - int(before[h].get(k, 0)) for k in FIELDS}
+        for h in after
+        if h in before
+    }
 
 
 # where the ledger sees packets die outside the shaped queues (each not modelled)

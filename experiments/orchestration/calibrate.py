@@ -79,7 +79,7 @@ INCAST_PAIRS = {
         {"kind": "fat_tree", "k": 4, "host_gbps": HOST_GBPS, "fabric_gbps": 4 * HOST_GBPS},
         [("h0", "h4"), ("h1", "h8"), ("h2", "h12"), ("h3", "h12")],
     ),
-}  # fmt: skip
+}
 BEYOND_LINK_RATE = "link_rate: beyond what one emulated link honours"
 
 
@@ -149,8 +149,9 @@ def search(guess: float, mode: str, run_step: Callable[[float], Step]) -> list[S
 
 
 # ----- loads (pure) --------------------------------------------------------------------
-def hop_schedule(pairs: Sequence[tuple[str, str]], rate_mbps: float, seconds: float,
-                 scale: float) -> pd.DataFrame:  # fmt: skip
+def hop_schedule(
+    pairs: Sequence[tuple[str, str]], rate_mbps: float, seconds: float, scale: float
+) -> pd.DataFrame:
     """Each pair sends a chunk every 1/CHUNKS_PER_S s, sized so its fair share (the full
     host rate, or half of it for the two senders into the incast receiver) carries it."""
     full = rate_mbps * 1e6 / CHUNKS_PER_S / 8 / scale  # real-equivalent bytes per chunk
@@ -158,16 +159,22 @@ def hop_schedule(pairs: Sequence[tuple[str, str]], rate_mbps: float, seconds: fl
     chunks = int(seconds * CHUNKS_PER_S)
     t = (np.arange(chunks) * 1e9 / CHUNKS_PER_S).astype(np.int64)
     n = len(pairs) * chunks
-    return build_schedule({
-        "kind": ["background"] * n, "tenant": ["calibrate"] * n,
-        "src": [p[0] for p in pairs for _ in t], "dst": [p[1] for p in pairs for _ in t],
-        "bytes": np.array([int(sz) for sz in sizes for _ in t]),
-        "t_sched_ns": np.tile(t, len(pairs)), "chunk": np.tile(np.arange(chunks), len(pairs)),
-    })  # fmt: skip
+    return build_schedule(
+        {
+            "kind": ["background"] * n,
+            "tenant": ["calibrate"] * n,
+            "src": [p[0] for p in pairs for _ in t],
+            "dst": [p[1] for p in pairs for _ in t],
+            "bytes": np.array([int(sz) for sz in sizes for _ in t]),
+            "t_sched_ns": np.tile(t, len(pairs)),
+            "chunk": np.tile(np.arange(chunks), len(pairs)),
+        }
+    )
 
 
-def message_schedule(hosts: Sequence[str], per_s: float, size_bytes: int, seconds: float,
-                     scale: float, seed: int = 0) -> pd.DataFrame:  # fmt: skip
+def message_schedule(
+    hosts: Sequence[str], per_s: float, size_bytes: int, seconds: float, scale: float, seed: int = 0
+) -> pd.DataFrame:
     """Poisson messages at ``per_s`` between random distinct pairs of ``hosts``, each
     ``size_bytes`` emulated (``size_bytes / scale`` real-equivalent)."""
     rng = np.random.default_rng(seed)
@@ -175,11 +182,16 @@ def message_schedule(hosts: Sequence[str], per_s: float, size_bytes: int, second
     t = np.cumsum(rng.exponential(1e9 / per_s, size=n)).astype(np.int64)
     src = rng.integers(0, len(hosts), size=n)
     dst = (src + rng.integers(1, len(hosts), size=n)) % len(hosts)
-    return build_schedule({
-        "kind": ["background"] * n, "tenant": ["calibrate"] * n,
-        "src": [hosts[i] for i in src], "dst": [hosts[i] for i in dst],
-        "bytes": np.full(n, int(size_bytes / scale)), "t_sched_ns": t,
-    })  # fmt: skip
+    return build_schedule(
+        {
+            "kind": ["background"] * n,
+            "tenant": ["calibrate"] * n,
+            "src": [hosts[i] for i in src],
+            "dst": [hosts[i] for i in dst],
+            "bytes": np.full(n, int(size_bytes / scale)),
+            "t_sched_ns": t,
+        }
+    )
 
 
 def peak_hop_mbps(schedule: pd.DataFrame, fabric: Fabric, scale: float) -> float:
@@ -194,13 +206,23 @@ def peak_message_hops(schedule: pd.DataFrame, fabric: Fabric, scale: float, cls:
 
 
 # ----- measurement (root) ----------------------------------------------------------------
-def run_trial(fabric_section: dict[str, Any], schedule: pd.DataFrame, scale: float,
-              seconds: float, mtu: int = DEFAULT_MTU,
-              ) -> tuple[pd.DataFrame, dict[str, Any]]:  # fmt: skip
+def run_trial(
+    fabric_section: dict[str, Any],
+    schedule: pd.DataFrame,
+    scale: float,
+    seconds: float,
+    mtu: int = DEFAULT_MTU,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
     """``schedule`` on the fabric of ``fabric_section`` (a spec's ``fabric:``) at ``mtu``,
     measured and judged as ``kvfabric run`` measures and judges: the flows and the verdict."""
-    text = yaml.safe_dump({"name": "calibrate", "duration_s": seconds, "fabric": fabric_section,
-                           "scale": {"bandwidth": scale, "mtu": mtu}})  # fmt: skip
+    text = yaml.safe_dump(
+        {
+            "name": "calibrate",
+            "duration_s": seconds,
+            "fabric": fabric_section,
+            "scale": {"bandwidth": scale, "mtu": mtu},
+        }
+    )
     (run,) = expand(load_spec(text))
     config, fabric = run.config, run.fabric()
     deployment = Deployment.of(fabric, config.scale)
@@ -208,27 +230,44 @@ def run_trial(fabric_section: dict[str, Any], schedule: pd.DataFrame, scale: flo
         scratch = Path(tmp)
         with fabric_up(fabric, config, scratch, deployment=deployment) as (_, net, _):
             ports = switch_ports(net)
-            intfs = {net.intf(sw.name, lk.port_of(sw.name)) for sw in fabric.switches
-                     for lk in fabric.links_of(sw.name)}  # fmt: skip
+            intfs = {
+                net.intf(sw.name, lk.port_of(sw.name))
+                for sw in fabric.switches
+                for lk in fabric.links_of(sw.name)
+            }
             hosts = [h.name for h in fabric.hosts]
-            samplers = SamplerProcess(scratch / "samplers", ports,
-                                      config.sampler.rate_hz, link_ports=ports)  # fmt: skip
+            samplers = SamplerProcess(
+                scratch / "samplers", ports, config.sampler.rate_hz, link_ports=ports
+            )
             with samplers:
-                before = {"hosts": tcpcount.host_counters(net, hosts),
-                          "switches": tcpcount.fabric_switch_counters(net, intfs)}  # fmt: skip
+                before = {
+                    "hosts": tcpcount.host_counters(net, hosts),
+                    "switches": tcpcount.fabric_switch_counters(net, intfs),
+                }
                 with AgentFleet(net, scratch / "agents", schedule, deployment.scale) as fleet:
                     flows = fleet.run(timeout_s=seconds * 3 + 10)
                     events = {"t0_ns": fleet.t0_ns, "t_end_ns": time.monotonic_ns()}
-                after = {"hosts": tcpcount.host_counters(net, hosts),
-                         "switches": tcpcount.fabric_switch_counters(net, intfs)}  # fmt: skip
+                after = {
+                    "hosts": tcpcount.host_counters(net, hosts),
+                    "switches": tcpcount.fabric_switch_counters(net, intfs),
+                }
             cpu = traffic_window(samplers.table("cpu"), events)
             tcp = tcpcount.totals(tcpcount.delta(before["hosts"], after["hosts"]))
             tcp |= tcpcount.unmodelled_places(tcpcount.ledger(before, after))
             rates = deployment.rates_bps
             # capacity is what is being measured: offered_load must not judge it
-            judged = verdict(flows, samplers.table("queues"), cpu, samplers.rates(), rates,
-                             fabric, config.fidelity, capacity_mbps=math.inf,
-                             tcp=tcp, mtu=mtu)  # fmt: skip
+            judged = verdict(
+                flows,
+                samplers.table("queues"),
+                cpu,
+                samplers.rates(),
+                rates,
+                fabric,
+                config.fidelity,
+                capacity_mbps=math.inf,
+                tcp=tcp,
+                mtu=mtu,
+            )
     return flows, judged
 
 
@@ -243,23 +282,29 @@ def hop_step(hops: int, planned_mbps: float, seconds: float, mtu: int = DEFAULT_
         egress_plan(fabric, Scale(scale, mtu))
     except FabricError:  # a ceiling of the emulation, not a step that ran: search lower
         peak = peak_hop_mbps(schedule, fabric, scale)
-        return Step(f"switch_hop_mbps:{hops}", planned_mbps, peak, None, False,
-                    [BEYOND_LINK_RATE])  # fmt: skip
+        return Step(f"switch_hop_mbps:{hops}", planned_mbps, peak, None, False, [BEYOND_LINK_RATE])
     flows, judged = run_trial(section, schedule, scale, seconds, mtu)
     carried, _ = offered_switching_mbps(flows, fabric)
-    return _step(f"switch_hop_mbps:{hops}", planned_mbps, peak_hop_mbps(schedule, fabric, scale),
-                 carried, judged)  # fmt: skip
+    return _step(
+        f"switch_hop_mbps:{hops}",
+        planned_mbps,
+        peak_hop_mbps(schedule, fabric, scale),
+        carried,
+        judged,
+    )
 
 
-def message_step(cls: str, planned_hops_per_s: float, seconds: float,
-                 mtu: int = DEFAULT_MTU) -> Step:  # fmt: skip
+def message_step(
+    cls: str, planned_hops_per_s: float, seconds: float, mtu: int = DEFAULT_MTU
+) -> Step:
     """Messages of class ``cls`` at ``planned_hops_per_s`` message-hops/s, judged."""
     section = INCAST_PAIRS[3][0]
     fabric = make_fabric(section)
     hosts = [h.name for h in fabric.hosts]
     mean_hops = 1 + 2 * (len(hosts) // 2) / (len(hosts) - 1)  # a random pair: 1 or 3 switches
-    schedule = message_schedule(hosts, planned_hops_per_s / mean_hops, MESSAGE_BYTES[cls],
-                                seconds, MESSAGE_SCALE)  # fmt: skip
+    schedule = message_schedule(
+        hosts, planned_hops_per_s / mean_hops, MESSAGE_BYTES[cls], seconds, MESSAGE_SCALE
+    )
     flows, judged = run_trial(section, schedule, MESSAGE_SCALE, seconds, mtu)
     peak = peak_message_hops(schedule, fabric, MESSAGE_SCALE, cls)
     return _step(f"messages_per_s:{cls}", planned_hops_per_s, peak, None, judged)
@@ -274,14 +319,16 @@ def sampler_us_per_port(ticks: int = 200) -> float:
     return seconds / ticks / len(ports) * 1e6
 
 
-def _step(figure: str, planned: float, peak: float, carried: float | None,
-          judged: dict[str, Any]) -> Step:  # fmt: skip
+def _step(
+    figure: str, planned: float, peak: float, carried: float | None, judged: dict[str, Any]
+) -> Step:
     checks = {k: c["value"] for k, c in judged["checks"].items()}
     return Step(figure, planned, peak, carried, bool(judged["ok"]), failed_checks(judged), checks)
 
 
-def calibrate(quick: bool = False, say: Callable[[str], None] = print,
-              mtu: int = DEFAULT_MTU) -> tuple[Envelope, dict]:  # fmt: skip
+def calibrate(
+    quick: bool = False, say: Callable[[str], None] = print, mtu: int = DEFAULT_MTU
+) -> tuple[Envelope, dict]:
     """Measure every figure at ``mtu``; the envelope and the record of its steps. Raises
     ``CalibrationError`` when a figure has no faithful step."""
     mode = "quick" if quick else "full"
@@ -294,8 +341,10 @@ def calibrate(quick: bool = False, say: Callable[[str], None] = print,
         def logged(load: float) -> Step:
             s = run_step(load)
             judged = "faithful" if s.faithful else "NOT faithful: " + ", ".join(s.failed)
-            say(f"{figure}: planned {load:,.0f}, peak {s.peak:,.0f} -> {judged} "
-                f"({time.monotonic() - t0:.0f} s)")  # fmt: skip
+            say(
+                f"{figure}: planned {load:,.0f}, peak {s.peak:,.0f} -> {judged} "
+                f"({time.monotonic() - t0:.0f} s)"
+            )
             return s
 
         found = search(guess, mode, logged)
@@ -309,22 +358,40 @@ def calibrate(quick: bool = False, say: Callable[[str], None] = print,
             )
         return value
 
-    hop = {n: measured(f"switch_hop_mbps:{n}", DEFAULT.capacity_mbps(n),
-                       lambda load, n=n: hop_step(n, load, seconds, mtu))
-           for n in INCAST_PAIRS}  # fmt: skip
-    msgs = {c: measured(f"messages_per_s:{c}", DEFAULT.messages_per_s[c],
-                        lambda load, c=c: message_step(c, load, seconds, mtu))
-            for c in MESSAGE_BYTES}  # fmt: skip
+    hop = {
+        n: measured(
+            f"switch_hop_mbps:{n}",
+            DEFAULT.capacity_mbps(n),
+            lambda load, n=n: hop_step(n, load, seconds, mtu),
+        )
+        for n in INCAST_PAIRS
+    }
+    msgs = {
+        c: measured(
+            f"messages_per_s:{c}",
+            DEFAULT.messages_per_s[c],
+            lambda load, c=c: message_step(c, load, seconds, mtu),
+        )
+        for c in MESSAGE_BYTES
+    }
     per_port = sampler_us_per_port()
     say(f"queue sampler: {per_port:.2f} µs per port per tick")
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     env = Envelope(
-        switch_hop_mbps=hop, messages_per_s=msgs, connections=DEFAULT.connections,
+        switch_hop_mbps=hop,
+        messages_per_s=msgs,
+        connections=DEFAULT.connections,
         source=f"kvfabric calibrate ({mode}) on {when}; connections not measured "
-               f"(the default's {DEFAULT.connections})",
-        calibrated=True, machine=identity,
-    )  # fmt: skip
-    record = {"mode": mode, "seconds_per_step": seconds, "sampler_us_per_port": per_port,
-              "small_bytes": SMALL_BYTES, "wall_s": round(time.monotonic() - t0, 1),
-              "steps": [s.__dict__ for s in steps]}  # fmt: skip
+        f"(the default's {DEFAULT.connections})",
+        calibrated=True,
+        machine=identity,
+    )
+    record = {
+        "mode": mode,
+        "seconds_per_step": seconds,
+        "sampler_us_per_port": per_port,
+        "small_bytes": SMALL_BYTES,
+        "wall_s": round(time.monotonic() - t0, 1),
+        "steps": [s.__dict__ for s in steps],
+    }
     return env, record

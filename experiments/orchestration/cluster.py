@@ -44,8 +44,13 @@ def require_engine(config: RunConfig, fabric: Fabric) -> None:
 
     envelope = load(machine_identity(mtu=config.scale.mtu))[0]
     placement = cluster_placement(cluster, fabric, config.scale, envelope)
-    elsewhere = sorted({t.node for t in targets(fabric, list(at))
-                        if placement.machine_of[t.node] not in LOCAL_NAMES})  # fmt: skip
+    elsewhere = sorted(
+        {
+            t.node
+            for t in targets(fabric, list(at))
+            if placement.machine_of[t.node] not in LOCAL_NAMES
+        }
+    )
     if elsewhere:
         raise EngineUnavailable(
             f"capture.at names {', '.join(elsewhere)}, emulated on another server: in this "
@@ -66,13 +71,18 @@ class RunCluster:
 
     def to_dict(self) -> dict[str, Any]:
         """For ``env.json``: the servers, the link, each node's server and the cut."""
-        return {"servers": [str(s) for s in self.servers], "link": self.link,
-                "coordinator": self.coordinator, "machine_of": dict(self.machine_of),
-                "cut": self.placement.to_dict()["cut"]}  # fmt: skip
+        return {
+            "servers": [str(s) for s in self.servers],
+            "link": self.link,
+            "coordinator": self.coordinator,
+            "machine_of": dict(self.machine_of),
+            "cut": self.placement.to_dict()["cut"],
+        }
 
 
-def run_cluster(config: RunConfig, fabric: Fabric,
-                envelope: Envelope | None = None) -> RunCluster | None:  # fmt: skip
+def run_cluster(
+    config: RunConfig, fabric: Fabric, envelope: Envelope | None = None
+) -> RunCluster | None:
     """The run's cluster, or None for one machine (no section, or one server that is
     this machine). ``envelope``: this machine's (default: the stored one)."""
     cluster = config.cluster
@@ -89,8 +99,7 @@ def run_cluster(config: RunConfig, fabric: Fabric,
     by_host = {s.host: str(s) for s in servers}
     machine_of = {node: by_host[host] for node, host in placement.machine_of.items()}
     remote = next(s for s in servers if not s.is_local)
-    return RunCluster(servers, machine_of, cluster.link, address_towards(remote.host),
-                      placement)  # fmt: skip
+    return RunCluster(servers, machine_of, cluster.link, address_towards(remote.host), placement)
 
 
 def address_towards(host: str) -> str:
@@ -98,8 +107,10 @@ def address_towards(host: str) -> str:
     proc = run(["ip", "-o", "route", "get", host])
     words = proc.stdout.split()
     if proc.returncode != 0 or "src" not in words:
-        raise OSError(f"no route from this machine to server {host}: "
-                      f"{proc.stderr.strip() or proc.stdout.strip()}")  # fmt: skip
+        raise OSError(
+            f"no route from this machine to server {host}: "
+            f"{proc.stderr.strip() or proc.stdout.strip()}"
+        )
     return words[words.index("src") + 1]
 
 
@@ -151,16 +162,18 @@ def clock_offsets(cluster: RunCluster) -> dict[str, Any]:
         try:
             out[str(server)] = {
                 clock: {"offset_ms": o.offset_ns / 1e6, "uncertainty_ms": o.uncertainty_ns / 1e6}
-                for clock, o in ((c, measure_offset(server, clock=c))
-                                 for c in ("monotonic", "realtime"))
-            }  # fmt: skip
+                for clock, o in (
+                    (c, measure_offset(server, clock=c)) for c in ("monotonic", "realtime")
+                )
+            }
         except (ClockError, OSError, ValueError) as exc:
             out[str(server)] = {"error": str(exc)}
     return out
 
 
-def agent_sites(cluster: RunCluster, hosts: list[str], clock: Mapping[str, Any],
-                prefix: str) -> dict[str, Any]:  # fmt: skip
+def agent_sites(
+    cluster: RunCluster, hosts: list[str], clock: Mapping[str, Any], prefix: str
+) -> dict[str, Any]:
     """Host -> the ``WorkerSite`` its agent runs at: the server it is emulated on, its
     control channel bound to that server's cluster address, on the coordinator's clock
     (``clock``: ``clock_offsets``' answer; a local cluster's server shares this
@@ -177,9 +190,12 @@ def agent_sites(cluster: RunCluster, hosts: list[str], clock: Mapping[str, Any],
         if server.is_local:
             continue
         if str(server) not in made:
-            made[str(server)] = WorkerSite(server, server_address(server.host),
-                                           clock_offset_ns=clock_offset_ns(server, clock),
-                                           folder=agents_folder(prefix))  # fmt: skip
+            made[str(server)] = WorkerSite(
+                server,
+                server_address(server.host),
+                clock_offset_ns=clock_offset_ns(server, clock),
+                folder=agents_folder(prefix),
+            )
         sites[host] = made[str(server)]
     return sites
 
@@ -195,8 +211,10 @@ def clock_offset_ns(server: Server, clock: Mapping[str, Any]) -> int:
     measured = clock.get(str(server), {})
     if "monotonic" not in measured:
         why = measured.get("error", "no answer")
-        raise OSError(f"server {server}'s clock offset could not be measured ({why}): "
-                      "its agents and samplers cannot be timed")  # fmt: skip
+        raise OSError(
+            f"server {server}'s clock offset could not be measured ({why}): "
+            "its agents and samplers cannot be timed"
+        )
     return round(measured["monotonic"]["offset_ms"] * 1e6)
 
 
@@ -216,8 +234,12 @@ def server_address(host: str) -> str:
         raise OSError(f"server {host} does not resolve to an address: {exc}") from None
 
 
-def agents_where(net: Any, cluster: RunCluster | None, processes: int | str | None,
-                 clock: Mapping[str, Any] | None) -> tuple[dict[str, Any] | None, Any]:  # fmt: skip
+def agents_where(
+    net: Any,
+    cluster: RunCluster | None,
+    processes: int | str | None,
+    clock: Mapping[str, Any] | None,
+) -> tuple[dict[str, Any] | None, Any]:
     """The agent fleet's ``sites`` and ``processes`` for a run on ``net``: on one
     machine (``cluster`` None), none and the spec's count; across ``cluster``'s
     servers (the run's ``Deployment.cluster``), each host's site

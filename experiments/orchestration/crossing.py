@@ -29,8 +29,16 @@ from topologies import Fabric
 from topologies.placement import Placement
 
 PAIR_COLUMNS = ["from_machine", "to_machine", "bytes", "messages", "peak_mbps"]
-LINK_COLUMNS = ["from_node", "to_node", "from_machine", "to_machine", "real_gbps", "bytes",
-                "messages", "peak_mbps"]  # fmt: skip
+LINK_COLUMNS = [
+    "from_node",
+    "to_node",
+    "from_machine",
+    "to_machine",
+    "real_gbps",
+    "bytes",
+    "messages",
+    "peak_mbps",
+]
 
 
 @dataclass(frozen=True)
@@ -47,9 +55,12 @@ class CrossTraffic:
         return float(self.pairs["bytes"].sum()) if len(self.pairs) else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"total_bytes": self.total_bytes, "crossing_bytes": self.crossing_bytes,
-                "pairs": self.pairs.to_dict("records"),
-                "links": self.links.to_dict("records")}  # fmt: skip
+        return {
+            "total_bytes": self.total_bytes,
+            "crossing_bytes": self.crossing_bytes,
+            "pairs": self.pairs.to_dict("records"),
+            "links": self.links.to_dict("records"),
+        }
 
 
 class _RulesBySwitch(RuleSet):
@@ -96,12 +107,12 @@ def cross_traffic(
     crossings["emulated"] = crossings["emulated"] * crossings["fraction"]
     crossings["hops"] = 1  # each crossing is one link's worth of the message
     pairs = _per(crossings, ["from_machine", "to_machine"], PAIR_COLUMNS)
-    links = _per(crossings, ["from_node", "to_node", "from_machine", "to_machine"],
-                 LINK_COLUMNS)  # fmt: skip
+    links = _per(crossings, ["from_node", "to_node", "from_machine", "to_machine"], LINK_COLUMNS)
     if len(links):
-        links["real_gbps"] = [fabric.link_between(a, b).real_gbps
-                              for a, b in zip(links["from_node"], links["to_node"],
-                                              strict=True)]  # fmt: skip
+        links["real_gbps"] = [
+            fabric.link_between(a, b).real_gbps
+            for a, b in zip(links["from_node"], links["to_node"], strict=True)
+        ]
     return CrossTraffic(pairs, links[LINK_COLUMNS], total)
 
 
@@ -135,5 +146,6 @@ def _per(crossings: pd.DataFrame, keys: list[str], columns: list[str]) -> pd.Dat
     for name in columns:
         if name not in frame:
             frame[name] = 0.0
-    return frame.sort_values(["bytes", *keys], ascending=[False, *[True] * len(keys)],
-                             ignore_index=True)  # fmt: skip
+    return frame.sort_values(
+        ["bytes", *keys], ascending=[False, *[True] * len(keys)], ignore_index=True
+    )

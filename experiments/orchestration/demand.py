@@ -52,9 +52,11 @@ class Demand:
         return max([0, *(len(a) for a in (*self.hop_bits.values(), *self.starts.values()))])
 
     def __add__(self, other: Demand) -> Demand:
-        out = Demand(connections=self.connections + other.connections,
-                     messages=self.messages + other.messages,
-                     by_workload={**self.by_workload, **other.by_workload})  # fmt: skip
+        out = Demand(
+            connections=self.connections + other.connections,
+            messages=self.messages + other.messages,
+            by_workload={**self.by_workload, **other.by_workload},
+        )
         for name in ("hop_bits", "starts"):
             a, b = getattr(self, name), getattr(other, name)
             merged = {k: _pad_add(a.get(k), b.get(k)) for k in set(a) | set(b)}
@@ -118,8 +120,9 @@ def message_table(messages: pd.DataFrame, fabric: Fabric, scale: float) -> pd.Da
     return out
 
 
-def demand_of(table: pd.DataFrame, connection: str = "persistent",
-              workload: int | None = None) -> Demand:  # fmt: skip
+def demand_of(
+    table: pd.DataFrame, connection: str = "persistent", workload: int | None = None
+) -> Demand:
     """The per-window demand of a ``message_table``."""
     d = Demand(messages=len(table))
     if table.empty:
@@ -169,9 +172,13 @@ def demand_of(table: pd.DataFrame, connection: str = "persistent",
     return d
 
 
-def schedule_demand(schedule: pd.DataFrame, fabric: Fabric, scale: float,
-                    connection: str = "persistent",
-                    workload_of: Mapping[int, int] | None = None) -> Demand:  # fmt: skip
+def schedule_demand(
+    schedule: pd.DataFrame,
+    fabric: Fabric,
+    scale: float,
+    connection: str = "persistent",
+    workload_of: Mapping[int, int] | None = None,
+) -> Demand:
     """Demand of a static schedule (rows waiting for a group are placed by the fluid
     simulator); ``workload_of``: flow id -> workload index, for the per-workload figures."""
     if schedule.empty:
@@ -191,8 +198,13 @@ def schedule_demand(schedule: pd.DataFrame, fabric: Fabric, scale: float,
     return out
 
 
-def driver_demand(driver: Any, fabric: Fabric, scale: float, connection: str = "persistent",
-                  workload: int | None = None) -> Demand:  # fmt: skip
+def driver_demand(
+    driver: Any,
+    fabric: Fabric,
+    scale: float,
+    connection: str = "persistent",
+    workload: int | None = None,
+) -> Demand:
     """Demand of a live driver, from its run under the fluid simulator (real-equivalent
     rates, so the instants are those of the real fabric)."""
     result = simulate(driver, fabric_rate(fabric, 1.0))
@@ -207,8 +219,9 @@ def driver_demand(driver: Any, fabric: Fabric, scale: float, connection: str = "
 MESSAGE_COLUMNS = ["src", "dst", "bytes", "scaled", "proto", "dscp", "t_start_ns"]
 
 
-def plan_messages(schedule: pd.DataFrame, driver: Any, fabric: Fabric,
-                  scale: float) -> pd.DataFrame:  # fmt: skip
+def plan_messages(
+    schedule: pd.DataFrame, driver: Any, fabric: Fabric, scale: float
+) -> pd.DataFrame:
     """Every message of a plan with its start instant, placed as ``schedule_demand`` and
     ``driver_demand`` place them (``MESSAGE_COLUMNS``; ``bytes`` real-equivalent). The
     driver is run to its end under the fluid simulator: pass one no run will use."""

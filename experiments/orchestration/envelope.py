@@ -77,9 +77,14 @@ def machine_identity(datapath: str | None = None, mtu: int = 1500) -> dict[str, 
                 break
     except OSError:
         pass
-    return {"kernel": platform.release(), "ovs": _version(["ovs-vswitchd", "--version"]),
-            "datapath": datapath, "mtu": mtu, "cpu_model": cpu,
-            "cpu_count": os.cpu_count()}  # fmt: skip
+    return {
+        "kernel": platform.release(),
+        "ovs": _version(["ovs-vswitchd", "--version"]),
+        "datapath": datapath,
+        "mtu": mtu,
+        "cpu_model": cpu,
+        "cpu_count": os.cpu_count(),
+    }
 
 
 def envelope_path(mtu: int = 1500) -> Path:
@@ -103,18 +108,22 @@ def load(identity: dict[str, Any] | None = None) -> tuple[Envelope, str]:
         env = Envelope(
             switch_hop_mbps={int(k): float(v) for k, v in doc["switch_hop_mbps"].items()},
             messages_per_s={str(k): float(v) for k, v in doc["messages_per_s"].items()},
-            connections=int(doc["connections"]), source=str(doc["source"]),
-            calibrated=True, machine=dict(doc.get("machine", {})),
-        )  # fmt: skip
+            connections=int(doc["connections"]),
+            source=str(doc["source"]),
+            calibrated=True,
+            machine=dict(doc.get("machine", {})),
+        )
     except (KeyError, TypeError, ValueError) as exc:
         return DEFAULT, f"malformed calibration at {path}: {exc}"
     if identity is not None:
         # the datapath is left out: a run learns it only when its fabric is built
         for key in ("kernel", "ovs", "cpu_model", "cpu_count", "mtu"):
             if env.machine.get(key) != identity.get(key):
-                return DEFAULT, (f"the calibration at {path} was measured with {key} "
-                                 f"{env.machine.get(key)!r}, not "
-                                 f"{identity.get(key)!r}")  # fmt: skip
+                return DEFAULT, (
+                    f"the calibration at {path} was measured with {key} "
+                    f"{env.machine.get(key)!r}, not "
+                    f"{identity.get(key)!r}"
+                )
     return env, f"calibrated: {env.source}"
 
 
@@ -192,6 +201,8 @@ def exceeded(demand: Demand, env: Envelope) -> list[str]:
     out = []
     for f in figures(demand, env):
         if not f.ok and f.name != "machine_load":
-            out.append(f"{f.name} peaks at {f.peak:,.4g} {f.unit} over 100 ms, above the "
-                       f"envelope's {f.limit:,.4g} ({f.share:.1f}x): {FIXES[f.name]}")  # fmt: skip
+            out.append(
+                f"{f.name} peaks at {f.peak:,.4g} {f.unit} over 100 ms, above the "
+                f"envelope's {f.limit:,.4g} ({f.share:.1f}x): {FIXES[f.name]}"
+            )
     return out

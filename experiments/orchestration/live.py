@@ -45,8 +45,9 @@ class LiveTables:
     """See the module docstring. ``driver``: the run's live driver, or ``None``; its
     requests and tokens are saved when it has ``settled_tables``."""
 
-    def __init__(self, run_dir: str | os.PathLike, fleet: Any, driver: Any = None,
-                 flush_s: float = 2.0) -> None:  # fmt: skip
+    def __init__(
+        self, run_dir: str | os.PathLike, fleet: Any, driver: Any = None, flush_s: float = 2.0
+    ) -> None:
         if not flush_s > 0:
             raise ValueError(f"flush_s={flush_s!r}; must be > 0")
         self.run_dir, self.flush_s = run_dir, flush_s
@@ -102,8 +103,7 @@ class LiveTables:
                 return
 
     def __enter__(self) -> Self:
-        self._thread = threading.Thread(target=self._loop, name="kvfabric-live-tables",
-                                        daemon=True)  # fmt: skip
+        self._thread = threading.Thread(target=self._loop, name="kvfabric-live-tables", daemon=True)
         self._thread.start()
         return self
 

@@ -72,15 +72,17 @@ def controller_params(controller: Controller) -> dict[str, Any]:
     return params
 
 
-def network_schedule(config: RunConfig, fabric: Fabric,
-                     flow_size_scale: dict[int, float] | None = None) -> pd.DataFrame:  # fmt: skip
+def network_schedule(
+    config: RunConfig, fabric: Fabric, flow_size_scale: dict[int, float] | None = None
+) -> pd.DataFrame:
     """Every network workload of the run (all but ``serving``) as one schedule;
     ``flow_size_scale`` gives the k of workloads whose spec says ``auto``."""
     return _network_parts(config, fabric, flow_size_scale or {})[0]
 
 
-def _network_parts(config: RunConfig, fabric: Fabric,
-                   ks: dict[int, float]) -> tuple[pd.DataFrame, dict[int, int]]:  # fmt: skip
+def _network_parts(
+    config: RunConfig, fabric: Fabric, ks: dict[int, float]
+) -> tuple[pd.DataFrame, dict[int, int]]:
     """The schedule and flow id -> workload index. Workloads that take every host by
     default take the GPUs (storage nodes send only the serving workload's tier traffic)."""
     hosts = [h.name for h in fabric.gpus]
@@ -95,8 +97,11 @@ def _network_parts(config: RunConfig, fabric: Fabric,
         if i in autos:
             params["flow_size_scale"] = ks.get(i, 1.0)
         accepted = inspect.signature(kind.fn).parameters
-        runtime = {"hosts": hosts, "seed": workload_seed(config.seed, i),
-                   "first_request_id": first_request}  # fmt: skip
+        runtime = {
+            "hosts": hosts,
+            "seed": workload_seed(config.seed, i),
+            "first_request_id": first_request,
+        }
         for name, value in runtime.items():
             if name in accepted and name not in params:
                 params[name] = value
@@ -113,12 +118,16 @@ def _network_parts(config: RunConfig, fabric: Fabric,
 
 def auto_scaled(config: RunConfig) -> list[int]:
     """Workloads whose flow_size_scale the plan chooses."""
-    return [i for i, w in enumerate(config.workloads)
-            if isinstance(w, BackgroundWorkload) and w.flow_size_scale == "auto"]  # fmt: skip
+    return [
+        i
+        for i, w in enumerate(config.workloads)
+        if isinstance(w, BackgroundWorkload) and w.flow_size_scale == "auto"
+    ]
 
 
-def traffic_plan(config: RunConfig, fabric: Fabric, base_dir: Path | None,
-                 envelope: Envelope | None = None) -> TrafficPlan:  # fmt: skip
+def traffic_plan(
+    config: RunConfig, fabric: Fabric, base_dir: Path | None, envelope: Envelope | None = None
+) -> TrafficPlan:
     """The schedule, the serving workload's driver (if any), the run's demand, and
     the flow-size scale of ``auto`` background workloads fitted into ``envelope``
     (default: ``envelope.DEFAULT``)."""
@@ -129,8 +138,9 @@ def traffic_plan(config: RunConfig, fabric: Fabric, base_dir: Path | None,
     serving = _serving(config, fabric, base_dir)
     if serving is not None:
         i, built = serving
-        serving_demand = driver_demand(unused_copy(built, fabric), fabric, scale, connection,
-                                       workload=i)  # fmt: skip
+        serving_demand = driver_demand(
+            unused_copy(built, fabric), fabric, scale, connection, workload=i
+        )
     autos = auto_scaled(config)
     chosen: dict[int, float] = {}
     for k in FLOW_SIZE_LADDER if autos else (1,):
@@ -144,8 +154,7 @@ def traffic_plan(config: RunConfig, fabric: Fabric, base_dir: Path | None,
         return TrafficPlan(schedule, None, demand, chosen, over, fabric)
     driver = serving[1]
     _number_from(driver, int(schedule["flow_id"].max()) + 1 if len(schedule) else 0)
-    return TrafficPlan(schedule, driver, demand, chosen, over, fabric,
-                       unused_copy(driver, fabric))  # fmt: skip
+    return TrafficPlan(schedule, driver, demand, chosen, over, fabric, unused_copy(driver, fabric))
 
 
 def _number_from(driver: Any, first: int) -> None:
@@ -155,8 +164,7 @@ def _number_from(driver: Any, first: int) -> None:
     driver.first_flow_id = driver._next_id = first
 
 
-def _serving(config: RunConfig, fabric: Fabric,
-             base_dir: Path | None) -> tuple[int, Driver] | None:  # fmt: skip
+def _serving(config: RunConfig, fabric: Fabric, base_dir: Path | None) -> tuple[int, Driver] | None:
     """(workload index, its driver, not yet run, flows numbered from 0) of the run's
     serving workload (one per spec: the spec's rule)."""
     serving = [(i, w) for i, w in enumerate(config.workloads) if isinstance(w, ServingWorkload)]

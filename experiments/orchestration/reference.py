@@ -63,8 +63,9 @@ def run_index(summary: Mapping[str, Any], rel: str) -> dict[str, Any]:
         if (m.get(key) or {}).get("count"):
             entry[key] = {q: m[key].get(q) for q in ("p50", "p99")}
     if m.get("fct_ms_by_kind"):
-        entry["fct_ms_by_kind"] = {k: {q: v.get(q) for q in ("p50", "p99")}
-                                   for k, v in m["fct_ms_by_kind"].items()}  # fmt: skip
+        entry["fct_ms_by_kind"] = {
+            k: {q: v.get(q) for q in ("p50", "p99")} for k, v in m["fct_ms_by_kind"].items()
+        }
     if (m.get("incast") or {}).get("goodput_mbps"):
         entry["incast_goodput_mbps_mean"] = m["incast"]["goodput_mbps"].get("mean")
     if m.get("noisy_neighbour"):

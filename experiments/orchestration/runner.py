@@ -97,13 +97,18 @@ class Prepared:
     def envelope_record(self) -> dict[str, Any]:
         """What summary.json says of the envelope that judged this run."""
         return {
-            "source": self.envelope.source, "calibrated": self.envelope.calibrated,
-            "why": self.envelope_why, "fits": not self.plan.exceeded, "forced": self.forced,
+            "source": self.envelope.source,
+            "calibrated": self.envelope.calibrated,
+            "why": self.envelope_why,
+            "fits": not self.plan.exceeded,
+            "forced": self.forced,
             "exceeded": self.plan.exceeded,
             "flow_size_scale": {f"workloads.{i}": k for i, k in self.plan.flow_size_scale.items()},
-            "figures": {f.name: {"peak": f.peak, "limit": f.limit, "unit": f.unit}
-                        for f in figures(self.plan.demand, self.envelope)},
-        }  # fmt: skip
+            "figures": {
+                f.name: {"peak": f.peak, "limit": f.limit, "unit": f.unit}
+                for f in figures(self.plan.demand, self.envelope)
+            },
+        }
 
 
 @dataclass
@@ -129,8 +134,12 @@ class Recorded:
     interrupted: bool = False
 
 
-def prepare(spec: Spec, runs: list[RunSpec], force: bool = False,
-            envelope: tuple[Envelope, str] | None = None) -> list[Prepared]:  # fmt: skip
+def prepare(
+    spec: Spec,
+    runs: list[RunSpec],
+    force: bool = False,
+    envelope: tuple[Envelope, str] | None = None,
+) -> list[Prepared]:
     """Fabric, traffic and demand of every run, so a bad sweep point, or one this machine
     cannot emulate faithfully, fails before any build (``EnvelopeExceeded``, unless
     ``force``: then each such run is marked). ``envelope``: (envelope, why) to judge by,
@@ -146,8 +155,9 @@ def prepare(spec: Spec, runs: list[RunSpec], force: bool = False,
             plan = traffic_plan(config, fabric, spec.base_dir, env)
         except ValueError as exc:
             raise ValueError(f"run {run.label}: {exc}") from exc
-        out.append(Prepared(run, fabric, plan, deployment, env, why,
-                            forced=force and bool(plan.exceeded)))  # fmt: skip
+        out.append(
+            Prepared(run, fabric, plan, deployment, env, why, forced=force and bool(plan.exceeded))
+        )
         over += [f"run {run.label}: {line}" for line in plan.exceeded]
     if over and not force:
         raise EnvelopeExceeded(over)
@@ -166,9 +176,15 @@ def check_writable(root: Path) -> None:
         ) from None
 
 
-def run_spec(spec: Spec, runs: list[RunSpec], out_root: Path, *,
-             progress: Any = None, announce: Callable[[str], None] | None = None,
-             force: bool = False) -> list[Outcome]:  # fmt: skip
+def run_spec(
+    spec: Spec,
+    runs: list[RunSpec],
+    out_root: Path,
+    *,
+    progress: Any = None,
+    announce: Callable[[str], None] | None = None,
+    force: bool = False,
+) -> list[Outcome]:
     """Carry out ``runs`` one after the other; returns each run's outcome. Raises
     ``RunBusy`` if another run holds the machine and ``EnvelopeExceeded`` if a run does
     not fit it (unless ``force``), before building anything."""
@@ -195,12 +211,25 @@ def execute(p: Prepared, out_root: Path, stop: StopFlag, progress: Any = None) -
     started = datetime.now()
     run_dir = results.new_run_dir(out_root, run.experiment, run.seed, started)
     (run_dir / "spec.yaml").write_text(resolved_yaml(run))
-    base = {"experiment": run.experiment, "run_id": run_dir.name, "label": run.label,
-            "seed": run.seed, "point": run.point, "scale": config.scale.bandwidth,
-            "started": started.isoformat(timespec="seconds")}  # fmt: skip
-    results.write_json(run_dir, "summary", base | {"partial": True, "error": "run in progress",
-                       "live_tables": live_record(config.sampler.flush_s,
-                                                  config.agents.flush_s)})  # fmt: skip
+    base = {
+        "experiment": run.experiment,
+        "run_id": run_dir.name,
+        "label": run.label,
+        "seed": run.seed,
+        "point": run.point,
+        "scale": config.scale.bandwidth,
+        "started": started.isoformat(timespec="seconds"),
+    }
+    results.write_json(
+        run_dir,
+        "summary",
+        base
+        | {
+            "partial": True,
+            "error": "run in progress",
+            "live_tables": live_record(config.sampler.flush_s, config.agents.flush_s),
+        },
+    )
     rec = Recorded()
     scratch = scratch_dir()  # short paths for Unix sockets; kvfabric clean knows it
     task = progress.add_task(f"{run.label}: building", total=None) if progress else None
@@ -227,9 +256,14 @@ def execute(p: Prepared, out_root: Path, stop: StopFlag, progress: Any = None) -
 
 
 @contextmanager
-def fabric_up(fabric: Fabric, config: RunConfig, scratch: Path,
-              say: Callable[..., None] = lambda *a, **k: None, *, deployment: Deployment,
-              ) -> Iterator[tuple[ControllerProcess, FabricNetwork, Deployment]]:  # fmt: skip
+def fabric_up(
+    fabric: Fabric,
+    config: RunConfig,
+    scratch: Path,
+    say: Callable[..., None] = lambda *a, **k: None,
+    *,
+    deployment: Deployment,
+) -> Iterator[tuple[ControllerProcess, FabricNetwork, Deployment]]:
     """The spec's controller (own process) and fabric, every rule installed; both are
     released on exit, whatever happens (and a run's TLS PKI, ``controller.tls``, with
     them). ``deployment``: the run's scale and egress plan (``Deployment.of``); what is
@@ -253,9 +287,13 @@ def fabric_up(fabric: Fabric, config: RunConfig, scratch: Path,
         # switches on other servers reach the controller on this machine's cluster address,
         # over TLS only (never plain OpenFlow off loopback)
         host = cluster.coordinator if cluster else "127.0.0.1"
-        tls = (stack.enter_context(RunPKI(addresses=tuple(dict.fromkeys(["127.0.0.1", host])),
-                                          parent=scratch))
-               if ctl.tls or cluster else None)  # fmt: skip
+        tls = (
+            stack.enter_context(
+                RunPKI(addresses=tuple(dict.fromkeys(["127.0.0.1", host])), parent=scratch)
+            )
+            if ctl.tls or cluster
+            else None
+        )
         proc = stack.enter_context(
             ControllerProcess(
                 fabric,
@@ -265,7 +303,7 @@ def fabric_up(fabric: Fabric, config: RunConfig, scratch: Path,
                 detect_ms=detect,
                 tls=tls,
                 listen_host=host,
-            )  # fmt: skip
+            )
         )
         switch_tls = (
             (str(tls.path("switch.key")), str(tls.path("switch.pem")), str(tls.path("ca.pem")))
@@ -273,15 +311,25 @@ def fabric_up(fabric: Fabric, config: RunConfig, scratch: Path,
             else None
         )
         say("building the fabric" + (f" on {len(cluster.servers)} servers" if cluster else ""))
-        kw = {"controller": Controller(host=host, port=proc.port, tls=switch_tls), "qos": qos,
-              "plan": list(deployment.plan)}  # fmt: skip
+        kw = {
+            "controller": Controller(host=host, port=proc.port, tls=switch_tls),
+            "qos": qos,
+            "plan": list(deployment.plan),
+        }
         scale = deployment.scale
         if cluster:
             from topologies.cluster.network import ClusterNetwork
 
-            net = stack.enter_context(ClusterNetwork(
-                fabric, scale, servers=cluster.servers, machine_of=cluster.machine_of,
-                link=cluster.link, **kw))  # fmt: skip
+            net = stack.enter_context(
+                ClusterNetwork(
+                    fabric,
+                    scale,
+                    servers=cluster.servers,
+                    machine_of=cluster.machine_of,
+                    link=cluster.link,
+                    **kw,
+                )
+            )
         else:
             net = stack.enter_context(FabricNetwork(fabric, scale, **kw))
         say("waiting for the controller")
@@ -290,10 +338,19 @@ def fabric_up(fabric: Fabric, config: RunConfig, scratch: Path,
         say("tearing down")
 
 
-def _carry_out(p: Prepared, run_dir: Path, scratch: Path, stop: StopFlag, rec: Recorded,
-               say: Callable[..., None]) -> None:  # fmt: skip
-    with fabric_up(p.fabric, p.run.config, scratch, say,
-                   deployment=p.deployment) as (proc, net, deployed):  # fmt: skip
+def _carry_out(
+    p: Prepared,
+    run_dir: Path,
+    scratch: Path,
+    stop: StopFlag,
+    rec: Recorded,
+    say: Callable[..., None],
+) -> None:
+    with fabric_up(p.fabric, p.run.config, scratch, say, deployment=p.deployment) as (
+        proc,
+        net,
+        deployed,
+    ):
         rec.datapath, rec.prefix = net.datapath, net.prefix
         env = env_info(net.datapath) | {
             "envelope": {"source": p.envelope.source, "calibrated": p.envelope.calibrated},
@@ -303,14 +360,26 @@ def _carry_out(p: Prepared, run_dir: Path, scratch: Path, stop: StopFlag, rec: R
         if cluster is not None:
             say("measuring the servers' clocks")
             clock = {"start": clock_offsets(cluster)}
-            env["cluster"] = cluster.to_dict() | {"ovs_tx_buffer_bytes": net.tx_buffers,
-                                                  "clock": clock}  # fmt: skip
+            env["cluster"] = cluster.to_dict() | {
+                "ovs_tx_buffer_bytes": net.tx_buffers,
+                "clock": clock,
+            }
         results.write_json(run_dir, "env", env)
         if stop:
             raise InterruptedError("interrupted before the traffic started")
         try:
-            _traffic(p, net, deployed, run_dir, scratch, stop, rec, say, proc,
-                     clock["start"] if cluster is not None else None)  # fmt: skip
+            _traffic(
+                p,
+                net,
+                deployed,
+                run_dir,
+                scratch,
+                stop,
+                rec,
+                say,
+                proc,
+                clock["start"] if cluster is not None else None,
+            )
         finally:
             record_controller(proc, rec)
             if cluster is not None:  # and at the end: a clock that drifted shows
@@ -335,11 +404,18 @@ def record_controller(proc: ControllerProcess, rec: Recorded) -> None:
         )
 
 
-def _traffic(p: Prepared, net: FabricNetwork, deployed: Deployment, run_dir: Path,
-             scratch: Path, stop: StopFlag,
-             rec: Recorded, say: Callable[..., None],
-             controller: ControllerProcess | None = None,
-             clock: Mapping[str, Any] | None = None) -> None:  # fmt: skip
+def _traffic(
+    p: Prepared,
+    net: FabricNetwork,
+    deployed: Deployment,
+    run_dir: Path,
+    scratch: Path,
+    stop: StopFlag,
+    rec: Recorded,
+    say: Callable[..., None],
+    controller: ControllerProcess | None = None,
+    clock: Mapping[str, Any] | None = None,
+) -> None:
     cfg = p.run.config
     ports = {
         net.intf(e.node, e.port): (e.node, e.port)
@@ -347,20 +423,34 @@ def _traffic(p: Prepared, net: FabricNetwork, deployed: Deployment, run_dir: Pat
         if not p.fabric.node(e.node).is_host
     }
     if deployed.cluster is not None:
-        offsets = {str(s): clock_offset_ns(s, clock or {}) for s in deployed.cluster.servers
-                   if not s.is_local}  # fmt: skip
-        samplers: Any = ClusterSamplers(net, scratch / "samplers", cfg.sampler.rate_hz,
-                                        chunks_dir=run_dir, flush_s=cfg.sampler.flush_s,
-                                        offsets_ns=offsets)  # fmt: skip
+        offsets = {
+            str(s): clock_offset_ns(s, clock or {})
+            for s in deployed.cluster.servers
+            if not s.is_local
+        }
+        samplers: Any = ClusterSamplers(
+            net,
+            scratch / "samplers",
+            cfg.sampler.rate_hz,
+            chunks_dir=run_dir,
+            flush_s=cfg.sampler.flush_s,
+            offsets_ns=offsets,
+        )
     else:
-        samplers = SamplerProcess(scratch / "samplers", ports, cfg.sampler.rate_hz,
-                                  chunks_dir=run_dir, flush_s=cfg.sampler.flush_s,
-                                  link_ports=ports)  # fmt: skip
+        samplers = SamplerProcess(
+            scratch / "samplers",
+            ports,
+            cfg.sampler.rate_hz,
+            chunks_dir=run_dir,
+            flush_s=cfg.sampler.flush_s,
+            link_ports=ports,
+        )
     faults = FaultInjector(net, cfg.faults, controller)
     cap = cfg.capture
     window = tuple(cap.window_s) if cap.window_s else None
-    captures = Captures(net, run_dir / "captures", targets(p.fabric, list(cap.at)),
-                        cap.snaplen, cap.max_mb, window)  # fmt: skip
+    captures = Captures(
+        net, run_dir / "captures", targets(p.fabric, list(cap.at)), cap.snaplen, cap.max_mb, window
+    )
     duration = cfg.duration_s
     try:
         samplers.start()
@@ -368,9 +458,17 @@ def _traffic(p: Prepared, net: FabricNetwork, deployed: Deployment, run_dir: Pat
             captures.start()  # before the agents connect: every stream from its first byte
         say("starting agents")
         sites, processes = agents_where(net, deployed.cluster, cfg.agents.processes, clock)
-        fleet = AgentFleet(net, run_dir, p.plan.schedule, deployed.scale,
-                           cc=cfg.agents.cc, connection=cfg.agents.connection,
-                           processes=processes, driver=p.plan.driver, sites=sites)  # fmt: skip
+        fleet = AgentFleet(
+            net,
+            run_dir,
+            p.plan.schedule,
+            deployed.scale,
+            cc=cfg.agents.cc,
+            connection=cfg.agents.connection,
+            processes=processes,
+            driver=p.plan.driver,
+            sites=sites,
+        )
         with fleet, LiveTables(run_dir, fleet, p.plan.driver, cfg.agents.flush_s):
             t_start = [0.0]
 
@@ -387,17 +485,25 @@ def _traffic(p: Prepared, net: FabricNetwork, deployed: Deployment, run_dir: Pat
                     say("running", total=duration, completed=time.monotonic() - t_start[0])
                 failed = watch.failed()
                 if failed and not rec.error:
-                    when = (f"{time.monotonic() - t_start[0]:.1f} s after the traffic started"
-                            if t_start[0] else "before the traffic started")  # fmt: skip
-                    rec.error = (f"server {', '.join(failed)} failed mid-run (its ssh sessions "
-                                 f"ended {when}); the tables hold what was recorded until "
-                                 "then")  # fmt: skip
+                    when = (
+                        f"{time.monotonic() - t_start[0]:.1f} s after the traffic started"
+                        if t_start[0]
+                        else "before the traffic started"
+                    )
+                    rec.error = (
+                        f"server {', '.join(failed)} failed mid-run (its ssh sessions "
+                        f"ended {when}); the tables hold what was recorded until "
+                        "then"
+                    )
                 return bool(stop) or bool(failed)
 
             say("running", total=duration, completed=0)
             hosts = [h.name for h in p.fabric.hosts]
-            intfs = {net.intf(sw.name, lk.port_of(sw.name)) for sw in p.fabric.switches
-                     for lk in p.fabric.links_of(sw.name)}  # fmt: skip
+            intfs = {
+                net.intf(sw.name, lk.port_of(sw.name))
+                for sw in p.fabric.switches
+                for lk in p.fabric.links_of(sw.name)
+            }
             tcp_before = tcpcount.host_counters(net, hosts)
             sw_before = tcpcount.fabric_switch_counters(net, intfs)
             try:
@@ -426,9 +532,11 @@ def _traffic(p: Prepared, net: FabricNetwork, deployed: Deployment, run_dir: Pat
                 rec.interrupted = True
             say("collecting")
             driver = p.plan.driver
-            rec.events["agents"] = {"processes": len(fleet.procs),
-                                    "coordinator_cpu_s": fleet.coordinator_cpu_s,
-                                    "events": fleet.events_handled}  # fmt: skip
+            rec.events["agents"] = {
+                "processes": len(fleet.procs),
+                "coordinator_cpu_s": fleet.coordinator_cpu_s,
+                "events": fleet.events_handled,
+            }
             if driver is not None:
                 rec.tables["requests"] = driver.requests_table()
                 rec.tables["tokens"] = driver.tokens_table()
@@ -464,10 +572,20 @@ class ServerWatch:
 def applied_faults(injected: list[dict[str, Any]], fleet: AgentFleet) -> list[dict[str, Any]]:
     """The injector's rows and the coordinator's agent kills, as one timeline."""
     t0 = fleet.t0_ns or 0
-    kills = [{"at_s": (k["due_ns"] - t0) / 1e9, "event": "agent_kill", "fault": "agent_kill",
-              "node": k["node"], "t_start_ns": k["t_start_ns"], "t_ns": k["t_ns"],
-              "late_ms": (k["t_start_ns"] - k["due_ns"]) / 1e6, "ok": k["ok"],
-              "error": k["error"]} for k in fleet.killed]  # fmt: skip
+    kills = [
+        {
+            "at_s": (k["due_ns"] - t0) / 1e9,
+            "event": "agent_kill",
+            "fault": "agent_kill",
+            "node": k["node"],
+            "t_start_ns": k["t_start_ns"],
+            "t_ns": k["t_ns"],
+            "late_ms": (k["t_start_ns"] - k["due_ns"]) / 1e6,
+            "ok": k["ok"],
+            "error": k["error"],
+        }
+        for k in fleet.killed
+    ]
     return sorted(injected + kills, key=lambda row: row["t_start_ns"])
 
 
@@ -522,8 +640,9 @@ def write_tables(run_dir: Path, rec: Recorded) -> dict[str, str]:
     return sources
 
 
-def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
-            stop: StopFlag) -> dict[str, Any]:  # fmt: skip
+def _finish(
+    p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any], stop: StopFlag
+) -> dict[str, Any]:
     """Write the tables, judge fidelity, compute metrics, write summary and report."""
     config = p.run.config
     sources = write_tables(run_dir, rec)
@@ -537,18 +656,33 @@ def _finish(p: Prepared, run_dir: Path, rec: Recorded, base: dict[str, Any],
         tcp = tcpcount.totals(rec.events["tcp"]) if rec.events.get("tcp") else None
         if tcp is not None:
             tcp |= tcpcount.unmodelled_places(rec.events.get("counters") or {})
-        fidelity = verdict(t["flows"], t["queues"], cpu, rec.samplers, rates, p.fabric,
-                           config.fidelity, capacity_mbps=p.envelope.capacity_mbps,
-                           tcp=tcp, mtu=p.deployment.scale.mtu,
-                           rate_changes=rate_changes(rec.events.get("faults") or [], p.fabric,
-                                                     p.deployment.scale),
-                           links=t["links"])  # fmt: skip
+        fidelity = verdict(
+            t["flows"],
+            t["queues"],
+            cpu,
+            rec.samplers,
+            rates,
+            p.fabric,
+            config.fidelity,
+            capacity_mbps=p.envelope.capacity_mbps,
+            tcp=tcp,
+            mtu=p.deployment.scale.mtu,
+            rate_changes=rate_changes(rec.events.get("faults") or [], p.fabric, p.deployment.scale),
+            links=t["links"],
+        )
     except Exception as exc:
         log.debug("fidelity verdict failed", exc_info=True)
         fidelity = {"ok": False, "checks": {}, "error": f"could not judge: {exc}"}
     try:
-        metrics = summarize(t["flows"], t["requests"], t["tokens"], t["queues"], config,
-                            links=t["links"], events=rec.events)  # fmt: skip
+        metrics = summarize(
+            t["flows"],
+            t["requests"],
+            t["tokens"],
+            t["queues"],
+            config,
+            links=t["links"],
+            events=rec.events,
+        )
     except Exception as exc:
         log.debug("summary failed", exc_info=True)
         metrics = {}

@@ -154,9 +154,16 @@ class FaultInjector:
             error = f"{type(exc).__name__}: {exc}"
         done = time.monotonic_ns()
         start = row.pop("t_start_ns", start)
-        self.applied.append(row | {"t_start_ns": start, "t_ns": done,
-                                   "late_ms": (start - due) / 1e6,
-                                   "ok": not error, "error": error})  # fmt: skip
+        self.applied.append(
+            row
+            | {
+                "t_start_ns": start,
+                "t_ns": done,
+                "late_ms": (start - due) / 1e6,
+                "ok": not error,
+                "error": error,
+            }
+        )
 
     def _apply(self, op: FaultOp) -> dict[str, Any]:
         """Carry out ``op``; what the row records besides the common timing keys."""

@@ -20,10 +20,16 @@ def switch_ports(net: Any) -> dict[str, tuple[str, int]]:
     }
 
 
-def trial(net: Any, schedule: Any, scale: Scale, *, queue_hz: float = 200.0,
-          timeout_s: float = 60.0,
-          on_start: Callable[[int], None] | None = None,
-          capacity_mbps: float | None = None) -> dict[str, Any]:  # fmt: skip
+def trial(
+    net: Any,
+    schedule: Any,
+    scale: Scale,
+    *,
+    queue_hz: float = 200.0,
+    timeout_s: float = 60.0,
+    on_start: Callable[[int], None] | None = None,
+    capacity_mbps: float | None = None,
+) -> dict[str, Any]:
     """Run ``schedule`` on agents under the samplers of a real run: ``trial_verdict``
     whose payload is the fleet's t0 (ns). Sampling begins once every agent is ready."""
     from traffic.agents import AgentFleet
@@ -44,9 +50,13 @@ def trial(net: Any, schedule: Any, scale: Scale, *, queue_hz: float = 200.0,
     return trial_verdict(net, work, queue_hz=queue_hz, capacity_mbps=capacity_mbps)
 
 
-def trial_verdict(net: Any, work: Callable[[Callable[[], None]], tuple[Any, Any]],
-                  *, queue_hz: float = 200.0,
-                  capacity_mbps: float | None = None) -> dict[str, Any]:  # fmt: skip
+def trial_verdict(
+    net: Any,
+    work: Callable[[Callable[[], None]], tuple[Any, Any]],
+    *,
+    queue_hz: float = 200.0,
+    capacity_mbps: float | None = None,
+) -> dict[str, Any]:
     """Run ``work(begin)`` (returning (payload, flows table)); ``begin()`` starts the queue
     and CPU samplers, so the steady state is judged and not the start-up of agents or
     tools (dozens of Python imports on 2 cores). The fidelity verdict over what they saw."""
@@ -71,14 +81,27 @@ def trial_verdict(net: Any, work: Callable[[Callable[[], None]], tuple[Any, Any]
             s.stop(raise_error=s is samplers[0])
     tcp = tcpcount.totals(tcpcount.delta(tcp_before, tcpcount.host_counters(net, hosts)))
     queues, cpu = samplers
-    rates = {"queues": (queues.achieved_hz, queues.requested_hz),
-             "cpu": (cpu.achieved_hz, cpu.requested_hz)}  # fmt: skip
-    judged = verdict(flows, queues.table() if started else None,
-                     cpu.table() if len(started) > 1 else None, rates,
-                     egress_rates_bps(net.plan), net.fabric,
-                     capacity_mbps=capacity_mbps, tcp=tcp, mtu=net.mtu)  # fmt: skip
-    return {"payload": payload, "flows": flows,
-            "queues": queues.table() if started else None, "verdict": judged}  # fmt: skip
+    rates = {
+        "queues": (queues.achieved_hz, queues.requested_hz),
+        "cpu": (cpu.achieved_hz, cpu.requested_hz),
+    }
+    judged = verdict(
+        flows,
+        queues.table() if started else None,
+        cpu.table() if len(started) > 1 else None,
+        rates,
+        egress_rates_bps(net.plan),
+        net.fabric,
+        capacity_mbps=capacity_mbps,
+        tcp=tcp,
+        mtu=net.mtu,
+    )
+    return {
+        "payload": payload,
+        "flows": flows,
+        "queues": queues.table() if started else None,
+        "verdict": judged,
+    }
 
 
 def failed_checks(judged: Mapping[str, Any]) -> list[str]:

@@ -154,8 +154,12 @@ def _compare_headline(runs: list[Run]) -> list[str]:
     dist = [(label, unit) for (label, unit), d in labels.items() if d]
     single = [(label, unit) for (label, unit), d in labels.items() if not d]
     for label, unit in dist:
-        lines += [f"**{label} ({unit})**", "",
-                  "| run | p50 | p99 | estimate |", "| --- | ---: | ---: | ---: |"]  # fmt: skip
+        lines += [
+            f"**{label} ({unit})**",
+            "",
+            "| run | p50 | p99 | estimate |",
+            "| --- | ---: | ---: | ---: |",
+        ]
         for r, rows in zip(runs, per_run, strict=True):
             h = next((h for h in rows if h.label == label), None)
             if h is not None:
@@ -164,8 +168,10 @@ def _compare_headline(runs: list[Run]) -> list[str]:
                 lines.append(f"| {cell(r.label)} | {p50} | {p99} | {est} |")
         lines.append("")
     if single:
-        lines += ["| run | " + " | ".join(f"{label} ({unit})" for label, unit in single) + " |",
-                  "| --- |" + " ---: |" * len(single)]  # fmt: skip
+        lines += [
+            "| run | " + " | ".join(f"{label} ({unit})" for label, unit in single) + " |",
+            "| --- |" + " ---: |" * len(single),
+        ]
         for r, rows in zip(runs, per_run, strict=True):
             by = {h.label: h for h in rows}
             cells = []
@@ -263,15 +269,27 @@ def _kv_fct_estimate(estimate: dict[str, Any]) -> dict[str, float]:
 CDF_OF = {"FCT, all flows": "FCT", "TTFT": "TTFT", "ITL": "ITL", "KV transfer": "KV transfer"}
 # Overlaid CDFs of a comparison: (title, x label, the run's values, its estimate).
 CDF_METRICS: list[tuple[str, str, Callable[[Run], Any], Callable[[dict[str, Any]], dict]]] = [
-    ("TTFT", "time to first token (ms)", _column("requests", "ttft_ms"),
-     lambda e: at_path(e, ("serving", "ttft_ms")) or {}),
-    ("ITL", "inter-token latency (ms)", _column("tokens", "itl_ms"),
-     lambda e: at_path(e, ("serving", "itl_ms")) or {}),
-    ("KV transfer", "KV transfer time per request (ms)", _column("requests", "kv_transfer_ms"),
-     lambda e: at_path(e, ("serving", "kv_transfer_ms")) or {}),
+    (
+        "TTFT",
+        "time to first token (ms)",
+        _column("requests", "ttft_ms"),
+        lambda e: at_path(e, ("serving", "ttft_ms")) or {},
+    ),
+    (
+        "ITL",
+        "inter-token latency (ms)",
+        _column("tokens", "itl_ms"),
+        lambda e: at_path(e, ("serving", "itl_ms")) or {},
+    ),
+    (
+        "KV transfer",
+        "KV transfer time per request (ms)",
+        _column("requests", "kv_transfer_ms"),
+        lambda e: at_path(e, ("serving", "kv_transfer_ms")) or {},
+    ),
     ("FCT", "flow completion time, completed flows (ms)", _fct, _kv_fct_estimate),
     ("FCT slowdown", "FCT slowdown (measured / ideal)", _fct_slowdown, lambda e: {}),
-]  # fmt: skip
+]
 
 
 def _compare_cdfs(runs: list[Run], pdir: Path) -> list[tuple[str, Path]]:

@@ -17,17 +17,23 @@ def fault_lines(m: Mapping[str, Any]) -> list[str]:
     faults = m.get("faults") or []
     if not faults:
         return []
-    lines = ["## Faults", "",
-             "Milliseconds from the fault injector's timestamp (upper bounds: it includes "
-             "the `ip link` command itself; detection is the veth's carrier, instant, plus "
-             "the fault's `detect_ms`; – where the controller logged nothing for it, as for "
-             "a failure while no controller ran).", "",
-             "| at (s) | fault | where | controller heard | last rule sent | all acknowledged |",
-             "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    lines = [
+        "## Faults",
+        "",
+        "Milliseconds from the fault injector's timestamp (upper bounds: it includes "
+        "the `ip link` command itself; detection is the veth's carrier, instant, plus "
+        "the fault's `detect_ms`; – where the controller logged nothing for it, as for "
+        "a failure while no controller ran).",
+        "",
+        "| at (s) | fault | where | controller heard | last rule sent | all acknowledged |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for f in faults:
-        lines.append(f"| {fmt(f.get('at_s'))} | {_fault(f)} | {_where(f)} | "
-                     f"{fmt(f.get('detected_ms'))} | {fmt(f.get('last_rule_sent_ms'))} | "
-                     f"{fmt(f.get('installed_ms'))} |")  # fmt: skip
+        lines.append(
+            f"| {fmt(f.get('at_s'))} | {_fault(f)} | {_where(f)} | "
+            f"{fmt(f.get('detected_ms'))} | {fmt(f.get('last_rule_sent_ms'))} | "
+            f"{fmt(f.get('installed_ms'))} |"
+        )
     if any("first_probe_ms" in f for f in faults):
         lines += ["", *_data_plane(faults)]
     notes = [n for f in faults for n in _notes(f)]
@@ -35,16 +41,19 @@ def fault_lines(m: Mapping[str, Any]) -> list[str]:
 
 
 def _data_plane(faults: list[Mapping[str, Any]]) -> list[str]:
-    lines = ["What the traffic felt. *First probe through*: when every probe pair that lost "
-             "probes from the fault to the next one got one through again. *Back to rate*: "
-             "the end of the first 200 ms window after the fault whose delivered rate (the "
-             "switches' host-facing ports) is at 90% of the second before, so never under "
-             "~200 ms; bursty traffic moves it too. *Hit*: flows (probes apart) and requests "
-             "alive between the fault and its repair (else 1 s after).", "",
-             "| at (s) | fault | first probe through | probes lost | back to rate | "
-             "Mbit/s before → lowest | window | flows hit | MB hit | requests hit | "
-             "TTFT p50 hit / others |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    lines = [
+        "What the traffic felt. *First probe through*: when every probe pair that lost "
+        "probes from the fault to the next one got one through again. *Back to rate*: "
+        "the end of the first 200 ms window after the fault whose delivered rate (the "
+        "switches' host-facing ports) is at 90% of the second before, so never under "
+        "~200 ms; bursty traffic moves it too. *Hit*: flows (probes apart) and requests "
+        "alive between the fault and its repair (else 1 s after).",
+        "",
+        "| at (s) | fault | first probe through | probes lost | back to rate | "
+        "Mbit/s before → lowest | window | flows hit | MB hit | requests hit | "
+        "TTFT p50 hit / others |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for f in faults:
         hit = f.get("affected") or {}
         lost, pairs = f.get("probes_lost"), f.get("probe_pairs_hit")
@@ -56,7 +65,8 @@ def _data_plane(faults: list[Mapping[str, Any]]) -> list[str]:
             f"{_some(hit.get('flows'), hit.get('failed'), 'failed')} | "
             f"{fmt(None if mb is None else mb / 1e6)} | "
             f"{_some(hit.get('requests'), hit.get('requests_failed'), 'unserved')} | "
-            f"{_ttft(hit)} |")  # fmt: skip
+            f"{_ttft(hit)} |"
+        )
     return lines
 
 
@@ -123,13 +133,17 @@ def _notes(f: Mapping[str, Any]) -> list[str]:
     if f.get("fault") == "controller_down":
         gone = f.get("no_controller_ms")
         span = f"for {fmt(gone)} ms" if gone is not None else "ready again before the run ended"
-        out.append(f"{at}: no controller {span}; {fmt(f.get('flows_started'))} flows "
-                   f"started meanwhile, {fmt(f.get('flows_started_failed'))} failed")  # fmt: skip
+        out.append(
+            f"{at}: no controller {span}; {fmt(f.get('flows_started'))} flows "
+            f"started meanwhile, {fmt(f.get('flows_started_failed'))} failed"
+        )
     if f.get("fault") == "agent_kill" and f.get("host_flows") is not None:
         why = f" ({_reasons(f['host_errors'])})" if f.get("host_errors") else ""
         failed = fmt(f.get("host_flows_failed"))
-        out.append(f"{at}: {cell(f.get('node'))}'s flows from the kill on: "
-                   f"{fmt(f['host_flows'])}, {failed} failed{why}")  # fmt: skip
+        out.append(
+            f"{at}: {cell(f.get('node'))}'s flows from the kill on: "
+            f"{fmt(f['host_flows'])}, {failed} failed{why}"
+        )
     return out
 
 

@@ -75,13 +75,13 @@ VALUE_ROWS: list[tuple[str, tuple[str, ...], str]] = [
         "KV moved to and from flash",
         ("serving", "kv_tiers", "bytes_by_tier", "flash", "moved"),
         "bytes",
-    ),  # fmt: skip
+    ),
     ("evicted requests' stall, p50", ("serving", "kv_tiers", "stall_ms", "p50"), "ms"),
     (
         "ITL p99 of requests never evicted",
         ("serving", "kv_tiers", "itl_ms_never_evicted", "p99"),
         "ms",
-    ),  # fmt: skip
+    ),
     ("share of requests in the busiest second", ("serving", "peak_second", "peak", "share"), ""),
 ]
 # Columns of the comparison table besides p50/p99 of LATENCY_ROWS.

@@ -22,8 +22,9 @@ from pathlib import Path
 SKIPPED = {".git", ".venv"}
 
 
-def invoking_user(env: Mapping[str, str] | None = None,
-                  euid: int | None = None) -> tuple[int, int] | None:  # fmt: skip
+def invoking_user(
+    env: Mapping[str, str] | None = None, euid: int | None = None
+) -> tuple[int, int] | None:
     """(uid, gid) of the user who ran this process through sudo, if it runs as root."""
     env = os.environ if env is None else env
     euid = os.geteuid() if euid is None else euid
@@ -64,8 +65,7 @@ def written_by_root(root: Path, since_ns: int, writer: int = 0) -> Iterator[Path
                     yield p
 
 
-def hand_back(roots: Iterable[Path], owner: tuple[int, int], since_ns: int,
-              writer: int = 0) -> int:  # fmt: skip
+def hand_back(roots: Iterable[Path], owner: tuple[int, int], since_ns: int, writer: int = 0) -> int:
     """Give ``owner`` what ``writer`` (root) wrote under ``roots`` since ``since_ns``;
     how many paths."""
     given = 0

@@ -121,8 +121,12 @@ def queue_timeseries(queues: pd.DataFrame | None, path: Path, n: int = 5) -> Pat
         g = queues[(queues["node"] == row.node) & (queues["port"] == row.port)]
         g = g.sort_values("t_ns", kind="stable")
         t = (g["t_ns"].to_numpy(dtype=float) - t0) / 1e9
-        ax.step(t, g["backlog_pkts"].to_numpy(dtype=float), where="post",
-                label=f"{row.node}:{row.port} (mean {row.mean_pkts:.1f})")  # fmt: skip
+        ax.step(
+            t,
+            g["backlog_pkts"].to_numpy(dtype=float),
+            where="post",
+            label=f"{row.node}:{row.port} (mean {row.mean_pkts:.1f})",
+        )
     ax.set_xlabel("time since first sample (s)")
     ax.set_ylabel("backlog (packets)")
     ax.set_title(f"egress queue occupancy, {len(hot)} hottest ports")
@@ -172,8 +176,15 @@ def link_heatmap(
     ax = axes[0][0]
     extent = (0.0, (edges[-1] - t0) / 1e9, len(keys) - 0.5, -0.5)
     vmax = 1.0 if utilisation else float(np.nanmax(grid)) or 1.0
-    image = ax.imshow(grid, aspect="auto", interpolation="nearest", extent=extent,
-                      vmin=0.0, vmax=vmax, cmap="viridis")  # fmt: skip
+    image = ax.imshow(
+        grid,
+        aspect="auto",
+        interpolation="nearest",
+        extent=extent,
+        vmin=0.0,
+        vmax=vmax,
+        cmap="viridis",
+    )
     ax.set_yticks(range(len(keys)))
     ax.set_yticklabels([f"{n}:{p}" for n, p in keys], fontsize="x-small")
     ax.set_xlabel("time since first sample (s)")
@@ -268,13 +279,21 @@ def compare_cdf(
         quantiles = [(est[q], float(q[1:]) / 100) for q in ("p50", "p99") if est.get(q) is not None]
         if quantiles:
             xs, ys = zip(*quantiles, strict=True)
-            ax.plot(xs, ys, "D", color=colour, markerfacecolor="none", markersize=7,
-                    label=f"{label}: estimate p50/p99")  # fmt: skip
+            ax.plot(
+                xs,
+                ys,
+                "D",
+                color=colour,
+                markerfacecolor="none",
+                markersize=7,
+                label=f"{label}: estimate p50/p99",
+            )
             lows.append(min(xs))
             highs.append(max(xs))
         if est.get("value") is not None:
-            ax.axvline(est["value"], color=colour, linestyle=":", linewidth=1.5,
-                       label=f"{label}: estimate")  # fmt: skip
+            ax.axvline(
+                est["value"], color=colour, linestyle=":", linewidth=1.5, label=f"{label}: estimate"
+            )
             lows.append(est["value"])
             highs.append(est["value"])
     if not drawn:

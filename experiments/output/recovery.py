@@ -19,8 +19,14 @@ from experiments.output.results import TABLES, Run
 
 IN_PROGRESS = "run in progress"  # the error of the summary written when a run starts
 # The column that says how far a table got.
-TIME_COLUMNS = {"flows": "t_end_ns", "requests": "arrival_ns", "tokens": "t_ns",
-                "queues": "t_ns", "links": "t_ns", "cpu": "t_ns"}  # fmt: skip
+TIME_COLUMNS = {
+    "flows": "t_end_ns",
+    "requests": "arrival_ns",
+    "tokens": "t_ns",
+    "queues": "t_ns",
+    "links": "t_ns",
+    "cpu": "t_ns",
+}
 SERVING_ONLY = ("requests", "tokens")
 
 
@@ -75,8 +81,11 @@ def unfinished_lines(run: Run, computed: bool) -> list[str]:
             "",
         ]
     if run.recovered:
-        lines += ["Tables recovered from the chunks saved while the run went on (they stop "
-                  "where it stopped):", ""]  # fmt: skip
+        lines += [
+            "Tables recovered from the chunks saved while the run went on (they stop "
+            "where it stopped):",
+            "",
+        ]
         lines += [f"- {_recovered_row(run, name)}" for name in run.recovered]
         lines.append("")
     if unfinished:
@@ -91,8 +100,10 @@ def unfinished_lines(run: Run, computed: bool) -> list[str]:
 
 
 def recovered_note() -> str:
-    return ("The numbers below were computed by `kvfabric report` from the recovered "
-            "tables of a **partial run**: they cover only the time until it stopped.")  # fmt: skip
+    return (
+        "The numbers below were computed by `kvfabric report` from the recovered "
+        "tables of a **partial run**: they cover only the time until it stopped."
+    )
 
 
 def _recovered_row(run: Run, name: str) -> str:

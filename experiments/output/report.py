@@ -108,9 +108,13 @@ def _capture_lines(run: Run) -> list[str]:
     caps = run.events.get("captures")
     if not caps:
         return []
-    lines = ["## Captures", "",
-             "Open with Wireshark and the KV dissector "
-             "(`wireshark -X lua_script:traffic/wireshark/kvfabric.lua FILE`).", ""]  # fmt: skip
+    lines = [
+        "## Captures",
+        "",
+        "Open with Wireshark and the KV dissector "
+        "(`wireshark -X lua_script:traffic/wireshark/kvfabric.lua FILE`).",
+        "",
+    ]
     for c in caps:
         note = f" — **{c['error']}**" if c.get("error") else ""
         if c.get("dropped"):
@@ -136,11 +140,16 @@ def _estimate_lines(estimate: Any, limit: int = 40) -> list[str]:
             rows.append((prefix, fmt(value)))
 
     walk("", estimate)
-    lines = ["## Analytic estimate", "",
-             "What theory predicts from the same parameters "
-             "(`kvfabric estimate`); "
-             "compare with the measurement above.", "",
-             "| quantity | predicted |", "| --- | ---: |"]  # fmt: skip
+    lines = [
+        "## Analytic estimate",
+        "",
+        "What theory predicts from the same parameters "
+        "(`kvfabric estimate`); "
+        "compare with the measurement above.",
+        "",
+        "| quantity | predicted |",
+        "| --- | ---: |",
+    ]
     lines += [f"| {cell(k)} | {cell(v)} |" for k, v in rows[:limit]]
     if len(rows) > limit:
         lines.append(f"| … | {len(rows) - limit} more in summary.json |")
@@ -217,18 +226,24 @@ def _envelope_lines(s: dict) -> list[str]:
     lines = []
     env = s.get("envelope")
     if env:
-        peaks = ", ".join(f"{n} {fmt(f['peak'])} of {fmt(f['limit'])} {f['unit']}"
-                          for n, f in (env.get("figures") or {}).items()
-                          if n != "machine_load")  # fmt: skip
+        peaks = ", ".join(
+            f"{n} {fmt(f['peak'])} of {fmt(f['limit'])} {f['unit']}"
+            for n, f in (env.get("figures") or {}).items()
+            if n != "machine_load"
+        )
         state = "fits" if env.get("fits") else "**exceeded** (run with --force)"
         lines.append(f"Envelope: {state}; peaks over 100 ms: {peaks}. {cell(env.get('source'))}.")
         if env.get("flow_size_scale"):
-            lines.append(f"Flow-size scale: {kv(env['flow_size_scale'])} (sizes × k, "
-                         "arrivals ÷ k; compare FCT slowdown across k).")  # fmt: skip
+            lines.append(
+                f"Flow-size scale: {kv(env['flow_size_scale'])} (sizes × k, "
+                "arrivals ÷ k; compare FCT slowdown across k)."
+            )
     compute = s.get("compute")
     if compute:
-        lines.append(f"Compute model: {compute.get('compute_model')} (by tp: "
-                     f"{kv(compute.get('by_tp') or {})}).")  # fmt: skip
+        lines.append(
+            f"Compute model: {compute.get('compute_model')} (by tp: "
+            f"{kv(compute.get('by_tp') or {})})."
+        )
     return [*lines, ""] if lines else []
 
 
@@ -248,14 +263,18 @@ def _headline_lines(m: dict[str, Any], estimate: Any, scale: float | None) -> li
     values = [h for h in rows if not h.distribution]
     if dists:
         lines += ["| quantity | p50 | p99 | estimate |", "| --- | ---: | ---: | ---: |"]
-        lines += [f"| {h.label} ({h.unit}) | {fmt(h.measured['p50'])} "
-                  f"| {fmt(h.measured.get('p99'))} | {estimate_cell(h.estimate)} |"
-                  for h in dists]  # fmt: skip
+        lines += [
+            f"| {h.label} ({h.unit}) | {fmt(h.measured['p50'])} "
+            f"| {fmt(h.measured.get('p99'))} | {estimate_cell(h.estimate)} |"
+            for h in dists
+        ]
         lines.append("")
     if values:
         lines += ["| quantity | measured | estimate | unit |", "| --- | ---: | ---: | --- |"]
-        lines += [f"| {h.label} | {fmt(h.measured['value'])} | {estimate_cell(h.estimate)} "
-                  f"| {h.unit} |" for h in values]  # fmt: skip
+        lines += [
+            f"| {h.label} | {fmt(h.measured['value'])} | {estimate_cell(h.estimate)} | {h.unit} |"
+            for h in values
+        ]
         lines.append("")
     if any(h.estimate for h in rows):
         lines += [
@@ -271,8 +290,10 @@ def _spec_lines(run: Run) -> list[str]:
     a workload's parameters are listed as the run's spec.yaml wrote them (``_as_written``)."""
     c, s = run.config, run.summary
     lines = ["## Run", ""]
-    lines.append(f"- experiment: {s.get('experiment') or (c.name if c else None) or '?'}, "
-                 f"run id `{run.run_id}`, seed {s.get('seed', c.seed if c else '?')}")  # fmt: skip
+    lines.append(
+        f"- experiment: {s.get('experiment') or (c.name if c else None) or '?'}, "
+        f"run id `{run.run_id}`, seed {s.get('seed', c.seed if c else '?')}"
+    )
     if s.get("point"):
         lines.append(f"- sweep point: {kv(s['point'])}")
     if s.get("started") or s.get("ended"):

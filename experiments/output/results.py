@@ -255,14 +255,21 @@ def load_run(run_dir: Path) -> Run:
             raise ResultsError(f"cannot read {spec_path}: {exc}") from exc
         spec = loaded if isinstance(loaded, dict) else {}
     events = read_json(path, "events")
-    return Run(path=path, summary=summary, spec=spec,
-               events=events if isinstance(events, dict) else {},
-               recovered=_recovered(path, summary))  # fmt: skip
+    return Run(
+        path=path,
+        summary=summary,
+        spec=spec,
+        events=events if isinstance(events, dict) else {},
+        recovered=_recovered(path, summary),
+    )
 
 
 def _recovered(path: Path, summary: dict[str, Any]) -> tuple[str, ...]:
     on_disk = {t for t in chunks.chunked_tables(path) if not (path / f"{t}.parquet").is_file()}
     sources = summary.get("tables")
-    gathered = {t for t, how in sources.items() if how == "recovered"} if isinstance(
-        sources, dict) else set()  # fmt: skip
+    gathered = (
+        {t for t, how in sources.items() if how == "recovered"}
+        if isinstance(sources, dict)
+        else set()
+    )
     return tuple(sorted(on_disk | gathered))

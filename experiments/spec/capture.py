@@ -34,8 +34,9 @@ def targets(fabric: Fabric, where: list[str]) -> list[Target]:
             ) from None
         if n.is_host:
             if port:
-                raise ValueError(f"capture {entry!r}: a host is captured on all its NICs; "
-                                 f"write {node!r}")  # fmt: skip
+                raise ValueError(
+                    f"capture {entry!r}: a host is captured on all its NICs; write {node!r}"
+                )
             t = Target(node, node, fabric.links_of(node)[0].port_of(node), True)
         else:
             ports = {lk.port_of(node): lk.other(node) for lk in fabric.links_of(node)}
@@ -44,8 +45,9 @@ def targets(fabric: Fabric, where: list[str]) -> list[Target]:
                 number = next((p for p, other in ports.items() if other == port), None)
             if number not in ports:
                 allowed = ", ".join(f"{node}:{p} ({o})" for p, o in sorted(ports.items()))
-                raise ValueError(f"capture {entry!r}: {node} has no port {port!r}; "
-                                 f"allowed: {allowed}")  # fmt: skip
+                raise ValueError(
+                    f"capture {entry!r}: {node} has no port {port!r}; allowed: {allowed}"
+                )
             t = Target(f"{node}-{number}", node, number, False)
         out[t.name] = t
     return list(out.values())

@@ -117,38 +117,61 @@ def _placement_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
             server_of[name] = host
     left = [n.name for n in ctx.fabric.nodes if n.name not in server_of]
     if left:
-        raise SpecError(f"{where}: {listing(left)} on no server: allowed: every node of the "
-                        "fabric on one server", where, left)  # fmt: skip
+        raise SpecError(
+            f"{where}: {listing(left)} on no server: allowed: every node of the "
+            "fabric on one server",
+            where,
+            left,
+        )
     for number, domain in server_domains(ctx.fabric).items():
         first = server_of[domain[0]]
         for name in domain:
             if server_of[name] != first:
                 host = server_of[name]
-                why = (f"GPU server {number} ({listing(domain)}) is one NVLink domain and "
-                       f"{domain[0]} is on {first}")  # fmt: skip
+                why = (
+                    f"GPU server {number} ({listing(domain)}) is one NVLink domain and "
+                    f"{domain[0]} is on {first}"
+                )
                 i = given[host].index(name)
-                raise bad(join(where, f"{host}.{i}"), name,
-                          f"{name} on {first}, with the rest of its server", why)  # fmt: skip
+                raise bad(
+                    join(where, f"{host}.{i}"),
+                    name,
+                    f"{name} on {first}, with the rest of its server",
+                    why,
+                )
 
 
 def _cluster_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
     if out["local"]:
         if out["servers"]:
-            raise bad(join(path, "local"), out["local"], "0 when cluster.servers are given",
-                      "local: N brings up its own servers (kvfabric cluster local up N); "
-                      "give servers or local, not both")  # fmt: skip
+            raise bad(
+                join(path, "local"),
+                out["local"],
+                "0 when cluster.servers are given",
+                "local: N brings up its own servers (kvfabric cluster local up N); "
+                "give servers or local, not both",
+            )
         if out["placement"] != AUTO:
-            raise bad(join(path, "placement"), out["placement"], "auto with cluster.local",
-                      "a local cluster's addresses are known only once it is up")  # fmt: skip
-        out["servers"] = [{"host": f"local-{i}", "user": "root"}  # placeholders until up
-                          for i in range(1, out["local"] + 1)]  # fmt: skip
+            raise bad(
+                join(path, "placement"),
+                out["placement"],
+                "auto with cluster.local",
+                "a local cluster's addresses are known only once it is up",
+            )
+        out["servers"] = [
+            {"host": f"local-{i}", "user": "root"}  # placeholders until up
+            for i in range(1, out["local"] + 1)
+        ]
         _cluster_post_servers(out, path, ctx)
         out["servers"] = []
         return
     if not out["servers"]:  # local: 0 and no servers: this machine alone (a sweep's point)
         if out["local"] is None or out["placement"] != AUTO:
-            raise missing(join(path, "servers"), "the servers cluster.placement names "
-                          "(or cluster.local: N for a local cluster of N servers)")  # fmt: skip
+            raise missing(
+                join(path, "servers"),
+                "the servers cluster.placement names "
+                "(or cluster.local: N for a local cluster of N servers)",
+            )
         return
     _cluster_post_servers(out, path, ctx)
 
@@ -161,10 +184,13 @@ def _cluster_post_servers(out: dict[str, Any], path: str, ctx: Ctx) -> None:
     assert ctx.fabric is not None
     whole = len(units(ctx.fabric))
     if len(out["servers"]) > whole:
-        raise bad(join(path, "servers"), [s["host"] for s in out["servers"]],
-                  f"at most {whole} servers for placement auto",
-                  f"this {ctx.fabric.kind} fabric has {whole} units placed whole (GPU servers, "
-                  "switches with their single-homed hosts)")  # fmt: skip
+        raise bad(
+            join(path, "servers"),
+            [s["host"] for s in out["servers"]],
+            f"at most {whole} servers for placement auto",
+            f"this {ctx.fabric.kind} fabric has {whole} units placed whole (GPU servers, "
+            "switches with their single-homed hosts)",
+        )
 
 
 CLUSTER = section(

@@ -79,8 +79,9 @@ completes and checks it as you type.
 def keys_markdown() -> str:
     """The key reference: ``KEYS_HEADER`` and one table row per key."""
     rows = ["| key | takes | default | what |", "| --- | --- | --- | --- |"]
-    rows += [f"| `{k.path}` | {_cell(k.takes)} | {_cell(k.default)} | {_cell(k.doc)} |"
-             for k in keys()]  # fmt: skip
+    rows += [
+        f"| `{k.path}` | {_cell(k.takes)} | {_cell(k.default)} | {_cell(k.doc)} |" for k in keys()
+    ]
     return KEYS_HEADER + "\n".join(rows) + "\n"
 
 
@@ -91,8 +92,11 @@ def _cell(text: str) -> str:
 def _walk(schema: dict[str, Any], path: str, out: list[Key]) -> None:
     for branch in schema.get("oneOf", []):  # a kind picks the keys: each kind in turn
         kind = branch["properties"]["kind"]["const"]
-        out.append(Key(f"{path}.kind", f"`{kind}`", "", branch["properties"]["kind"].get(
-            "description", "")))  # fmt: skip
+        out.append(
+            Key(
+                f"{path}.kind", f"`{kind}`", "", branch["properties"]["kind"].get("description", "")
+            )
+        )
         _walk(branch, f"{path}[kind={kind}]", out)
     required = set(schema.get("required", ()))
     for name, prop in schema.get("properties", {}).items():
@@ -114,8 +118,9 @@ def _nested(prop: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
         elif option.get("type") == "array" and isinstance(option.get("items"), dict):
             found += [(inner, ".N" + step) for inner, step in _nested(option["items"])]
         elif isinstance(option.get("additionalProperties"), dict):
-            found += [(inner, ".NAME" + step)
-                      for inner, step in _nested(option["additionalProperties"])]  # fmt: skip
+            found += [
+                (inner, ".NAME" + step) for inner, step in _nested(option["additionalProperties"])
+            ]
     return found
 
 
@@ -134,10 +139,14 @@ def takes(prop: dict[str, Any]) -> str:
     typ = prop.get("type")
     typ = next((t for t in typ if t != "null"), "null") if isinstance(typ, list) else typ
     if typ in ("integer", "number"):
-        bounds = [f"{op} {prop[k]:g}" for k, op in (("exclusiveMinimum", ">"), ("minimum", "≥"),
-                  ("maximum", "≤")) if k in prop]  # fmt: skip
+        bounds = [
+            f"{op} {prop[k]:g}"
+            for k, op in (("exclusiveMinimum", ">"), ("minimum", "≥"), ("maximum", "≤"))
+            if k in prop
+        ]
         return ("an integer" if typ == "integer" else "a number") + (
-            " " + ", ".join(bounds) if bounds else "")  # fmt: skip
+            " " + ", ".join(bounds) if bounds else ""
+        )
     if typ == "array":
         return f"a list, each {takes(prop.get('items', {}))}"
     if typ == "object":
@@ -145,7 +154,8 @@ def takes(prop: dict[str, Any]) -> str:
             return "a section"
         return f"a mapping, each name to {takes(prop.get('additionalProperties', {}))}"
     return {"string": "a string", "boolean": "true or false", "null": "null"}.get(
-        typ or "", "anything")  # fmt: skip
+        typ or "", "anything"
+    )
 
 
 def _default(prop: dict[str, Any]) -> str:

@@ -74,22 +74,31 @@ def _fault_post(out: dict[str, Any], path: str, ctx: Ctx) -> dict[str, Any]:
         _linked(value["link"][0], value["link"][1], join(path, "link_flap.link"), ctx)
         end = out["at_s"] + value["count"] * value["period_ms"] / 1e3
         if end > duration:
-            raise bad(join(path, "link_flap.count"), value["count"],
-                      f"cycles that end by duration_s ({duration:g} s)",
-                      f"{value['count']} cycles of {value['period_ms']:g} ms from "
-                      f"{out['at_s']:g} s end at {end:g} s")  # fmt: skip
+            raise bad(
+                join(path, "link_flap.count"),
+                value["count"],
+                f"cycles that end by duration_s ({duration:g} s)",
+                f"{value['count']} cycles of {value['period_ms']:g} ms from "
+                f"{out['at_s']:g} s end at {end:g} s",
+            )
     elif event == "link_degrade":
         a, b = value["link"]
         _linked(a, b, join(path, "link_degrade.link"), ctx)
         full = ctx.fabric.link_between(a, b).real_gbps
         if value["gbps"] > full:
-            raise bad(join(path, "link_degrade.gbps"), value["gbps"],
-                      f"a rate in (0, {full:g}] Gbit/s ({a}–{b}'s own rate restores it)",
-                      "a port cannot train above its link's speed")  # fmt: skip
+            raise bad(
+                join(path, "link_degrade.gbps"),
+                value["gbps"],
+                f"a rate in (0, {full:g}] Gbit/s ({a}–{b}'s own rate restores it)",
+                "a port cannot train above its link's speed",
+            )
     if out["detect_ms"] and event not in LINK_EVENTS:
-        raise bad(join(path, "detect_ms"), out["detect_ms"],
-                  f"0, or a delay on a link fault ({', '.join(LINK_EVENTS)})",
-                  f"{event} is not detected through a switch port")  # fmt: skip
+        raise bad(
+            join(path, "detect_ms"),
+            out["detect_ms"],
+            f"0, or a delay on a link fault ({', '.join(LINK_EVENTS)})",
+            f"{event} is not detected through a switch port",
+        )
     resolved = {"at_s": out["at_s"], event: value}
     if out["detect_ms"]:  # left out at 0, so a spec without it resolves as before
         resolved["detect_ms"] = out["detect_ms"]
@@ -127,7 +136,7 @@ FAULT = section(
             optional(DEGRADE),
             None,
             "{link, gbps}: the link's rate changes, as a port falling back to a lower speed",
-        ),  # fmt: skip
+        ),
         "controller_down": Field(
             boolean(), False, "true: the controller process is killed (switches keep flows)"
         ),
@@ -139,7 +148,7 @@ FAULT = section(
             number(ge=0),
             0.0,
             "link faults: the controller hears of it this much later (loss-of-signal, BFD), ms",
-        ),  # fmt: skip
+        ),
     },
     _fault_post,
     sparse=True,
@@ -169,8 +178,9 @@ def detect_delays(faults: list[dict[str, Any]], fabric: Fabric) -> dict[tuple[st
     return {port: ms for port, (ms, _) in _port_delays(faults, fabric).items()}
 
 
-def _port_delays(faults: list[dict[str, Any]], fabric: Fabric
-                 ) -> dict[tuple[str, int], tuple[float, int]]:  # fmt: skip
+def _port_delays(
+    faults: list[dict[str, Any]], fabric: Fabric
+) -> dict[tuple[str, int], tuple[float, int]]:
     delays: dict[tuple[str, int], tuple[float, int]] = {}
     for i, f in enumerate(faults):
         ms = f.get("detect_ms") or 0.0
@@ -183,9 +193,12 @@ def _port_delays(faults: list[dict[str, Any]], fabric: Fabric
                     continue
                 seen = delays.setdefault((name, port), (ms, i))
                 if seen[0] != ms:
-                    raise bad(f"faults.{i}.detect_ms", ms,
-                              f"{seen[0]:g}, as faults.{seen[1]} gives for {name} port {port}",
-                              "the controller delays one port's events by one amount")  # fmt: skip
+                    raise bad(
+                        f"faults.{i}.detect_ms",
+                        ms,
+                        f"{seen[0]:g}, as faults.{seen[1]} gives for {name} port {port}",
+                        "the controller delays one port's events by one amount",
+                    )
     return delays
 
 
@@ -201,16 +214,24 @@ def faults_post(faults: list[dict[str, Any]], fabric: Fabric, scale: Scale) -> N
             rate = scale.emulated_bps(f[event]["gbps"])
             if rate < MIN_RATE_BPS:
                 least = MIN_RATE_BPS / scale.bandwidth / 1e9
-                raise bad(f"{where}.gbps", f[event]["gbps"],
-                          f"at least {least:g} Gbit/s at scale {scale.bandwidth:g}",
-                          f"{rate / 1e6:.3f} Mbit/s emulated is below the {MIN_RATE_BPS / 1e6:g}"
-                          " Mbit/s this emulation shapes faithfully")  # fmt: skip
+                raise bad(
+                    f"{where}.gbps",
+                    f[event]["gbps"],
+                    f"at least {least:g} Gbit/s at scale {scale.bandwidth:g}",
+                    f"{rate / 1e6:.3f} Mbit/s emulated is below the {MIN_RATE_BPS / 1e6:g}"
+                    " Mbit/s this emulation shapes faithfully",
+                )
         if event == "controller_down" and down:
-            raise bad(where, True, "a controller_down after the controller came up",
-                      "the controller is already down")  # fmt: skip
+            raise bad(
+                where,
+                True,
+                "a controller_down after the controller came up",
+                "the controller is already down",
+            )
         if event == "controller_up" and not down:
-            raise bad(where, True, "a controller_up after a controller_down",
-                      "the controller is running")  # fmt: skip
+            raise bad(
+                where, True, "a controller_up after a controller_down", "the controller is running"
+            )
         if event in ("controller_down", "controller_up"):
             down = event == "controller_down"
     _port_delays(faults, fabric)

@@ -285,8 +285,11 @@ def _short_names(keys: list[str]) -> dict[str, str]:
 
 def _label_value(value: Any, key: str = "") -> str:
     if key == "faults" and isinstance(value, list):  # a fault timeline: its events in order
-        events = [next((k for k in f if k not in ("at_s", "detect_ms")), "?") for f in value
-                  if isinstance(f, dict)]  # fmt: skip
+        events = [
+            next((k for k in f if k not in ("at_s", "detect_ms")), "?")
+            for f in value
+            if isinstance(f, dict)
+        ]
         return "+".join(events) or "none"
     if isinstance(value, bool):
         return str(value).lower()

@@ -218,8 +218,12 @@ def either(*checks: Check) -> Check:
                 return check(value, path, ctx)
         raise bad(path, value, allowed)
 
-    return Check(fn, allowed, lambda v: any(c.accepts(v) for c in checks),
-                 {"anyOf": [c.json for c in checks]})  # fmt: skip
+    return Check(
+        fn,
+        allowed,
+        lambda v: any(c.accepts(v) for c in checks),
+        {"anyOf": [c.json for c in checks]},
+    )
 
 
 def list_of(
@@ -258,8 +262,11 @@ def mapping(key: Check, value: Check) -> Check:
             raise bad(path, raw, allowed)
         return {key(k, join(path, k), ctx): value(v, join(path, k), ctx) for k, v in raw.items()}
 
-    json = {"type": ["object", "null"], "propertyNames": key.json,
-            "additionalProperties": value.json}  # fmt: skip
+    json = {
+        "type": ["object", "null"],
+        "propertyNames": key.json,
+        "additionalProperties": value.json,
+    }
     return Check(fn, allowed, lambda v: isinstance(v, dict), json)
 
 
@@ -356,8 +363,12 @@ def section_json(fields: dict[str, Field]) -> dict[str, Any]:
             prop["default"] = f.default
         props[key] = prop
     required = [k for k, f in fields.items() if f.default is REQUIRED]
-    return {"type": ["object", "null"], "properties": props, "additionalProperties": False,
-            **({"required": required} if required else {})}  # fmt: skip
+    return {
+        "type": ["object", "null"],
+        "properties": props,
+        "additionalProperties": False,
+        **({"required": required} if required else {}),
+    }
 
 
 def kinds_json(kinds: dict[str, Check]) -> dict[str, Any]:

@@ -109,10 +109,18 @@ def _fabric_json() -> dict[str, Any]:
     for kind, gen in GENERATORS.items():
         props: dict[str, Any] = {"kind": {"const": kind, "description": _first_line(gen)}}
         for name, default in defaults(kind).items():
-            props[name] = _param_json(default) | {"default": default,
-                                                  "description": PARAM_DOCS[name]}  # fmt: skip
-        branches.append({"type": "object", "properties": props, "required": ["kind"],
-                         "additionalProperties": False})  # fmt: skip
+            props[name] = _param_json(default) | {
+                "default": default,
+                "description": PARAM_DOCS[name],
+            }
+        branches.append(
+            {
+                "type": "object",
+                "properties": props,
+                "required": ["kind"],
+                "additionalProperties": False,
+            }
+        )
     return {"oneOf": branches}
 
 
@@ -138,8 +146,11 @@ def _qos_class_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
     if out["rate_share"] is None and out["priority"] is None:
         raise missing(join(path, "rate_share"), "a rate_share in (0, 1] or a priority 0..7")
     if out["rate_share"] is not None and out["priority"] is not None:
-        raise bad(join(path, "priority"), out["priority"],
-                  "no priority next to a rate_share: a class is weighted or strict")  # fmt: skip
+        raise bad(
+            join(path, "priority"),
+            out["priority"],
+            "no priority next to a rate_share: a class is weighted or strict",
+        )
 
 
 QOS_CLASS = section(
@@ -158,7 +169,7 @@ QOS_CLASS = section(
             optional(integer(1, MAX_BUFFER_PKTS)),
             None,
             "this class's queue limit, packets (default: the link's buffer)",
-        ),  # fmt: skip
+        ),
     },
     _qos_class_post,
 )
@@ -212,7 +223,7 @@ CONTROLLER = section(
             False,
             "OpenFlow over TLS only, with a CA made for the run and removed "
             "with it (what switches on other machines use)",
-        ),  # fmt: skip
+        ),
         "tenants": Field(
             mapping(name_text(), list_of(host(), 1, distinct=True)),
             {},
@@ -221,10 +232,10 @@ CONTROLLER = section(
         "spines": Field(
             mapping(
                 name_text(), list_of(node(("spine", "core"), "a spine switch"), 1, distinct=True)
-            ),  # fmt: skip
+            ),
             {},
             "tenant -> the spines its traffic may cross (policy tenant_paths)",
-        ),  # fmt: skip
+        ),
         "qos": Field(
             section(
                 {
@@ -242,7 +253,7 @@ CONTROLLER = section(
                         optional(name_text()),
                         None,
                         "the class of unmarked traffic (default: the last)",
-                    ),  # fmt: skip
+                    ),
                 }
             ),
             {},
@@ -290,7 +301,7 @@ SPEC = section(
         "seed": Field(integer(0), 1, "seed of every random draw (a run's seed: seed + repeat)"),
         "duration_s": Field(
             remember("duration_s", number(gt=0)), doc="how long the traffic runs, s"
-        ),  # fmt: skip
+        ),
         "scale": Field(
             section(
                 {
@@ -298,7 +309,7 @@ SPEC = section(
                         number(gt=0, le=1),
                         DEFAULT_BANDWIDTH_SCALE,
                         "emulated ÷ real rate and bytes (1e-4: 400 Gbit/s runs at 40 Mbit/s)",
-                    ),  # fmt: skip
+                    ),
                     "mtu": Field(
                         integer(DEFAULT_MTU, MAX_MTU),
                         DEFAULT_MTU,
@@ -326,12 +337,12 @@ SPEC = section(
                 {
                     "cc": Field(
                         choice(CONGESTION_CONTROLS), "cubic", "the hosts' TCP congestion control"
-                    ),  # fmt: skip
+                    ),
                     "connection": Field(
                         choice(CONNECTIONS),
                         "persistent",
                         "one TCP connection per host pair, or one per flow",
-                    ),  # fmt: skip
+                    ),
                     "processes": Field(
                         either(choice(["auto", "per_host"]), integer(1)),
                         "auto",
@@ -361,7 +372,7 @@ SPEC = section(
                         "(a killed run keeps them)",
                     ),
                 }
-            ),  # fmt: skip
+            ),
             {},
             "the switch-queue sampler",
         ),
@@ -370,10 +381,10 @@ SPEC = section(
                 {
                     "lateness_p99_ms": Field(
                         number(gt=0), 2.0, "the agents' issue lateness p99 a faithful run keeps"
-                    ),  # fmt: skip
+                    ),
                     "cpu_max_pct": Field(
                         number(gt=0, le=100), 90.0, "machine CPU p95 a faithful run stays under, %"
-                    ),  # fmt: skip
+                    ),
                     "dequeue_rate_tolerance": Field(
                         number(gt=0, le=1),
                         0.05,
@@ -391,7 +402,7 @@ SPEC = section(
                         list_of(capture_point(), distinct=True),
                         [],
                         "hosts or switch ports to tcpdump (gpu0_0, leaf0:3, leaf0:spine1)",
-                    ),  # fmt: skip
+                    ),
                     "snaplen": Field(integer(64, 65535), 65535, "bytes kept of each packet"),
                     "max_mb": Field(
                         number(gt=0, le=10_000), 20.0, "size limit of each capture, MB"
@@ -400,7 +411,7 @@ SPEC = section(
                         optional(list_of(number(ge=0), 2, 2)),
                         None,
                         "[from, to] s of traffic to capture (default: all)",
-                    ),  # fmt: skip
+                    ),
                 }
             ),
             {},
@@ -413,15 +424,15 @@ SPEC = section(
             one_serving(list_of(workload())),
             [],
             "the traffic: each entry's kind picks its parameters",
-        ),  # fmt: skip
+        ),
         "noisy_neighbour": Field(
             list_of(PAIR), [], "tenant pairs whose interference the summary measures"
-        ),  # fmt: skip
+        ),
         "sweep": Field(
             mapping(SWEEP_KEY, list_of(anything(), 1)),
             {},
             "key path -> values: one run per point of the grid",
-        ),  # fmt: skip
+        ),
     },
     _spec_post,
 )

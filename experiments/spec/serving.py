@@ -47,11 +47,18 @@ def _gpu_choice() -> Check:
     """GPU indices of every server of the pool, or a mapping server → its GPU indices."""
     indices = list_of(integer(0), 1, distinct=True)
     per_server = mapping(server(), indices)
-    by_server = {"type": "object", "additionalProperties": indices.json,
-                 "title": "a mapping of server number → GPU indices"}  # fmt: skip
+    by_server = {
+        "type": "object",
+        "additionalProperties": indices.json,
+        "title": "a mapping of server number → GPU indices",
+    }
     json = {"anyOf": [indices.json, by_server]}
-    return Check(either(indices, per_server).fn, f"{indices.allowed}, or {per_server.allowed}",
-                 lambda v: isinstance(v, list | dict), json)  # fmt: skip
+    return Check(
+        either(indices, per_server).fn,
+        f"{indices.allowed}, or {per_server.allowed}",
+        lambda v: isinstance(v, list | dict),
+        json,
+    )
 
 
 def _pool_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
@@ -137,8 +144,9 @@ def _marks_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
     owner = {h: t for t, hosts in tenants.items() for h in hosts}
     roles = ("prefill", "decode") if out["mode"] == "disaggregated" else ("prefill",)
     pools = [(s, out[r]["gpus"]) for r in roles for s in out[r]["servers"]]
-    senders = [(ctx.servers[s][g], list(out["dscp"])) for s, gpus in pools
-               for g in gpu_indices(gpus, s)]  # fmt: skip
+    senders = [
+        (ctx.servers[s][g], list(out["dscp"])) for s, gpus in pools for g in gpu_indices(gpus, s)
+    ]
     if (out.get("kv_tiers") or {}).get("flash") and ctx.fabric is not None:
         senders += [(n.name, ["tier_fetch"]) for n in ctx.fabric.storage_nodes]
     for host, kinds in senders:
@@ -171,16 +179,18 @@ def _check_pools(out: dict[str, Any], path: str, ctx: Ctx) -> None:
         return
     if all(len(g) == len(ctx.servers[s]) for s, g in both.items()):
         raise bad(
-            join(path, "decode.servers"), sorted(both),
+            join(path, "decode.servers"),
+            sorted(both),
             "servers that are not prefill servers, or disjoint gpus of them (instances overlap)",
-        )  # fmt: skip
+        )
     (server_, gpus), *_ = both.items()
     mine = gpu_indices(pre["gpus"], server_)
     raise bad(
-        join(path, "decode.gpus"), gpus,
+        join(path, "decode.gpus"),
+        gpus,
         f"GPUs not in the prefill pool's {list(mine)} of server {server_}",
         f"a GPU in both pools (instances overlap) on server {server_}",
-    )  # fmt: skip
+    )
 
 
 def _check_tp(out: dict[str, Any], path: str, role: str) -> None:
@@ -194,11 +204,12 @@ def _check_tp(out: dict[str, Any], path: str, role: str) -> None:
     if not tp_fits(shares, tp):
         fits = [d for d in range(1, heads + 1) if heads % d == 0 and tp_fits(shares, d)]
         raise bad(
-            where, tp,
+            where,
+            tp,
             f"a tp that divides the GPUs {role}.gpus takes of each server {shares} or spans"
             f" whole servers: {', '.join(map(str, fits))}",
             "an instance would straddle two servers",
-        )  # fmt: skip
+        )
 
 
 def one_serving(workloads: Check) -> Check:
@@ -211,8 +222,12 @@ def one_serving(workloads: Check) -> Check:
         if len(serving) > 1:
             where = join(path, serving[1])
             others = ", ".join(f"workloads.{i}" for i in serving)
-            raise bad(where, "serving", "one serving workload per spec (run a second spec"
-                      " instead)", f"{others} are all serving")  # fmt: skip
+            raise bad(
+                where,
+                "serving",
+                "one serving workload per spec (run a second spec instead)",
+                f"{others} are all serving",
+            )
         return out
 
     return Check(fn, workloads.allowed, workloads.accepts, workloads.json)

@@ -76,6 +76,5 @@ def as_written(spec: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any
     spec.yaml lists them, kind left out: what the run was given (a run of an older
     version wrote fewer keys, some numbers as integers)."""
     fabric = {k: v for k, v in (spec.get("fabric") or {}).items() if k != "kind"}
-    workloads = [{k: v for k, v in w.items() if k != "kind"}
-                 for w in spec.get("workloads") or []]  # fmt: skip
+    workloads = [{k: v for k, v in w.items() if k != "kind"} for w in spec.get("workloads") or []]
     return fabric, workloads

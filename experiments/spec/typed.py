@@ -112,9 +112,11 @@ def _section(cls: type, value: Any, path: str) -> Any:
         value = {f.name: value.get(f.name, f.default) for f in dataclasses.fields(cls)}
     if set(value) != set(names):
         extra, missing = sorted(set(value) - set(names)), sorted(set(names) - set(value))
-        raise ConfigError(f"{path or '(spec)'}: keys do not match {cls.__name__} (unknown: "
-                          f"{extra or 'none'}; missing: {missing or 'none'}): regenerate "
-                          "experiments/spec/config.py (kvfabric spec types)")  # fmt: skip
+        raise ConfigError(
+            f"{path or '(spec)'}: keys do not match {cls.__name__} (unknown: "
+            f"{extra or 'none'}; missing: {missing or 'none'}): regenerate "
+            "experiments/spec/config.py (kvfabric spec types)"
+        )
     hints = _hints(cls)
     return cls(**{k: _build(hints[k], value[k], f"{path}.{k}" if path else k) for k in names})
 

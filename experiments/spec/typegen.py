@@ -86,8 +86,10 @@ class Generator:
         name = NAMES.get(path, guess)
         existing = self.classes.get(name)
         if existing is not None and existing.path != path:
-            raise ValueError(f"two sections would be named {name}: {existing.path} and "
-                             f"{path}: name one in typegen.NAMES")  # fmt: skip
+            raise ValueError(
+                f"two sections would be named {name}: {existing.path} and "
+                f"{path}: name one in typegen.NAMES"
+            )
         return name
 
     def section(self, schema: dict[str, Any], path: str, guess: str, doc: str) -> str:
@@ -97,8 +99,10 @@ class Generator:
             module, cls = EXTERNAL[path]
             names = [f.name for f in dataclasses.fields(cls)]
             if names != list(props):
-                raise ValueError(f"{module}.{cls.__name__} has fields {names}, the schema's "
-                                 f"{path} section has keys {list(props)}")  # fmt: skip
+                raise ValueError(
+                    f"{module}.{cls.__name__} has fields {names}, the schema's "
+                    f"{path} section has keys {list(props)}"
+                )
             self.imports.add(f"from {module} import {cls.__name__}")
             return cls.__name__
         shape = json.dumps(props, sort_keys=True)
@@ -158,8 +162,13 @@ class Generator:
             singular = SINGULAR.get(path.rsplit(".", 1)[-1], guess)
             inner = self.type_of(item, f"{path}[]", singular) if isinstance(item, dict) else "Any"
             return f"tuple[{inner}, ...]"
-        simple = {"integer": "int", "number": "float", "string": "str", "boolean": "bool",
-                  "null": "None"}  # fmt: skip
+        simple = {
+            "integer": "int",
+            "number": "float",
+            "string": "str",
+            "boolean": "bool",
+            "null": "None",
+        }
         if kind in simple:
             return simple[kind]
         return "Any"

@@ -100,8 +100,12 @@ def cluster_up(n: int):
     from topologies.cluster.local import cluster_records
 
     before = {r.prefix for r in cluster_records()}
-    proc = subprocess.run([sys.executable, "-m", "experiments.cli.main", "cluster", "local",
-                           "up", str(n)], capture_output=True, text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.cli.main", "cluster", "local", "up", str(n)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr + proc.stdout
     (rec,) = [r for r in cluster_records() if r.prefix not in before]
     return rec
@@ -129,9 +133,11 @@ def left_on(server, prefix: str) -> list[str]:
     """What of run ``prefix`` a cluster server still has: its bridges, interfaces, TLS
     and agents' folders, Open vSwitch's SSL setting into that folder, and agent workers
     of the run (their spill path names it)."""
-    out = server.run(f"ovs-vsctl list-br; ls /sys/class/net; ls -d /run/kvfabric-tls/{prefix}"
-                     f" /run/kvfabric-agents/{prefix} 2>/dev/null; ovs-vsctl get-ssl; "
-                     f"pgrep -af 'agents.worker.*/{prefix}/' | grep -v pgrep").stdout  # fmt: skip
+    out = server.run(
+        f"ovs-vsctl list-br; ls /sys/class/net; ls -d /run/kvfabric-tls/{prefix}"
+        f" /run/kvfabric-agents/{prefix} 2>/dev/null; ovs-vsctl get-ssl; "
+        f"pgrep -af 'agents.worker.*/{prefix}/' | grep -v pgrep"
+    ).stdout
     return [
         w
         for w in out.split()

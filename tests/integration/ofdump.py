@@ -62,10 +62,26 @@ _FIELDS = {
 }
 _L4 = {6: "tcp", 17: "udp", 132: "sctp"}
 # words in a flow's header that are neither statistics nor match fields
-_FLOW_FLAGS = {"send_flow_rem", "check_overlap", "reset_counts", "no_packet_counts",
-               "no_byte_counts"}  # fmt: skip
-_STATS = {"cookie", "duration", "table", "n_packets", "n_bytes", "idle_timeout",
-          "hard_timeout", "importance", "idle_age", "hard_age", "priority"}  # fmt: skip
+_FLOW_FLAGS = {
+    "send_flow_rem",
+    "check_overlap",
+    "reset_counts",
+    "no_packet_counts",
+    "no_byte_counts",
+}
+_STATS = {
+    "cookie",
+    "duration",
+    "table",
+    "n_packets",
+    "n_bytes",
+    "idle_timeout",
+    "hard_timeout",
+    "importance",
+    "idle_age",
+    "hard_age",
+    "priority",
+}
 
 Item = tuple[str, Any]
 
@@ -107,9 +123,10 @@ class Flow:
         match = ",".join(f"{k}={_show(k, v)}" for k, v in self.match) or "*"
         acts = _show_actions(self.actions)
         extra = "".join(
-            f" {k}={v}" for k, v in (("idle_timeout", self.idle_timeout),
-                                     ("hard_timeout", self.hard_timeout)) if v
-        )  # fmt: skip
+            f" {k}={v}"
+            for k, v in (("idle_timeout", self.idle_timeout), ("hard_timeout", self.hard_timeout))
+            if v
+        )
         flags = f" {'+'.join(self.flags)}" if self.flags else ""
         return (
             f"table={self.table} priority={self.priority} {match} actions={acts}"
@@ -127,9 +144,10 @@ class Bucket:
     def __str__(self) -> str:
         acts = _show_actions(self.actions)
         watch = "".join(
-            f" {k}={v}" for k, v in (("watch_port", self.watch_port),
-                                     ("watch_group", self.watch_group)) if v is not None
-        )  # fmt: skip
+            f" {k}={v}"
+            for k, v in (("watch_port", self.watch_port), ("watch_group", self.watch_group))
+            if v is not None
+        )
         return f"[weight={self.weight}{watch} {acts}]"
 
 

@@ -31,8 +31,16 @@ class AnHourAhead:
 def _incast(tmp_path, offset_ns: int):
     site = WorkerSite(AnHourAhead(), "127.0.0.1", clock_offset_ns=offset_ns)
     schedule = incast("h0", ["h1", "h2", "h3"], 2_000_000, 3)
-    with AgentFleet(LoopbackNet(4), tmp_path, schedule, Scale(1e-2), cc=CC, processes=1,
-                    priority="normal", sites={"h2": site, "h3": site}) as fleet:  # fmt: skip
+    with AgentFleet(
+        LoopbackNet(4),
+        tmp_path,
+        schedule,
+        Scale(1e-2),
+        cc=CC,
+        processes=1,
+        priority="normal",
+        sites={"h2": site, "h3": site},
+    ) as fleet:
         flows = fleet.run(timeout_s=30)
     assert stopped(fleet), "an agent outlived the fleet"
     return fleet, flows

@@ -118,8 +118,9 @@ def test_agents_issue_on_schedule_at_200_flows_per_second(net, tmp_path):
 
 
 def test_a_refused_peer_is_recorded_and_the_run_goes_on(net, tmp_path):
-    sched = concat_schedules([incast("h0", ["h1", "h2"], 10_000_000, 3),
-                              incast("h4", ["h3"], 10_000_000, 2)])  # fmt: skip
+    sched = concat_schedules(
+        [incast("h0", ["h1", "h2"], 10_000_000, 3), incast("h4", ["h3"], 10_000_000, 2)]
+    )
     for connection in ("persistent", "per_flow"):
         with AgentFleet(net, tmp_path / connection, sched, SCALE, connection=connection) as fl:
             fl.stop_agent("h4")
@@ -163,8 +164,10 @@ def test_a_capture_of_a_kv_transfer_dissects_into_the_header_fields(net, tmp_pat
     dev = net.intf("h6", 0)
     dump = net.mn("h6").popen(
         ["tcpdump", "-i", dev, "-U", "-w", str(pcap), "tcp", "dst", "port", "47000"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         # Send only once tcpdump says it listens: a fixed sleep lost the
         # whole transfer on a slow, cold CI machine.
@@ -253,5 +256,6 @@ def test_a_live_driver_sends_each_message_after_the_previous_one_arrived(net, tm
     scheduled = live["t_sched_ns"].to_numpy()
     assert (scheduled[1:] == arrivals[:-1] + 20_000_000).all()
     # never before its instant; how late is the verdict's business (lateness check)
-    assert (live["lateness_ms"] >= 0).all() and live["lateness_ms"].median() < 5.0, (
-        live["lateness_ms"].tolist())  # fmt: skip
+    assert (live["lateness_ms"] >= 0).all() and live["lateness_ms"].median() < 5.0, live[
+        "lateness_ms"
+    ].tolist()

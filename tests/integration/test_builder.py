@@ -55,8 +55,10 @@ def _three_into_h0(net, fabric, client_args: list[str], drain_s: float = 0.0) ->
     """h3, h4 and h5 run ``iperf3 -c 10.0.0.1 client_args`` at once into h0 while the
     queue of leaf0's port to h0 is sampled every 5 ms; returns the samples."""
     egress = net.intf("leaf0", fabric.port("leaf0", "h0"))
-    servers = [net.mn("h0").popen(["iperf3", "-s", "-1", "-p", str(5201 + i)],
-                                  stdout=subprocess.DEVNULL) for i in range(3)]  # fmt: skip
+    servers = [
+        net.mn("h0").popen(["iperf3", "-s", "-1", "-p", str(5201 + i)], stdout=subprocess.DEVNULL)
+        for i in range(3)
+    ]
     samples: list = []
     stop = threading.Event()
     try:
@@ -70,9 +72,13 @@ def _three_into_h0(net, fabric, client_args: list[str], drain_s: float = 0.0) ->
 
             th = threading.Thread(target=sample)
             th.start()
-            clients = [net.mn(src).popen(["iperf3", "-c", "10.0.0.1", "-p", str(5201 + i),
-                                          *client_args], stdout=subprocess.DEVNULL)
-                       for i, src in enumerate(["h3", "h4", "h5"])]  # fmt: skip
+            clients = [
+                net.mn(src).popen(
+                    ["iperf3", "-c", "10.0.0.1", "-p", str(5201 + i), *client_args],
+                    stdout=subprocess.DEVNULL,
+                )
+                for i, src in enumerate(["h3", "h4", "h5"])
+            ]
             for c in clients:
                 c.wait(timeout=30)
             time.sleep(drain_s)
@@ -89,8 +95,14 @@ def _three_into_h0(net, fabric, client_args: list[str], drain_s: float = 0.0) ->
 def _incast_queue(buffer_pkts: int) -> tuple[int, int, int]:
     """3-to-1 incast at 10 Mbit/s; returns (max backlog, drops, samples) at
     the receiver's leaf egress."""
-    fabric = spine_leaf(spines=1, leaves=2, hosts_per_leaf=3, host_gbps=100, uplink_gbps=400,
-                        buffer_pkts=buffer_pkts)  # fmt: skip
+    fabric = spine_leaf(
+        spines=1,
+        leaves=2,
+        hosts_per_leaf=3,
+        host_gbps=100,
+        uplink_gbps=400,
+        buffer_pkts=buffer_pkts,
+    )
     with FabricNetwork(fabric, Scale(), rules=StaticRules()) as net:
         samples = _three_into_h0(net, fabric, ["-t", "3", "-C", "cubic"])
     return max(s.backlog_pkts for s in samples), samples[-1].drops, len(samples)
@@ -155,8 +167,11 @@ def _tx_buffers() -> list[int]:
     """Send-buffer sizes of ovs-vswitchd's transmit sockets (``ss -0 -m``)."""
     out = subprocess.run(["ss", "-0", "-m", "-p"], capture_output=True, text=True).stdout
     text = out.replace("\n\t", " ")  # ss may wrap skmem onto a second line
-    return [int(line.split(",tb")[1].split(",")[0]) for line in text.splitlines()
-            if "ovs-vswitchd" in line and "[0]:*" in line and ",tb" in line]  # fmt: skip
+    return [
+        int(line.split(",tb")[1].split(",")[0])
+        for line in text.splitlines()
+        if "ovs-vswitchd" in line and "[0]:*" in line and ",tb" in line
+    ]
 
 
 def test_a_deep_queue_fills_to_its_depth_and_loss_is_counted():
@@ -168,21 +183,32 @@ def test_a_deep_queue_fills_to_its_depth_and_loss_is_counted():
     and OVS's buffer is back to its size after the fabric."""
     from experiments.measurement import tcpcount
 
-    fabric = spine_leaf(spines=1, leaves=2, hosts_per_leaf=3, host_gbps=100, uplink_gbps=400,
-                        buffer_pkts=256)  # fmt: skip
+    fabric = spine_leaf(
+        spines=1, leaves=2, hosts_per_leaf=3, host_gbps=100, uplink_gbps=400, buffer_pkts=256
+    )
     with FabricNetwork(fabric, Scale(), rules=StaticRules()) as net:
         if net.datapath != "user":
             pytest.skip("the transmit buffer matters on the userspace datapath only")
         assert net.tx_buffer is not None and net.tx_buffer["now"] >= 256 * 4096
         hosts = [h.name for h in fabric.hosts]
-        intfs = {net.intf(sw.name, lk.port_of(sw.name)) for sw in fabric.switches
-                 for lk in fabric.links_of(sw.name)}  # fmt: skip
-        before = {"hosts": tcpcount.host_counters(net, hosts),
-                  "switches": tcpcount.switch_counters(intfs)}  # fmt: skip
+        intfs = {
+            net.intf(sw.name, lk.port_of(sw.name))
+            for sw in fabric.switches
+            for lk in fabric.links_of(sw.name)
+        }
+        before = {
+            "hosts": tcpcount.host_counters(net, hosts),
+            "switches": tcpcount.switch_counters(intfs),
+        }
         udp = ["-u", "-b", "15M", "-l", "1400", "-t", "3"]
         peak = max(x.backlog_pkts for x in _three_into_h0(net, fabric, udp, drain_s=0.5))
-        got = tcpcount.ledger(before, {"hosts": tcpcount.host_counters(net, hosts),
-                                       "switches": tcpcount.switch_counters(intfs)})  # fmt: skip
+        got = tcpcount.ledger(
+            before,
+            {
+                "hosts": tcpcount.host_counters(net, hosts),
+                "switches": tcpcount.switch_counters(intfs),
+            },
+        )
         during = net.tx_buffer
     h, sw = got["hosts"], got["switch_ports"]
     sent, delivered = h.get("Udp.OutDatagrams", 0), h.get("Udp.InDatagrams", 0)

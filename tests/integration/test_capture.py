@@ -25,9 +25,22 @@ DECODE_HOST = "gpu2_0"  # serving-basic: decode instances on servers 2 and 3
 def test_a_serving_capture_decodes_to_the_messages_the_flows_table_lists(tmp_path):
     tshark = shutil.which("tshark")
     assert tshark, "tshark is installed by make setup"
-    args = ["run", str(find_bundled("serving-basic")), "--out", str(tmp_path), "--quiet",
-            "--set", "duration_s=6", "--set", "workloads.0.arrivals.limit=6", "--force",
-            "--capture", DECODE_HOST, "--capture", "rail0:spine0"]  # fmt: skip
+    args = [
+        "run",
+        str(find_bundled("serving-basic")),
+        "--out",
+        str(tmp_path),
+        "--quiet",
+        "--set",
+        "duration_s=6",
+        "--set",
+        "workloads.0.arrivals.limit=6",
+        "--force",
+        "--capture",
+        DECODE_HOST,
+        "--capture",
+        "rail0:spine0",
+    ]
     assert main(args) == 0
     (run,) = [p.parent for p in tmp_path.glob("*/*/summary.json")]
     events = json.loads((run / "events.json").read_text())
@@ -36,10 +49,26 @@ def test_a_serving_capture_decodes_to_the_messages_the_flows_table_lists(tmp_pat
     assert all(not c["error"] and c["bytes"] > 0 for c in caps.values()), caps
     assert f"captures/{DECODE_HOST}.pcap" in (run / "report.md").read_text()
     pcap = run / "captures" / f"{DECODE_HOST}.pcap"
-    out = subprocess.run([tshark, "-X", f"lua_script:{PLUGIN}", "-r", str(pcap),
-                          "-Y", "kvfabric", "-T", "fields", "-e", "kvfabric.flow_id",
-                          "-e", "kvfabric.length"],
-                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        [
+            tshark,
+            "-X",
+            f"lua_script:{PLUGIN}",
+            "-r",
+            str(pcap),
+            "-Y",
+            "kvfabric",
+            "-T",
+            "fields",
+            "-e",
+            "kvfabric.flow_id",
+            "-e",
+            "kvfabric.length",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     seen = {}
     for line in out.splitlines():
         ids, lengths = line.split("\t")

@@ -40,9 +40,13 @@ INTERRUPTIONS = 20
 
 
 def _kvfabric(*args: str, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "experiments.cli.main", *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            **kw)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "experiments.cli.main", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
 
 
 def _descendants(pid: int) -> list[psutil.Process]:
@@ -94,12 +98,19 @@ def test_twenty_interruptions_leave_nothing_behind(tmp_path):
             _, err = proc.communicate()
             pytest.fail(f"{what}: the runner did not exit")
         if sig == signal.SIGKILL:
-            clean = subprocess.run([sys.executable, "-m", "experiments.cli.main", "clean"],
-                                   capture_output=True, text=True, timeout=120)  # fmt: skip
+            clean = subprocess.run(
+                [sys.executable, "-m", "experiments.cli.main", "clean"],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             assert clean.returncode == 0, f"{what}: clean failed: {clean.stderr}"
         elif proc.returncode == -sig:  # importing (1-4 s here) or finalizing: no handler
-            unfinished = [p for p in out.glob("chaos/*/summary.json")
-                          if "ended" not in json.loads(p.read_text())]  # fmt: skip
+            unfinished = [
+                p
+                for p in out.glob("chaos/*/summary.json")
+                if "ended" not in json.loads(p.read_text())
+            ]
             assert not unfinished, f"{what}: died of the signal in the middle of a run"
         else:
             assert proc.returncode in (0, 1), f"{what}: exit {proc.returncode}: {err}"

@@ -34,13 +34,15 @@ def cluster_fabric(rec, fabric, tmp: Path, **kw) -> Iterator[tuple[ClusterNetwor
     placement = place(fabric, [MachineShare(str(s)) for s in servers])
     with (
         RunPKI(addresses=(plan.coordinator_address,), parent=tmp) as tls,
-        ControllerProcess(fabric, "ecmp", tmp / "ctl", tls=tls,
-                          listen_host=plan.coordinator_address) as proc,
-    ):  # fmt: skip
+        ControllerProcess(
+            fabric, "ecmp", tmp / "ctl", tls=tls, listen_host=plan.coordinator_address
+        ) as proc,
+    ):
         files = tuple(str(tls.path(n)) for n in ("switch.key", "switch.pem", "ca.pem"))
         ctl = Controller(host=plan.coordinator_address, port=proc.port, tls=files)
-        with ClusterNetwork(fabric, Scale(), servers=servers, machine_of=placement.machine_of,
-                            controller=ctl, **kw) as net:  # fmt: skip
+        with ClusterNetwork(
+            fabric, Scale(), servers=servers, machine_of=placement.machine_of, controller=ctl, **kw
+        ) as net:
             proc.wait_ready(timeout_s=60)
             yield net, {"placement": placement, "servers": servers, "controller": proc}
 
@@ -108,9 +110,13 @@ def test_a_build_failing_half_way_leaves_nothing_on_either_server(
 
 def test_ctrl_c_during_use_leaves_nothing_on_either_server(local_cluster, tmp_path):
     fabric = spine_leaf(spines=2, leaves=2, hosts_per_leaf=2)
-    with pytest.raises(KeyboardInterrupt), cluster_fabric(local_cluster, fabric, tmp_path) as (
-        net, info,
-    ):  # fmt: skip
+    with (
+        pytest.raises(KeyboardInterrupt),
+        cluster_fabric(local_cluster, fabric, tmp_path) as (
+            net,
+            info,
+        ),
+    ):
         prefix, servers = net.prefix, info["servers"]
         raise KeyboardInterrupt
     assert all(left_on(s, prefix) == [] for s in servers)

@@ -82,8 +82,10 @@ def test_a_serving_run_crosses_the_servers_and_a_failed_cut_link_is_rerouted(
     (planned,) = expand(load_spec(spec, [f"cluster.servers={json.dumps(arg.split(','))}"]))
     cluster = run_cluster(planned.config, planned.fabric())
     spine_cut = next(lk for lk in cluster.placement.cut if "spine" in lk.a + lk.b)
-    faults = (f"    faults:\n      - {{at_s: 3.0, link_down: [{spine_cut.a}, {spine_cut.b}]}}\n"
-              f"      - {{at_s: 6.0, link_up: [{spine_cut.a}, {spine_cut.b}]}}\n")  # fmt: skip
+    faults = (
+        f"    faults:\n      - {{at_s: 3.0, link_down: [{spine_cut.a}, {spine_cut.b}]}}\n"
+        f"      - {{at_s: 6.0, link_up: [{spine_cut.a}, {spine_cut.b}]}}\n"
+    )
     spec.write_text(textwrap.dedent(SERVING) + textwrap.dedent(faults))
     run, events, summary = _run(tmp_path, spec, arg)
     assert not summary.get("partial") and not summary.get("error"), summary.get("error")
@@ -191,9 +193,22 @@ def test_a_coordinator_killed_with_sigkill_keeps_every_servers_sampled_rows(
     plan = local_cluster.plan()
     spec = _write(tmp_path, SERVING.replace("duration_s: 10", "duration_s: 14"))
     out = tmp_path / "results"
-    proc = subprocess.Popen([sys.executable, "-m", "experiments.cli.main", "run", str(spec),
-                             "--cluster", plan.cluster_arg(), "--out", str(out), "--quiet"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "experiments.cli.main",
+            "run",
+            str(spec),
+            "--cluster",
+            plan.cluster_arg(),
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 120
         while len(list(out.glob("*/*/partial/queues/*-s*.parquet"))) < 4:  # both servers'
@@ -216,8 +231,12 @@ def test_a_coordinator_killed_with_sigkill_keeps_every_servers_sampled_rows(
         last = queues.loc[queues["server"] == server, "t_ns"].max()
         assert (killed_ns - last) / 1e9 < 4.0, server  # pulled every flush_s until the kill
     prefix = json.loads((run_dir / "summary.json").read_text()).get("run_prefix")
-    clean = subprocess.run([sys.executable, "-m", "experiments.cli.main", "clean"],
-                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    clean = subprocess.run(
+        [sys.executable, "-m", "experiments.cli.main", "clean"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert clean.returncode == 0, clean.stderr[-2000:]
     if prefix:
         assert all(left_on(Server(s.address), prefix) == [] for s in plan.servers)

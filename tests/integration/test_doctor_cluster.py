@@ -38,9 +38,13 @@ def cluster(local_cluster):
 
 
 def _doctor(arg: str) -> tuple[int, dict]:
-    proc = subprocess.run([sys.executable, "-m", "experiments.cli.main", "doctor",
-                           "--cluster", arg, "--json"], cwd=REPO, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.cli.main", "doctor", "--cluster", arg, "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return proc.returncode, json.loads(proc.stdout)
 
 
@@ -55,8 +59,10 @@ def test_two_servers_pass_every_check_and_share_this_machines_clock(cluster):
         if row["check"].startswith("clock "):
             m = row["measured"]
             us = {k: m[k] / 1e3 for k in ("offset_ns", "uncertainty_ns", "rtt_ns")}
-            print(f"{row['server']} {row['check']}: offset {us['offset_ns']:+.1f} us "
-                  f"± {us['uncertainty_ns']:.1f} us (rtt {us['rtt_ns']:.1f} us)")  # fmt: skip
+            print(
+                f"{row['server']} {row['check']}: offset {us['offset_ns']:+.1f} us "
+                f"± {us['uncertainty_ns']:.1f} us (rtt {us['rtt_ns']:.1f} us)"
+            )
             assert abs(m["offset_ns"]) <= m["uncertainty_ns"] + 1_000_000, row
             assert m["samples"] == 16
         if row["check"] == "underlay mtu":

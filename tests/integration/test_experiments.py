@@ -41,9 +41,15 @@ def metric(info: dict[str, Any], key: str, stat: str = "p50") -> float:
 
 
 def test_incast_goodput_collapses_with_many_senders_and_a_shallow_buffer(tmp_path):
-    runs = run(tmp_path, "incast-collapse", "duration_s=5", "workloads.0.rounds=6",
-               "fabric.hosts_per_leaf=5", "sweep.fabric.buffer_pkts=[16]",
-               "sweep.workloads.0.senders=[2, 8]")  # fmt: skip
+    runs = run(
+        tmp_path,
+        "incast-collapse",
+        "duration_s=5",
+        "workloads.0.rounds=6",
+        "fabric.hosts_per_leaf=5",
+        "sweep.fabric.buffer_pkts=[16]",
+        "sweep.workloads.0.senders=[2, 8]",
+    )
     goodput = {
         k: v["summary"]["metrics"]["incast"]["goodput_mbps"]["mean"] for k, v in runs.items()
     }
@@ -51,26 +57,35 @@ def test_incast_goodput_collapses_with_many_senders_and_a_shallow_buffer(tmp_pat
 
 
 def test_layer_pipelined_kv_transfer_gives_a_lower_ttft_for_long_prompts(tmp_path):
-    runs = run(tmp_path, "kv-pipelining", "duration_s=3",
-               "workloads.0.arrivals.synthetic.n=2",
-               "sweep.workloads.0.arrivals.synthetic.input_tokens=[16000]")  # fmt: skip
+    runs = run(
+        tmp_path,
+        "kv-pipelining",
+        "duration_s=3",
+        "workloads.0.arrivals.synthetic.n=2",
+        "sweep.workloads.0.arrivals.synthetic.input_tokens=[16000]",
+    )
     mono = metric(runs["input_tokens=16000,transfer=monolithic"], "ttft_ms")
     piped = metric(runs["input_tokens=16000,transfer=layer_pipelined"], "ttft_ms")
     assert piped < mono, (piped, mono)
 
 
 def test_topology_aware_placement_shortens_kv_transfers(tmp_path):
-    runs = run(tmp_path, "topology-aware-placement", "duration_s=4",
-               "workloads.0.arrivals.synthetic.n=30")  # fmt: skip
+    runs = run(
+        tmp_path, "topology-aware-placement", "duration_s=4", "workloads.0.arrivals.synthetic.n=30"
+    )
     blind = metric(runs["router=least_loaded"], "kv_transfer_ms")
     aware = metric(runs["router=topology_aware"], "kv_transfer_ms")
     assert aware < blind, (aware, blind)
 
 
 def test_cache_affinity_moves_fewer_prefix_bytes_over_the_fabric(tmp_path):
-    runs = run(tmp_path, "cache-affinity-vs-load", "duration_s=3",
-               "workloads.0.arrivals.synthetic.n=50",
-               "sweep.workloads.0.router_weight=[0, 16]")  # fmt: skip
+    runs = run(
+        tmp_path,
+        "cache-affinity-vs-load",
+        "duration_s=3",
+        "workloads.0.arrivals.synthetic.n=50",
+        "sweep.workloads.0.router_weight=[0, 16]",
+    )
 
     def fetched(info: dict[str, Any]) -> int:
         flows = pd.read_parquet(info["dir"] / "flows.parquet")
@@ -87,9 +102,14 @@ def noisy(tmp_path_factory):
     # shortest_path: A's all-reduce and B's all-to-all certainly share the one spine path
     # (under ecmp whether they share a queue is up to the hash, so the damage without
     # isolation varies from run to run: see the handout)
-    runs = run(tmp, "noisy-neighbour", "duration_s=4", "workloads.1.steps=15",
-               "workloads.0.arrivals.synthetic.n=6",
-               "sweep.controller.policy=[shortest_path]")  # fmt: skip
+    runs = run(
+        tmp,
+        "noisy-neighbour",
+        "duration_s=4",
+        "workloads.1.steps=15",
+        "workloads.0.arrivals.synthetic.n=6",
+        "sweep.controller.policy=[shortest_path]",
+    )
     return runs["policy=shortest_path,tenant_class={}"], runs[
         'policy=shortest_path,tenant_class={"a":"gold","b":"bronze"}'
     ]
@@ -106,9 +126,13 @@ def test_qos_lowers_tenant_a_median_itl_under_the_all_to_all(noisy):
 
 
 def test_adaptive_routing_finishes_elephants_faster_than_a_single_path(tmp_path):
-    runs = run(tmp_path, "ecmp-collisions", "duration_s=3",
-               "workloads.0.tokens=[16000, 16000, 16000, 16000, 16000, 16000, 16000, 16000]",
-               "sweep.controller.policy=[shortest_path, adaptive]")  # fmt: skip
+    runs = run(
+        tmp_path,
+        "ecmp-collisions",
+        "duration_s=3",
+        "workloads.0.tokens=[16000, 16000, 16000, 16000, 16000, 16000, 16000, 16000]",
+        "sweep.controller.policy=[shortest_path, adaptive]",
+    )
 
     def fct(info: dict[str, Any]) -> float:
         return info["summary"]["metrics"]["fct_ms_by_kind"]["kv_transfer"]["p50"]
@@ -117,15 +141,25 @@ def test_adaptive_routing_finishes_elephants_faster_than_a_single_path(tmp_path)
 
 
 def test_a_slower_spine_raises_ttft(tmp_path):
-    runs = run(tmp_path, "bandwidth-sweep", "duration_s=5",
-               "workloads.0.arrivals.limit=20", "sweep.fabric.spine_gbps=[10, 400]")  # fmt: skip
+    runs = run(
+        tmp_path,
+        "bandwidth-sweep",
+        "duration_s=5",
+        "workloads.0.arrivals.limit=20",
+        "sweep.fabric.spine_gbps=[10, 400]",
+    )
     assert metric(runs["spine_gbps=10"], "ttft_ms") > metric(runs["spine_gbps=400"], "ttft_ms")
 
 
 def test_traffic_recovers_after_a_spine_link_fails(tmp_path):
-    runs = run(tmp_path, "link-failure", "duration_s=5", "sweep={}",
-               "faults=[{at_s: 1.5, link_down: [rail1, spine0]}]",
-               "workloads.0.arrivals.synthetic.duration_s=4.5")  # fmt: skip
+    runs = run(
+        tmp_path,
+        "link-failure",
+        "duration_s=5",
+        "sweep={}",
+        "faults=[{at_s: 1.5, link_down: [rail1, spine0]}]",
+        "workloads.0.arrivals.synthetic.duration_s=4.5",
+    )
     info = runs["base"]
     events = json.loads((info["dir"] / "events.json").read_text())
     assert any(e["event"] == "reroute" for e in events["controller"])
@@ -137,20 +171,32 @@ def test_traffic_recovers_after_a_spine_link_fails(tmp_path):
 
 
 def test_colocated_serving_moves_no_kv_and_stalls_decode(tmp_path):
-    runs = run(tmp_path, "colocated-vs-disaggregated", "duration_s=4",
-               "workloads.0.arrivals.synthetic.n=30")  # fmt: skip
+    runs = run(
+        tmp_path,
+        "colocated-vs-disaggregated",
+        "duration_s=4",
+        "workloads.0.arrivals.synthetic.n=30",
+    )
     dis, col = runs["mode=disaggregated"], runs["mode=colocated"]
-    kinds = col["summary"]["metrics"]["flows"]["by_kind"] if "flows" in col["summary"][
-        "metrics"] else {}  # fmt: skip
+    kinds = (
+        col["summary"]["metrics"]["flows"]["by_kind"]
+        if "flows" in col["summary"]["metrics"]
+        else {}
+    )
     assert "kv_transfer" not in kinds and "kv_layer" not in kinds
     assert "kv_transfer" in dis["summary"]["metrics"]["flows"]["by_kind"]
     assert metric(col, "itl_ms", "p99") > metric(dis, "itl_ms", "p99")
 
 
 def test_hbm_pressure_recomputes_without_a_tier_and_offloads_over_the_fabric_with_flash(tmp_path):
-    runs = run(tmp_path, "kv-tiering", "duration_s=6", "workloads.0.arrivals.synthetic.n=10",
-               "sweep.workloads.0.kv_tiers=[{hbm_gb: 0.6},"
-               " {hbm_gb: 0.6, flash: {capacity_gb: 4000, latency_us: 100}}]")  # fmt: skip
+    runs = run(
+        tmp_path,
+        "kv-tiering",
+        "duration_s=6",
+        "workloads.0.arrivals.synthetic.n=10",
+        "sweep.workloads.0.kv_tiers=[{hbm_gb: 0.6},"
+        " {hbm_gb: 0.6, flash: {capacity_gb: 4000, latency_us: 100}}]",
+    )
     tiers = {
         "flash" if "flash" in label else "hbm": info["summary"]["metrics"]["serving"]["kv_tiers"]
         for label, info in runs.items()

@@ -163,9 +163,20 @@ def test_a_runner_killed_with_sigkill_keeps_its_tables_up_to_the_last_save(tmp_p
     spec = tmp_path / "killed.yaml"
     spec.write_text(textwrap.dedent(KILLED))
     out = tmp_path / "results"
-    proc = subprocess.Popen([sys.executable, "-m", "experiments.cli.main", "run", str(spec),
-                             "--out", str(out), "--quiet"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "experiments.cli.main",
+            "run",
+            str(spec),
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 120
         while not list(out.glob("faults/*/partial/clock.json")):
@@ -190,12 +201,19 @@ def test_a_runner_killed_with_sigkill_keeps_its_tables_up_to_the_last_save(tmp_p
     assert (flows["t_end_ns"].max() - t0) / 1e9 > 3.0
     assert flows["flow_id"].is_unique and flows["fct_ms"].notna().all()
     assert len(run.requests) >= 8  # 4 per second for the seconds before the kill
-    clean = subprocess.run([sys.executable, "-m", "experiments.cli.main", "clean"],
-                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    clean = subprocess.run(
+        [sys.executable, "-m", "experiments.cli.main", "clean"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert clean.returncode == 0, clean.stderr[-2000:]
-    report = subprocess.run([sys.executable, "-m", "experiments.cli.main", "report",
-                             str(run_dir)], capture_output=True, text=True,
-                            timeout=120)  # fmt: skip
+    report = subprocess.run(
+        [sys.executable, "-m", "experiments.cli.main", "report", str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert report.returncode == 0, report.stderr[-2000:]
     text = (run_dir / "report.md").read_text()
     assert "never finished" in text and "were not computed" in text

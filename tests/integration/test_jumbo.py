@@ -19,8 +19,9 @@ pytestmark = pytest.mark.root
 
 def _ping_df(net, src: str, dst: str, payload: int) -> bool:
     """One ping of ``payload`` bytes that must not be fragmented."""
-    out = net.mn(src).pexec("ping", "-c", "1", "-W", "2", "-M", "do", "-s", str(payload),
-                            net.fabric.node(dst).ip)  # fmt: skip
+    out = net.mn(src).pexec(
+        "ping", "-c", "1", "-W", "2", "-M", "do", "-s", str(payload), net.fabric.node(dst).ip
+    )
     return out[2] == 0
 
 

@@ -40,7 +40,7 @@ def _leftovers(prefix: str) -> dict[str, list]:
         "interfaces": [n for n in links if n.startswith(prefix)],
         "processes": [
             p for ns, pids in _uts_namespaces().items() if ns not in BEFORE for p in pids
-        ],  # fmt: skip
+        ],
         "files": [str(CLUSTERS_DIR / prefix)] if (CLUSTERS_DIR / prefix).exists() else [],
     }
 
@@ -48,8 +48,12 @@ def _leftovers(prefix: str) -> dict[str, list]:
 def _ssh(rec, index: int, command: str) -> subprocess.CompletedProcess[str]:
     plan = rec.plan()
     address = plan.servers[index].address
-    return subprocess.run(["ssh", "-F", str(plan.ssh_config), f"root@{address}", command],
-                          capture_output=True, text=True, timeout=30)  # fmt: skip
+    return subprocess.run(
+        ["ssh", "-F", str(plan.ssh_config), f"root@{address}", command],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
 
 
 def test_two_servers_each_with_its_own_sshd_and_open_vswitch_and_nothing_after_down(
@@ -59,8 +63,12 @@ def test_two_servers_each_with_its_own_sshd_and_open_vswitch_and_nothing_after_d
     try:
         names = [_ssh(rec, i, "hostname").stdout.strip() for i in (0, 1)]
         assert names == [f"{rec.prefix}-s1", f"{rec.prefix}-s2"]
-        made = _ssh(rec, 0, "ovs-vsctl add-br kvtest -- set bridge kvtest datapath_type=netdev"
-                             " && ovs-vsctl list-br")  # fmt: skip
+        made = _ssh(
+            rec,
+            0,
+            "ovs-vsctl add-br kvtest -- set bridge kvtest datapath_type=netdev"
+            " && ovs-vsctl list-br",
+        )
         assert made.stdout.split() == ["kvtest"], made.stderr
         assert _ssh(rec, 1, "ovs-vsctl list-br").stdout.split() == []  # its own database
         main_bridges = subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True)
@@ -69,10 +77,19 @@ def test_two_servers_each_with_its_own_sshd_and_open_vswitch_and_nothing_after_d
         ping = _ssh(rec, 0, f"ping -c 2 -W 1 {other}")
         assert ping.returncode == 0, ping.stdout  # the servers share the cluster's LAN
         # the cluster's key only: without it, the server refuses
-        no_key = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
-                  "-o", "UserKnownHostsFile=/dev/null", "-i", "/dev/null"]  # fmt: skip
-        refused = subprocess.run(["ssh", *no_key, f"root@{other}", "true"],
-                                 capture_output=True, timeout=30)  # fmt: skip
+        no_key = [
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-i",
+            "/dev/null",
+        ]
+        refused = subprocess.run(
+            ["ssh", *no_key, f"root@{other}", "true"], capture_output=True, timeout=30
+        )
         assert refused.returncode != 0
     finally:
         down(rec)
@@ -81,8 +98,11 @@ def test_two_servers_each_with_its_own_sshd_and_open_vswitch_and_nothing_after_d
 
 def test_a_killed_up_leaves_what_clean_removes_entirely(no_local_cluster):
     before = {r.prefix for r in cluster_records()}
-    proc = subprocess.Popen([sys.executable, "-m", "experiments.cli.main", "cluster", "local",
-                             "up", "3"], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "experiments.cli.main", "cluster", "local", "up", "3"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     line = proc.stdout.readline()  # "starting server 1/3 ..."
     assert "starting server 1/3" in line, line
     time.sleep(1.0)  # the first server's sshd and Open vSwitch are starting
@@ -90,8 +110,12 @@ def test_a_killed_up_leaves_what_clean_removes_entirely(no_local_cluster):
     proc.wait()
     (prefix,) = {r.prefix for r in cluster_records()} - before
     assert any(_leftovers(prefix).values())  # a killed up leaves something behind
-    out = subprocess.run([sys.executable, "-m", "experiments.cli.main", "clean"],
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "experiments.cli.main", "clean"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert f"{prefix}-" in out.stdout  # it names what it removed of that cluster
     assert _leftovers(prefix) == {"netns": [], "interfaces": [], "processes": [], "files": []}

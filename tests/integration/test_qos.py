@@ -29,8 +29,10 @@ TENANTS = {"a": ["h0"], "b": ["h1"]}
 
 def _two_flows(net, seconds: float = 4.0) -> dict[str, float]:
     """h0 and h1 each send to h3 at once; goodput per sender in Mbit/s."""
-    servers = [net.mn("h3").popen(["iperf3", "-s", "-1", "-p", str(p)],
-                                  stdout=subprocess.DEVNULL) for p in (5301, 5302)]  # fmt: skip
+    servers = [
+        net.mn("h3").popen(["iperf3", "-s", "-1", "-p", str(p)], stdout=subprocess.DEVNULL)
+        for p in (5301, 5302)
+    ]
     try:
         time.sleep(0.3)
         clients = {
@@ -48,7 +50,7 @@ def _two_flows(net, seconds: float = 4.0) -> dict[str, float]:
                     "cubic",
                 ],
                 stdout=subprocess.PIPE,
-            )  # fmt: skip
+            )
             for src, port in (("h0", 5301), ("h1", 5302))
         }
         out = {}
@@ -106,8 +108,9 @@ def test_the_leaf_rewrites_host_marking():
         # h1 (bronze) marks its packets EF (dscp 46, tos 0xb8)
         net.mn("h1").cmd("ping -c 5 -i 0.05 -Q 0xb8 10.0.0.4")
         egress = net.intf("leaf1", fabric.port("leaf1", "h3"))
-        stats = subprocess.run(["tc", "-s", "class", "show", "dev", egress],
-                               capture_output=True, text=True).stdout  # fmt: skip
+        stats = subprocess.run(
+            ["tc", "-s", "class", "show", "dev", egress], capture_output=True, text=True
+        ).stdout
     ids = class_plan(QOS["classes"]).ids()
     gold, bronze = ids["gold"][0], ids["bronze"][0]
     sent = _class_packets(stats)

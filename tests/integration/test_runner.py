@@ -22,8 +22,7 @@ from topologies.cleanup import bridges, interfaces
 
 pytestmark = pytest.mark.root
 
-CONTRACT = ["spec.yaml", "env.json", "flows.parquet", "queues.parquet", "summary.json",
-            "report.md"]  # fmt: skip
+CONTRACT = ["spec.yaml", "env.json", "flows.parquet", "queues.parquet", "summary.json", "report.md"]
 CHECKS = {"cpu", "dequeue_rate", "lateness", "sampler_rate", "offered_load", "unmodelled_loss"}
 
 
@@ -32,9 +31,19 @@ def run_dirs(root: Path) -> list[Path]:
 
 
 def test_the_incast_spec_writes_the_results_contract_and_goodput_per_sender_count(tmp_path):
-    args = ["run", str(find_bundled("incast-basic")), "--out", str(tmp_path), "--quiet",
-            "--set", "duration_s=8", "--set", "workloads.0.rounds=2",
-            "--set", "sweep.workloads.0.senders=[1, 3]"]  # fmt: skip
+    args = [
+        "run",
+        str(find_bundled("incast-basic")),
+        "--out",
+        str(tmp_path),
+        "--quiet",
+        "--set",
+        "duration_s=8",
+        "--set",
+        "workloads.0.rounds=2",
+        "--set",
+        "sweep.workloads.0.senders=[1, 3]",
+    ]
     assert main(args) == 0
     runs = run_dirs(tmp_path)
     assert len(runs) == 2
@@ -78,8 +87,12 @@ LONG = textwrap.dedent(
 
 
 def _kvfabric(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "experiments.cli.main", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "experiments.cli.main", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for(predicate, timeout_s: float, what: str) -> None:
@@ -98,9 +111,20 @@ def test_sigint_leaves_partial_results_nothing_behind_and_a_second_run_is_refuse
         _wait_for(lambda: list(out.glob("long-probe/*/env.json")), 90, "the fabric to be up")
         time.sleep(2.0)  # traffic is flowing
         second = subprocess.run(
-            [sys.executable, "-m", "experiments.cli.main", "run", str(spec), "--out",
-             str(tmp_path / "second"), "--quiet"], capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "experiments.cli.main",
+                "run",
+                str(spec),
+                "--out",
+                str(tmp_path / "second"),
+                "--quiet",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert second.returncode == 1, second.stderr
         assert "another kvfabric run is in progress" in second.stderr.replace("\n", " ")
         assert not list((tmp_path / "second").glob("*/*"))  # it started nothing
@@ -166,8 +190,11 @@ def test_kvfabric_cli_brings_the_fabric_up_for_mininets_cli_and_removes_it(tmp_p
     spec.write_text(FAULT)
     out = subprocess.run(
         [sys.executable, "-m", "experiments.cli.main", "cli", str(spec)],
-        input="pingall\nexit\n", capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        input="pingall\nexit\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     text = out.stdout + out.stderr
     assert "policy shortest_path" in text

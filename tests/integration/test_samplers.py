@@ -84,17 +84,27 @@ def test_a_saturated_egress_stands_at_its_buffer_and_drains_at_its_rate(net):
     q, lk, c = queues.table(), links.table(), cpu.table()
     log.info(
         "queues %.1f Hz (%.3f ms CPU per dump, %d ports), links %.1f Hz, cpu %.1f Hz; goodput %s",
-        queues.achieved_hz, queues.cpu_ms_per_sample, len(ports),
-        links.achieved_hz, cpu.achieved_hz, goodput,
-    )  # fmt: skip
+        queues.achieved_hz,
+        queues.cpu_ms_per_sample,
+        len(ports),
+        links.achieved_hz,
+        cpu.achieved_hz,
+        goodput,
+    )
 
     # every sampler kept its rate, and its table has the promised shape
     for s in (queues, links, cpu):
         assert s.achieved_hz >= 0.9 * s.requested_hz, (s.name, s.achieved_hz)
         assert s.error is None
     assert list(q.columns) == [
-        "t_ns", "node", "port", "backlog_pkts", "backlog_bytes", "drops", "sent_bytes",
-    ]  # fmt: skip
+        "t_ns",
+        "node",
+        "port",
+        "backlog_pkts",
+        "backlog_bytes",
+        "drops",
+        "sent_bytes",
+    ]
     assert all(str(q[col].dtype) == "int64" for col in q.columns if col != "node")
     assert len(q) == queues.samples * len(ports)  # one row per port per tick
     assert q["t_ns"].is_monotonic_increasing

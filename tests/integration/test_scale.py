@@ -20,8 +20,9 @@ from topologies.scale import Scale
 
 pytestmark = pytest.mark.root
 
-SIXTY_FOUR = dict(servers=8, gpus_per_server=8, spines=4, rail_gbps=400, spine_gbps=400,
-                  nvlink_gbps=3600)  # fmt: skip
+SIXTY_FOUR = dict(
+    servers=8, gpus_per_server=8, spines=4, rail_gbps=400, spine_gbps=400, nvlink_gbps=3600
+)
 
 
 def test_every_pair_of_64_gpus_is_reachable_through_the_controller(tmp_path):

@@ -39,8 +39,9 @@ SPEC = textwrap.dedent(
 )
 
 
-def run(tmp_path: Path, name: str, *sets: str,
-        force: bool = False) -> tuple[dict, pd.DataFrame, pd.DataFrame]:  # fmt: skip
+def run(
+    tmp_path: Path, name: str, *sets: str, force: bool = False
+) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
     from traffic.traces import bundled_azure_trace
 
     text = SPEC.replace("TRACE", str(bundled_azure_trace()))
@@ -64,8 +65,9 @@ def test_fifty_trace_requests_complete_with_ttft_and_itl(tmp_path):
 
 # Few long prompts with short answers, spaced out: no request queues behind another,
 # so TTFT is prefill + KV transfer + one decode step and the transfer is what varies.
-LONG_PROMPTS = ("workloads.0.arrivals={synthetic: {n: 8, rate_per_s: 2, input_tokens: 4096, "
-                "output_tokens: 16}}")  # fmt: skip
+LONG_PROMPTS = (
+    "workloads.0.arrivals={synthetic: {n: 8, rate_per_s: 2, input_tokens: 4096, output_tokens: 16}}"
+)
 
 
 def test_a_quarter_bandwidth_spine_raises_ttft(tmp_path):
@@ -89,9 +91,13 @@ def test_layer_pipelined_transfer_gives_lower_ttft_than_monolithic_for_long_prom
     # envelope's message-hop rate in that window. This test is of the pipelining mechanism
     # (TTFT ordering), so it runs forced; its summary says so (envelope.forced).
     pipe, _, flows = run(
-        tmp_path, "pipe", LONG_PROMPTS, *slow_spine, "workloads.0.transfer=layer_pipelined",
+        tmp_path,
+        "pipe",
+        LONG_PROMPTS,
+        *slow_spine,
+        "workloads.0.transfer=layer_pipelined",
         force=True,
-    )  # fmt: skip
+    )
     assert pipe["envelope"]["forced"] and not pipe["envelope"]["fits"]
     assert (flows["kind"] == "kv_layer").sum() == 8 * 80 * 4  # a message per layer per pair
     # the transfer hides behind the prefill compute, all but its last layer
@@ -103,21 +109,29 @@ def test_layer_pipelined_transfer_gives_lower_ttft_than_monolithic_for_long_prom
 
 def test_colocated_serving_moves_no_kv_cache(tmp_path):
     summary, requests, flows = run(
-        tmp_path, "colo", "workloads.0.mode=colocated", "workloads.0.decode=null",
+        tmp_path,
+        "colo",
+        "workloads.0.mode=colocated",
+        "workloads.0.decode=null",
         "workloads.0.arrivals.limit=15",
-    )  # fmt: skip
+    )
     assert requests["served"].all()
     assert not flows["kind"].isin(["kv_transfer", "kv_layer"]).any()
     assert (requests["prefill_host"] == requests["decode_host"]).all()
 
 
 def test_a_shared_prefix_is_fetched_from_a_remote_cache(tmp_path):
-    synthetic = ("workloads.0.arrivals={synthetic: {n: 12, rate_per_s: 4, input_tokens: 2048, "
-                 "output_tokens: 8, shared_prefix_blocks: 3, n_prefixes: 1}}")  # fmt: skip
+    synthetic = (
+        "workloads.0.arrivals={synthetic: {n: 12, rate_per_s: 4, input_tokens: 2048, "
+        "output_tokens: 8, shared_prefix_blocks: 3, n_prefixes: 1}}"
+    )
     summary, requests, flows = run(
-        tmp_path, "cache", synthetic, "workloads.0.prefix_cache.enabled=true",
+        tmp_path,
+        "cache",
+        synthetic,
+        "workloads.0.prefix_cache.enabled=true",
         "workloads.0.prefill.tp=2",  # four prefill instances on two servers
-    )  # fmt: skip
+    )
     assert requests["served"].all()
     assert requests["remote_hit_blocks"].sum() > 0
     fetches = flows[flows["kind"] == "cache_fetch"]

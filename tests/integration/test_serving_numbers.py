@@ -24,8 +24,16 @@ DECODE_HOST = "gpu2_0"  # serving-basic: decode instances on servers 2 and 3
 GPUS = [f"gpu{s}_{g}" for s in range(4) for g in range(4)]
 # 8 prompts of 4 blocks, the first 3 a prefix they share; round robin over two prefill
 # servers, so some hits are fetched from the other server
-ARRIVALS = {"synthetic": {"n": 8, "rate_per_s": 2, "input_tokens": 2048, "output_tokens": 16,
-                          "shared_prefix_blocks": 3, "n_prefixes": 1}}  # fmt: skip
+ARRIVALS = {
+    "synthetic": {
+        "n": 8,
+        "rate_per_s": 2,
+        "input_tokens": 2048,
+        "output_tokens": 16,
+        "shared_prefix_blocks": 3,
+        "n_prefixes": 1,
+    }
+}
 
 
 @pytest.fixture(scope="module")
@@ -60,10 +68,26 @@ def test_each_message_kind_reaches_the_decode_host_with_its_own_mark(run_dir):
     tshark = shutil.which("tshark")
     assert tshark, "tshark is installed by make setup"
     pcap = run_dir / "captures" / f"{DECODE_HOST}.pcap"
-    out = subprocess.run([tshark, "-X", f"lua_script:{PLUGIN}", "-r", str(pcap),
-                          "-Y", "kvfabric", "-T", "fields", "-e", "ip.dsfield",
-                          "-e", "kvfabric.flow_id"],
-                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        [
+            tshark,
+            "-X",
+            f"lua_script:{PLUGIN}",
+            "-r",
+            str(pcap),
+            "-Y",
+            "kvfabric",
+            "-T",
+            "fields",
+            "-e",
+            "ip.dsfield",
+            "-e",
+            "kvfabric.flow_id",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     seen: dict[int, set[int]] = {}
     for line in out.splitlines():
         tos, ids = line.split("\t")

@@ -17,9 +17,18 @@ from topologies import rail_optimized
 
 pytestmark = pytest.mark.root
 
-FABRIC = {"servers": 2, "gpus_per_server": 4, "spines": 1, "rail_gbps": 400, "spine_gbps": 400,
-          "nvlink_gbps": 900, "buffer_pkts": 64, "storage_nodes": 1, "storage_attach": "spine0",
-          "storage_gbps": 400}  # fmt: skip
+FABRIC = {
+    "servers": 2,
+    "gpus_per_server": 4,
+    "spines": 1,
+    "rail_gbps": 400,
+    "spine_gbps": 400,
+    "nvlink_gbps": 900,
+    "buffer_pkts": 64,
+    "storage_nodes": 1,
+    "storage_attach": "spine0",
+    "storage_gbps": 400,
+}
 # One tp-1 decode instance on gpu1_0 with 0.6 GB of HBM for KV: 4,577 tokens of Llama 3 8B,
 # two requests of 2,000 + 100 tokens. 16 requests at 6/s keep about four in decode, so
 # arriving KV evicts members. A 2,050-token victim is 269 MB: 11 ms out and back at

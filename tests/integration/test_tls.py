@@ -43,12 +43,16 @@ def test_switches_reach_the_controller_over_tls_only_and_nothing_of_it_remains(t
     run = expand(load_spec(spec_path))[0]
     fabric = run.fabric()
     deployment = Deployment.of(fabric, run.config.scale)
-    with fabric_up(fabric, run.config, tmp_path / "scratch",
-                   deployment=deployment) as (proc, net, _):  # fmt: skip
+    with fabric_up(fabric, run.config, tmp_path / "scratch", deployment=deployment) as (
+        proc,
+        net,
+        _,
+    ):
         status = proc.client.status()
         assert status["ready"], status  # every switch connected and acknowledged its rules
-        targets = subprocess.run(["ovs-vsctl", "get-controller", net.bridge("leaf0")],
-                                 capture_output=True, text=True).stdout  # fmt: skip
+        targets = subprocess.run(
+            ["ovs-vsctl", "get-controller", net.bridge("leaf0")], capture_output=True, text=True
+        ).stdout
         assert targets.strip() == f"ssl:127.0.0.1:{proc.port}"
         folder = proc.tls.folder
         assert str(folder / "switch.key") in _ssl_setting()

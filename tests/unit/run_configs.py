@@ -19,8 +19,12 @@ def config_of_spec(spec: dict[str, Any]) -> RunConfig:
 
 def spine_leaf_config(**keys: Any) -> RunConfig:
     """A spine-leaf run of 10 s at scale 1e-4 without workloads, ``keys`` laid over it."""
-    spec = {"name": "t", "duration_s": 10.0, "scale": {"bandwidth": 1e-4},
-            "fabric": {"kind": "spine_leaf", "buffer_pkts": 64}}  # fmt: skip
+    spec = {
+        "name": "t",
+        "duration_s": 10.0,
+        "scale": {"bandwidth": 1e-4},
+        "fabric": {"kind": "spine_leaf", "buffer_pkts": 64},
+    }
     return config_of_spec(spec | keys)
 
 
@@ -31,6 +35,7 @@ def serving_config(duration_s: float = 10.0, *, cache: bool = False, **changes: 
     config = load_spec(SPECS_DIR / "serving-basic.yaml").config
     w = config.workloads[0]
     prefix_cache = dataclasses.replace(w.prefix_cache, enabled=cache)
-    w = dataclasses.replace(w, transfer="monolithic", kv_tiers=None, prefix_cache=prefix_cache,
-                            **changes)  # fmt: skip
+    w = dataclasses.replace(
+        w, transfer="monolithic", kv_tiers=None, prefix_cache=prefix_cache, **changes
+    )
     return dataclasses.replace(config, duration_s=float(duration_s), workloads=(w,))

@@ -51,9 +51,12 @@ def test_a_wrong_secret_a_replay_and_a_reflected_proof_are_refused():
 
 @pytest.mark.parametrize(
     ("data", "why"),
-    [(b"KVFA\x02" + bytes(64), "version 2"), (b'{"cmd":"status"}\n' + bytes(52), "start with"),
-     (auth.response(bytes(32), SN, CN) + b"x", "70 bytes")],
-)  # fmt: skip
+    [
+        (b"KVFA\x02" + bytes(64), "version 2"),
+        (b'{"cmd":"status"}\n' + bytes(52), "start with"),
+        (auth.response(bytes(32), SN, CN) + b"x", "70 bytes"),
+    ],
+)
 def test_a_response_of_another_shape_is_refused_before_any_mac(data, why):
     with pytest.raises(auth.HandshakeError, match=why):
         auth.check_response(auth.new_secret(), SN, data)
@@ -104,8 +107,12 @@ class Running:
         self.secret = auth.new_secret()
         args = ["--priority", "normal", "--handshake-timeout-s", f"{handshake_timeout_s:g}"]
         with open(self.log_path, "wb") as log:
-            self.site = SiteProcess(WorkerSite(Server("localhost"), "127.0.0.1").argv(args, ROOT),
-                                    log, self.secret, hosts=[])  # fmt: skip
+            self.site = SiteProcess(
+                WorkerSite(Server("localhost"), "127.0.0.1").argv(args, ROOT),
+                log,
+                self.secret,
+                hosts=[],
+            )
         self.proc = self.site.proc
         deadline = time.monotonic() + 20
         while (address := self.site.address()) is None:
@@ -223,11 +230,21 @@ def test_a_silent_peer_is_dropped_after_the_timeout_without_holding_up_others(wo
 def test_the_worker_refuses_to_listen_on_every_address(tmp_path):
     (tmp_path / "hosts.json").write_text("[]")
     proc = subprocess.run(
-        ["env", f"PYTHONPATH={ROOT}", sys.executable, "-m",
-         "traffic.agents.worker", "--hosts", str(tmp_path / "hosts.json"),
-         "--control-tcp", "0.0.0.0:0"],
-        input=secret_line(auth.new_secret()), capture_output=True, timeout=20,
-    )  # fmt: skip
+        [
+            "env",
+            f"PYTHONPATH={ROOT}",
+            sys.executable,
+            "-m",
+            "traffic.agents.worker",
+            "--hosts",
+            str(tmp_path / "hosts.json"),
+            "--control-tcp",
+            "0.0.0.0:0",
+        ],
+        input=secret_line(auth.new_secret()),
+        capture_output=True,
+        timeout=20,
+    )
     assert proc.returncode == 2
     assert b"cluster address" in proc.stderr
     assert proc.stdout == b""  # nothing announced: it never listened

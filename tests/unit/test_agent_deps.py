@@ -105,8 +105,12 @@ def test_start_does_not_revive_a_failed_row():
 
 
 def test_plan_scales_bytes_and_numbers_kinds_and_tenants():
-    s = concat_schedules([incast("h0", ["h1", "h2"], 100_000_000, 2, tenant="b"),
-                          probe([("h1", "h0")], 10, 100, 0.2, tenant="a")])  # fmt: skip
+    s = concat_schedules(
+        [
+            incast("h0", ["h1", "h2"], 100_000_000, 2, tenant="b"),
+            probe([("h1", "h0")], 10, 100, 0.2, tenant="a"),
+        ]
+    )
     p = plan(s, Scale(1e-4))
     assert p.loc[p["kind"] == "incast", "bytes_emulated"].eq(10_000).all()
     assert p.loc[p["kind"] == "probe", "bytes_emulated"].eq(100).all()

@@ -33,10 +33,12 @@ def stopped(fleet: AgentFleet) -> bool:
 )
 def test_incast_and_probes_complete_over_loopback(tmp_path, connection, processes):
     net = LoopbackNet(4)
-    schedule = concat_schedules([incast("h0", ["h1", "h2", "h3"], 20_000_000, 4),
-                                 probe([("h1", "h2")], 50, 200, 0.2)])  # fmt: skip
-    with AgentFleet(net, tmp_path, schedule, Scale(1e-3), cc=CC, connection=connection,
-                    processes=processes) as fleet:  # fmt: skip
+    schedule = concat_schedules(
+        [incast("h0", ["h1", "h2", "h3"], 20_000_000, 4), probe([("h1", "h2")], 50, 200, 0.2)]
+    )
+    with AgentFleet(
+        net, tmp_path, schedule, Scale(1e-3), cc=CC, connection=connection, processes=processes
+    ) as fleet:
         flows = fleet.run(timeout_s=20)
     assert stopped(fleet), "an agent outlived the fleet"
     assert len(fleet.procs) == {None: min(4, os.cpu_count()), 1: 1, "per_host": 4}[processes]
@@ -57,8 +59,9 @@ def test_incast_and_probes_complete_over_loopback(tmp_path, connection, processe
 
 def test_a_stopped_peer_is_refused_and_the_run_goes_on(tmp_path):
     net = LoopbackNet(4)
-    schedule = concat_schedules([incast("h0", ["h1", "h2"], 10_000_000, 2),
-                                 incast("h3", ["h1"], 10_000_000, 2)])  # fmt: skip
+    schedule = concat_schedules(
+        [incast("h0", ["h1", "h2"], 10_000_000, 2), incast("h3", ["h1"], 10_000_000, 2)]
+    )
     with AgentFleet(net, tmp_path, schedule, Scale(1e-3), cc=CC) as fleet:
         fleet.stop_agent("h3")
         flows = fleet.run(timeout_s=20)

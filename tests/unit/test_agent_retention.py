@@ -65,18 +65,32 @@ def test_rows_saved_during_the_run_and_completed_by_the_records_equal_the_held_t
     outcomes = {f: (False, failed[f]) if f in failed else (True, "") for f in fids}
     release = {f: 1_000_000 + f for f in fids}
     t_end = {f: 9_000_000 + 7 * f for f in fids if f not in failed}
-    sent = [Sent(f, 1, 1_100_000 + f, 1_200_000 + f, 100, f != fids[-1],
-                 "h2: connection refused" if f == fids[-1] else "") for f in fids]  # fmt: skip
+    sent = [
+        Sent(
+            f,
+            1,
+            1_100_000 + f,
+            1_200_000 + f,
+            100,
+            f != fids[-1],
+            "h2: connection refused" if f == fids[-1] else "",
+        )
+        for f in fids
+    ]
     received = [Received(f, t_end[f], 100, 1_200_000 + f, "h", True, "") for f in t_end]
     frame = live_frame(live, Scale(1e-3))
     held = flows_table(planned, frame, outcomes, release, t_end, sent, received, CC, "persistent")
     # What the live tables save as the run goes: the coordinator's view and header instants.
     headers = [Received(f, t_end[f], 0, 1_200_000 + f, "", True, "") for f in t_end]
     writer = ChunkWriter(tmp_path, "flows")
-    writer.append(flows_table(planned.iloc[:3], None, outcomes, release, t_end, [], headers, CC,
-                              "persistent"))  # fmt: skip
-    writer.append(flows_table(planned.iloc[3:], frame, outcomes, release, t_end, [], headers,
-                              CC, "persistent"))  # fmt: skip
+    writer.append(
+        flows_table(planned.iloc[:3], None, outcomes, release, t_end, [], headers, CC, "persistent")
+    )
+    writer.append(
+        flows_table(
+            planned.iloc[3:], frame, outcomes, release, t_end, [], headers, CC, "persistent"
+        )
+    )
     saved = read_chunks(tmp_path, "flows").frame.iloc[::-1]  # in the order flows settled
     rebuilt = in_run_order(with_records(saved, sent, received, CC, "persistent"), planned)
     pd.testing.assert_frame_equal(rebuilt, held)
@@ -105,8 +119,16 @@ def run_probes(tmp_path, *, spill_s: float | None, saving: bool) -> tuple[pd.Dat
     pairs = [("h0", "h1"), ("h1", "h2"), ("h2", "h3"), ("h3", "h0")]
     tcp = probe(pairs, 50, 300, 2.0, tenant="tcp", first_flow_id=10_000).assign(proto="tcp")
     schedule = concat_schedules([probe(pairs, 50, 200, 2.0), tcp])
-    fleet = AgentFleet(LoopbackNet(4), tmp_path, schedule, Scale(1e-3), cc=CC, processes=2,
-                       priority="normal", spill_s=spill_s)  # fmt: skip
+    fleet = AgentFleet(
+        LoopbackNet(4),
+        tmp_path,
+        schedule,
+        Scale(1e-3),
+        cc=CC,
+        processes=2,
+        priority="normal",
+        spill_s=spill_s,
+    )
     with fleet:
         if saving:
             with LiveTables(tmp_path, fleet, None, flush_s=0.1):

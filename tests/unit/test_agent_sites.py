@@ -54,8 +54,14 @@ def refuses_connections(address: tuple[str, int]) -> bool:
 
 def site_workers(tmp_path: Path, prefix: object) -> Workers:
     spec = {"name": "h0", "ip": "127.0.0.31", "netns": None}
-    return Workers(tmp_path / "agents", [[spec]], CC, "persistent", "normal",
-                   sites=[WorkerSite(prefix, "127.0.0.1")])  # fmt: skip
+    return Workers(
+        tmp_path / "agents",
+        [[spec]],
+        CC,
+        "persistent",
+        "normal",
+        sites=[WorkerSite(prefix, "127.0.0.1")],
+    )
 
 
 def test_a_worker_behind_a_prefix_answers_over_tcp_and_is_gone_once_stopped(tmp_path):
@@ -104,8 +110,16 @@ def test_a_fleet_served_partly_from_a_site_runs_its_incast(tmp_path):
     net = LoopbackNet(4)
     site = WorkerSite(Behind(), "127.0.0.1")
     schedule = incast("h0", ["h1", "h2", "h3"], 20_000_000, 3)
-    with AgentFleet(net, tmp_path, schedule, Scale(1e-3), cc=CC, processes=1, priority="normal",
-                    sites={"h2": site, "h3": site}) as fleet:  # fmt: skip
+    with AgentFleet(
+        net,
+        tmp_path,
+        schedule,
+        Scale(1e-3),
+        cc=CC,
+        processes=1,
+        priority="normal",
+        sites={"h2": site, "h3": site},
+    ) as fleet:
         flows = fleet.run(timeout_s=20)
         controls = {w.name: (w.hosts, w.control) for w in fleet.workers.all}
     assert stopped(fleet), "an agent outlived the fleet"
@@ -119,8 +133,14 @@ def test_a_fleet_served_partly_from_a_site_runs_its_incast(tmp_path):
 def test_sites_for_hosts_the_fabric_lacks_are_refused(tmp_path):
     site = WorkerSite(Behind(), "127.0.0.1")
     with pytest.raises(ValueError, match="h9"):
-        AgentFleet(LoopbackNet(2), tmp_path, incast("h0", ["h1"], 1000, 1), Scale(1e-3), cc=CC,
-                   sites={"h9": site})  # fmt: skip
+        AgentFleet(
+            LoopbackNet(2),
+            tmp_path,
+            incast("h0", ["h1"], 1000, 1),
+            Scale(1e-3),
+            cc=CC,
+            sites={"h9": site},
+        )
 
 
 def test_a_sites_rows_go_over_in_parts_and_its_records_come_back_in_the_reply(
@@ -131,8 +151,16 @@ def test_a_sites_rows_go_over_in_parts_and_its_records_come_back_in_the_reply(
     monkeypatch.setattr(fleet_module, "LOAD_PART", 2)  # 6 rows of the site: 3 parts
     site = WorkerSite(Behind(), "127.0.0.1")
     schedule = incast("h0", ["h1", "h2", "h3"], 20_000, 3)
-    with AgentFleet(LoopbackNet(4), tmp_path, schedule, Scale(1e-3), cc=CC, processes=1,
-                    priority="normal", sites={"h2": site, "h3": site}) as fleet:  # fmt: skip
+    with AgentFleet(
+        LoopbackNet(4),
+        tmp_path,
+        schedule,
+        Scale(1e-3),
+        cc=CC,
+        processes=1,
+        priority="normal",
+        sites={"h2": site, "h3": site},
+    ) as fleet:
         flows = fleet.run(timeout_s=20)
         status = fleet.status()
     assert flows["ok"].all() and len(flows) == 9, flows.loc[~flows["ok"], "error"].tolist()

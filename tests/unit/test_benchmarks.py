@@ -79,9 +79,17 @@ def test_ratio_and_targets():
 
 
 def test_result_shape_and_json(tmp_path):
-    rec = result("setup", value=np.float64(3.0), baseline=2.0, unit="s", target="ratio <= 1.15",
-                 target_met=np.bool_(False), quick=True, limit="process starts",
-                 sizes=[{"x": float("nan")}])  # fmt: skip
+    rec = result(
+        "setup",
+        value=np.float64(3.0),
+        baseline=2.0,
+        unit="s",
+        target="ratio <= 1.15",
+        target_met=np.bool_(False),
+        quick=True,
+        limit="process starts",
+        sizes=[{"x": float("nan")}],
+    )
     assert all(k in rec for k in REQUIRED)
     assert rec["ratio"] == 1.5 and rec["target_met"] is False
     assert rec["command"] == "sudo .venv/bin/kvfabric bench --quick setup"

@@ -22,17 +22,19 @@ MS = 1_000_000
 
 def _requests(arrivals_ms, ttft, prefill_ms, session_id=None):
     arrival = np.asarray(arrivals_ms, dtype=float) * MS
-    out = pd.DataFrame({
-        "request_id": range(len(arrival)),
-        "arrival_ns": arrival,
-        "ttft_ms": ttft,
-        "tpot_ms": 5.0,
-        "e2e_ms": np.asarray(ttft, dtype=float) + 50,
-        "kv_transfer_ms": 2.0,
-        "input_tokens": 1000,
-        "cached_tokens": 0,
-        "prefill_end_ns": arrival + np.asarray(prefill_ms, dtype=float) * MS,
-    })  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "request_id": range(len(arrival)),
+            "arrival_ns": arrival,
+            "ttft_ms": ttft,
+            "tpot_ms": 5.0,
+            "e2e_ms": np.asarray(ttft, dtype=float) + 50,
+            "kv_transfer_ms": 2.0,
+            "input_tokens": 1000,
+            "cached_tokens": 0,
+            "prefill_end_ns": arrival + np.asarray(prefill_ms, dtype=float) * MS,
+        }
+    )
     if session_id is not None:
         out["session_id"] = session_id
     return out

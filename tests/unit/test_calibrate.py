@@ -39,10 +39,13 @@ def test_the_figure_is_the_largest_faithful_step_below_the_first_failure():
     assert largest_faithful([]) is None
 
 
-@pytest.mark.parametrize(("guess", "tried"), [
-    (450.0, [450, 675, 562, 506, 478]),  # up by half, then halve the gap three times
-    (1200.0, [1200, 600, 300, 450, 525, 487]),  # down by half until faithful, then refine
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("guess", "tried"),
+    [
+        (450.0, [450, 675, 562, 506, 478]),  # up by half, then halve the gap three times
+        (1200.0, [1200, 600, 300, 450, 525, 487]),  # down by half until faithful, then refine
+    ],
+)
 def test_the_search_brackets_the_limit_then_narrows_it(guess, tried):
     seen = []
 

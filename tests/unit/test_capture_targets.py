@@ -15,12 +15,17 @@ def test_hosts_and_switch_ports_by_number_or_neighbour():
         ("h0", "h0", 0, True),
         ("leaf0-4", "leaf0", 4, False),
         ("spine0-1", "spine0", 1, False),
-    ]  # fmt: skip  (leaf0:spine1 and leaf0:4 are one port: captured once)
+    ]  # (leaf0:spine1 and leaf0:4 are one port: captured once)
 
 
-@pytest.mark.parametrize(("entry", "says"), [
-    ("zz", "no node 'zz'"), ("leaf0:9", "leaf0:3 (spine0)"), ("h0:1", "write 'h0'"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("entry", "says"),
+    [
+        ("zz", "no node 'zz'"),
+        ("leaf0:9", "leaf0:3 (spine0)"),
+        ("h0:1", "write 'h0'"),
+    ],
+)
 def test_a_bad_point_is_refused_with_what_is_allowed(entry, says):
     with pytest.raises(ValueError, match="capture") as exc:
         targets(spine_leaf(spines=2, leaves=2, hosts_per_leaf=2), [entry])

@@ -20,8 +20,9 @@ def test_each_new_chunk_of_a_server_comes_over_once_labelled_with_its_server(tmp
     there, here = tmp_path / "server", tmp_path / "run"
     on_server = chunks.ChunkWriter(there, "queues")  # what the server's samplers save
     local = chunks.ChunkWriter(here, "queues")  # this machine's own samplers
-    pull = ChunkPull(Server("localhost"), str(there / chunks.PARTIAL), here, "s1",
-                     "root@10.0.0.11", flush_s=1.0)  # fmt: skip
+    pull = ChunkPull(
+        Server("localhost"), str(there / chunks.PARTIAL), here, "s1", "root@10.0.0.11", flush_s=1.0
+    )
     assert pull.pull_once() == 0  # nothing saved there yet
     on_server.append(_rows(0, 3))
     on_server.append(_rows(3, 2))
@@ -31,8 +32,12 @@ def test_each_new_chunk_of_a_server_comes_over_once_labelled_with_its_server(tmp
     on_server.append(_rows(5, 1))
     assert pull.pull_once() == 1
     names = [p.name for p in chunks.chunk_paths(here, "queues")]
-    assert names == ["000001.parquet", "000001-s1.parquet", "000002-s1.parquet",
-                     "000003-s1.parquet"]  # fmt: skip
+    assert names == [
+        "000001.parquet",
+        "000001-s1.parquet",
+        "000002-s1.parquet",
+        "000003-s1.parquet",
+    ]
     table = chunks.read_chunks(here, "queues").frame
     mine = table[table["server"] == "root@10.0.0.11"]
     assert sorted(mine["t_ns"]) == [0, 1, 2, 3, 4, 5]
@@ -47,8 +52,15 @@ def test_a_writer_name_other_than_letters_and_digits_is_refused():
 def test_a_servers_rows_are_moved_onto_this_machines_clock(tmp_path):
     there, here = tmp_path / "server", tmp_path / "run"
     chunks.ChunkWriter(there, "queues").append(_rows(5_000, 2))  # that server's clock
-    pull = ChunkPull(Server("localhost"), str(there / chunks.PARTIAL), here, "s2",
-                     "root@10.0.0.12", flush_s=1.0, offset_ns=5_000)  # fmt: skip
+    pull = ChunkPull(
+        Server("localhost"),
+        str(there / chunks.PARTIAL),
+        here,
+        "s2",
+        "root@10.0.0.12",
+        flush_s=1.0,
+        offset_ns=5_000,
+    )
     assert pull.pull_once() == 1
     assert chunks.read_chunks(here, "queues").frame["t_ns"].tolist() == [0, 1]
 

@@ -32,8 +32,17 @@ T0 = 5_000_000_000
 
 def queue_rows(first: int, n: int) -> pd.DataFrame:
     t = T0 + np.arange(first, first + n, dtype=np.int64) * 5_000_000
-    return pd.DataFrame({"t_ns": t, "node": "leaf0", "port": 1, "backlog_pkts": np.arange(n),
-                         "backlog_bytes": 0, "drops": 0, "sent_bytes": 0})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "t_ns": t,
+            "node": "leaf0",
+            "port": 1,
+            "backlog_pkts": np.arange(n),
+            "backlog_bytes": 0,
+            "drops": 0,
+            "sent_bytes": 0,
+        }
+    )
 
 
 def batches() -> list[pd.DataFrame]:
@@ -44,10 +53,21 @@ def in_progress_run(run_dir: Path) -> None:
     """What a killed run's folder has besides its chunks: the summary written at its start
     and its resolved spec."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_json(run_dir, "summary", {"experiment": "serving-basic", "run_id": run_dir.name,
-                                    "partial": True, "error": "run in progress"})  # fmt: skip
-    spec = {"name": "serving-basic", "scale": {"bandwidth": 1e-4},
-            "workloads": [{"kind": "serving"}]}  # fmt: skip
+    write_json(
+        run_dir,
+        "summary",
+        {
+            "experiment": "serving-basic",
+            "run_id": run_dir.name,
+            "partial": True,
+            "error": "run in progress",
+        },
+    )
+    spec = {
+        "name": "serving-basic",
+        "scale": {"bandwidth": 1e-4},
+        "workloads": [{"kind": "serving"}],
+    }
     (run_dir / "spec.yaml").write_text(yaml.safe_dump(spec))
 
 
@@ -62,8 +82,9 @@ def test_a_writer_killed_after_three_batches_leaves_all_three(tmp_path):
     )
     root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ, PYTHONPATH=root)
-    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], env=env,
-                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, str(tmp_path)], env=env, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout.readline().strip() == "three"
     finally:
@@ -86,7 +107,9 @@ def test_a_truncated_or_garbage_last_chunk_is_skipped_and_the_rest_read(tmp_path
     assert len(run.queues) == 17
     assert run.queues["backlog_pkts"].tolist() == list(range(10)) + list(range(7))
     assert [s.split(":")[0] for s in run.skipped_chunks("queues")] == [
-        "000003.parquet", "000004.parquet"]  # fmt: skip
+        "000003.parquet",
+        "000004.parquet",
+    ]
 
 
 def test_a_chunk_being_written_is_not_read(tmp_path):
@@ -183,9 +206,12 @@ class LoopbackNet:
 def test_flows_saved_during_a_run_match_the_final_table(tmp_path):
     from traffic.workloads import concat_schedules, incast
 
-    schedule = concat_schedules([incast("h0", ["h1", "h2"], 200_000_000, 3),
-                                 incast("h0", ["h1", "h2"], 200_000_000, 3, start_ms=300,
-                                        first_flow_id=100)])  # fmt: skip
+    schedule = concat_schedules(
+        [
+            incast("h0", ["h1", "h2"], 200_000_000, 3),
+            incast("h0", ["h1", "h2"], 200_000_000, 3, start_ms=300, first_flow_id=100),
+        ]
+    )
     fleet = AgentFleet(LoopbackNet(3), tmp_path, schedule, Scale(1e-3), cc=CC, processes=1)
     with fleet, LiveTables(tmp_path, fleet, None, flush_s=0.02):
         flows = fleet.run(timeout_s=20)

@@ -87,9 +87,14 @@ def test_topo_show_names_the_first_link_the_builder_would_refuse(capsys, monkeyp
     assert json.loads(capsys.readouterr().out)["problem"] is None
     # a faster machine: the per-link ceiling is the environment's
     monkeypatch.setenv("KVFABRIC_MAX_RATE_MBPS", "4000")
-    fast_machine = envelope.Envelope({1: 1e9, 3: 1e9, 5: 1e9}, {"small": 1e9, "bulk": 1e9}, 10**6,
-                                     "a fast machine's calibration", True,
-                                     envelope.machine_identity())  # fmt: skip
+    fast_machine = envelope.Envelope(
+        {1: 1e9, 3: 1e9, 5: 1e9},
+        {"small": 1e9, "bulk": 1e9},
+        10**6,
+        "a fast machine's calibration",
+        True,
+        envelope.machine_identity(),
+    )
     monkeypatch.setenv("KVFABRIC_ENVELOPE", str(envelope.save(fast_machine, tmp_path / "e.json")))
     main(["topo", "show", "rail_optimized", "--scale", "1e-3", "--json"])
     shown = json.loads(capsys.readouterr().out)
@@ -320,22 +325,29 @@ def test_ci_fails_root_tests_the_machine_cannot_run(tmp_path, ci, outcome):
     env = {**os.environ, "PYTHONPATH": str(repo), "CI": ci}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert outcome in proc.stdout, proc.stdout
     assert proc.returncode == (1 if ci else 0)
     if ci:
         assert "CI cannot build a fabric: needs root" in proc.stdout
 
 
-def test_doctor_shows_a_jumbo_frame_envelope_beside_the_default(machine, monkeypatch, capsys,
-                                                                 tmp_path):  # fmt: skip
+def test_doctor_shows_a_jumbo_frame_envelope_beside_the_default(
+    machine, monkeypatch, capsys, tmp_path
+):
     from experiments.orchestration.envelope import Envelope, envelope_path, machine_identity, save
 
     monkeypatch.setenv("KVFABRIC_ENVELOPE", str(tmp_path / "envelope.json"))
     here = machine_identity(mtu=9000)
-    save(Envelope({1: 563.0, 3: 225.0}, {"small": 22200.0}, 4000, "measured at 9000", True,
-                  here), envelope_path(9000))  # fmt: skip
+    save(
+        Envelope({1: 563.0, 3: 225.0}, {"small": 22200.0}, 4000, "measured at 9000", True, here),
+        envelope_path(9000),
+    )
     assert main(["doctor"]) == EXIT_OK
     out = capsys.readouterr().out
     assert "no calibration at" in out  # the default MTU has none

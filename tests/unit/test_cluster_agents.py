@@ -21,8 +21,10 @@ def _net(servers, machine_of):
     return SimpleNamespace(fabric=fabric, prefix="kfab"), cluster
 
 
-CLOCK = {"root@10.9.0.11": {"monotonic": {"offset_ms": 12.5, "uncertainty_ms": 0.02}},
-         "root@10.9.0.12": {"monotonic": {"offset_ms": -3.0, "uncertainty_ms": 0.02}}}  # fmt: skip
+CLOCK = {
+    "root@10.9.0.11": {"monotonic": {"offset_ms": 12.5, "uncertainty_ms": 0.02}},
+    "root@10.9.0.12": {"monotonic": {"offset_ms": -3.0, "uncertainty_ms": 0.02}},
+}
 
 
 def test_each_host_gets_its_servers_site_on_the_coordinators_clock():
@@ -40,8 +42,9 @@ def test_each_host_gets_its_servers_site_on_the_coordinators_clock():
 
 def test_hosts_on_localhost_have_no_site_and_a_server_without_a_clock_is_refused():
     here = Server("localhost")
-    net, cluster = _net([here, A], {"h0": "localhost", "h1": "localhost", "h2": str(A),
-                                    "h3": str(A)})  # fmt: skip
+    net, cluster = _net(
+        [here, A], {"h0": "localhost", "h1": "localhost", "h2": str(A), "h3": str(A)}
+    )
     sites, _ = agents_where(net, cluster, 2, CLOCK)
     assert set(sites) == {"h2", "h3"}
     with pytest.raises(OSError, match=r"root@10.9.0.11's clock offset could not be measured"):

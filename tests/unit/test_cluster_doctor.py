@@ -61,32 +61,75 @@ def test_a_healthy_server_passes_every_required_check_and_says_what_it_found():
     assert rows["clock monotonic"].shown.startswith("+0.002 ms ± 0.030 ms")
 
 
-@pytest.mark.parametrize("changed, check, fix", [
-    ({"uid": (0, "1000"), "sudo": (1, "sudo: a password is required")}, "root",
-     "use --cluster root@h1, or give alice passwordless sudo "
-     "(visudo: alice ALL=(ALL) NOPASSWD: ALL)"),
-    ({"mininet": (1, "ModuleNotFoundError: No module named 'mininet'")}, "mininet",
-     "sudo apt-get install mininet (on the server)"),
-    ({"mnexec": (1, "")}, "mininet", "sudo apt-get install mininet (on the server)"),
-    ({"ovs": (1, "ovs-vsctl: unix:/var/run/openvswitch/db.sock: database connection failed")},
-     "open vswitch", "sudo /usr/share/openvswitch/scripts/ovs-ctl start"),
-    ({"ovs": (127, "sh: 1: ovs-vsctl: not found")}, "open vswitch",
-     "sudo apt-get install openvswitch-switch"),
-    ({"datapath_types": (0, "[]")}, "ovs datapaths", "an Open vSwitch with the netdev or system"),
-    ({"iface_types": (0, "[internal, system, tap]")}, "ovs vxlan ports",
-     "an Open vSwitch built with tunnels"),
-    ({"vxlan": (2, "Error: Unknown device type.")}, "kernel vxlan", "sudo modprobe vxlan"),
-    ({"tun": (1, "")}, "tun", "sudo modprobe tun"),
-    ({"code": (1, "")}, "kvfabric code",
-     f"install kvfabric there at the same path: {REPO} with the interpreter {EXE}"),
-    ({"code": (1, "ModuleNotFoundError: No module named 'traffic'")}, "kvfabric code",
-     f"install kvfabric there at the same path: {REPO}"),
-    ({"code": (0, "/elsewhere/topologies/__init__.py")}, "kvfabric code",  # another checkout
-     f"install kvfabric there at the same path: {REPO}"),
-    ({"mtu": (0, "1500")}, "underlay mtu", "sudo ip link set lan0 mtu 1550 (VXLAN adds 50 bytes"),
-    ({"route": (2, "RTNETLINK answers: Network is unreachable")}, "underlay mtu",
-     "give the server a route to this machine's 10.251.0.1"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "changed, check, fix",
+    [
+        (
+            {"uid": (0, "1000"), "sudo": (1, "sudo: a password is required")},
+            "root",
+            "use --cluster root@h1, or give alice passwordless sudo "
+            "(visudo: alice ALL=(ALL) NOPASSWD: ALL)",
+        ),
+        (
+            {"mininet": (1, "ModuleNotFoundError: No module named 'mininet'")},
+            "mininet",
+            "sudo apt-get install mininet (on the server)",
+        ),
+        ({"mnexec": (1, "")}, "mininet", "sudo apt-get install mininet (on the server)"),
+        (
+            {
+                "ovs": (
+                    1,
+                    "ovs-vsctl: unix:/var/run/openvswitch/db.sock: database connection failed",
+                )
+            },
+            "open vswitch",
+            "sudo /usr/share/openvswitch/scripts/ovs-ctl start",
+        ),
+        (
+            {"ovs": (127, "sh: 1: ovs-vsctl: not found")},
+            "open vswitch",
+            "sudo apt-get install openvswitch-switch",
+        ),
+        (
+            {"datapath_types": (0, "[]")},
+            "ovs datapaths",
+            "an Open vSwitch with the netdev or system",
+        ),
+        (
+            {"iface_types": (0, "[internal, system, tap]")},
+            "ovs vxlan ports",
+            "an Open vSwitch built with tunnels",
+        ),
+        ({"vxlan": (2, "Error: Unknown device type.")}, "kernel vxlan", "sudo modprobe vxlan"),
+        ({"tun": (1, "")}, "tun", "sudo modprobe tun"),
+        (
+            {"code": (1, "")},
+            "kvfabric code",
+            f"install kvfabric there at the same path: {REPO} with the interpreter {EXE}",
+        ),
+        (
+            {"code": (1, "ModuleNotFoundError: No module named 'traffic'")},
+            "kvfabric code",
+            f"install kvfabric there at the same path: {REPO}",
+        ),
+        (
+            {"code": (0, "/elsewhere/topologies/__init__.py")},
+            "kvfabric code",  # another checkout
+            f"install kvfabric there at the same path: {REPO}",
+        ),
+        (
+            {"mtu": (0, "1500")},
+            "underlay mtu",
+            "sudo ip link set lan0 mtu 1550 (VXLAN adds 50 bytes",
+        ),
+        (
+            {"route": (2, "RTNETLINK answers: Network is unreachable")},
+            "underlay mtu",
+            "give the server a route to this machine's 10.251.0.1",
+        ),
+    ],
+)
 def test_each_unfit_server_fails_its_check_with_the_fix(changed, check, fix):
     rows = _rows(_probe(**changed))
     assert rows[check].fails and rows[check].fix.startswith(fix), rows[check]
@@ -121,8 +164,9 @@ def test_a_server_without_ssh_fails_that_check_alone_with_the_fix_for_its_error(
 
 def test_an_unreadable_clock_fails_but_distant_wall_clocks_only_warn():
     far = ClockOffset(3.2e9, 40_000.0, 80_000, 16)
-    rows = _rows(_probe(clocks={"monotonic": "the session ended: python3: not found",
-                                "realtime": far}))  # fmt: skip
+    rows = _rows(
+        _probe(clocks={"monotonic": "the session ended: python3: not found", "realtime": far})
+    )
     assert rows["clock monotonic"].fails
     assert rows["clock monotonic"].fix == "python3 must run there: sudo apt-get install python3"
     assert not rows["clock realtime"].fails and rows["clock realtime"].ok is False

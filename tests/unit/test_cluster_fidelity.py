@@ -11,8 +11,7 @@ from experiments.measurement.server_samplers import ClusterSamplers
 
 
 def _cpu(pct: float, server: str) -> pd.DataFrame:
-    return pd.DataFrame({"t_ns": range(100), "cpu_pct": pct, "max_core_pct": pct,
-                         "server": server})  # fmt: skip
+    return pd.DataFrame({"t_ns": range(100), "cpu_pct": pct, "max_core_pct": pct, "server": server})
 
 
 def test_one_saturated_server_fails_the_cpu_check_and_is_named():
@@ -55,9 +54,10 @@ def _links(sent_by_server):
     """A LinkSampler table: each server's one switch port sent ``bytes`` over the run."""
     rows = []
     for server, (node, sent) in sent_by_server.items():
-        rows += [{"t_ns": 0, "node": node, "port": 1, "tx_bytes": 1000, "server": server},
-                 {"t_ns": 10**9, "node": node, "port": 1, "tx_bytes": 1000 + sent,
-                  "server": server}]  # fmt: skip
+        rows += [
+            {"t_ns": 0, "node": node, "port": 1, "tx_bytes": 1000, "server": server},
+            {"t_ns": 10**9, "node": node, "port": 1, "tx_bytes": 1000 + sent, "server": server},
+        ]
     return pd.DataFrame(rows)
 
 
@@ -65,9 +65,13 @@ def test_each_server_is_judged_by_its_own_share_of_the_switch_hop_work():
     from topologies import spine_leaf
 
     fabric = spine_leaf(spines=1, leaves=2, hosts_per_leaf=2)
-    flows = pd.DataFrame([["h0", "h2", 1_000_000, 0, 800_000_000],
-                          ["h0", "h1", 500_000, 200_000_000, 1_000_000_000]],
-                         columns=["src", "dst", "bytes", "t_start_ns", "t_end_ns"])  # fmt: skip
+    flows = pd.DataFrame(
+        [
+            ["h0", "h2", 1_000_000, 0, 800_000_000],
+            ["h0", "h1", 500_000, 200_000_000, 1_000_000_000],
+        ],
+        columns=["src", "dst", "bytes", "t_start_ns", "t_end_ns"],
+    )
     # 28 Mbit/s of switch-hop work in all: more than one 20 Mbit/s machine carries...
     assert not fd.offered_load_check(flows, fabric, capacity_mbps=20)["ok"]
     # ...but split 3:1 over two servers' switches, 21 and 7 Mbit/s: the first is over

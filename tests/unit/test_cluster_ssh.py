@@ -16,10 +16,15 @@ def test_servers_in_order_with_root_as_the_default_user():
     assert [s.is_local for s in servers] == [False, False, True]
 
 
-@pytest.mark.parametrize("text, why", [
-    ("", "give user@host"), ("a@h1,,a@h2", "give user@host"),
-    ("bad user@h", "is not user@host"), ("h1,root@h1", "more than once"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("", "give user@host"),
+        ("a@h1,,a@h2", "give user@host"),
+        ("bad user@h", "is not user@host"),
+        ("h1,root@h1", "more than once"),
+    ],
+)
 def test_bad_cluster_arguments_are_refused_with_what_to_write(text, why):
     with pytest.raises(ServerError, match=why):
         parse_servers(text)

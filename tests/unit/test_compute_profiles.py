@@ -229,8 +229,10 @@ def _checkout(tmp_path, dims=(32, 8, 4096, 14336)):
 def test_regenerated_table_sums_every_linear_operator_over_the_layers(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    assert profiles.main([str(_checkout(tmp_path / "src")), "--commit", "ab" * 20,
-                          "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        profiles.main([str(_checkout(tmp_path / "src")), "--commit", "ab" * 20, "--out", str(out)])
+        == 0
+    )
     table = json.loads((out / profiles.TABLE_NAME).read_text())
     assert table["commit"] == "ab" * 20 and table["source"].endswith("microsoft/vidur")
     tp1, tp2 = table["linear"]

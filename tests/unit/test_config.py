@@ -110,10 +110,15 @@ def test_scale_converts_both_ways_and_states_its_grain() -> None:
 
 @pytest.mark.parametrize(
     ("bandwidth", "mtu", "message"),
-    [(0, 1500, "scale.bandwidth=0"), (2, 1500, "scale.bandwidth=2"),
-     (float("nan"), 1500, "scale.bandwidth=nan"), (1e-4, 1400, "scale.mtu=1400"),
-     (1e-4, 9001, "scale.mtu=9001"), (1e-4, True, "scale.mtu=True")],
-)  # fmt: skip
+    [
+        (0, 1500, "scale.bandwidth=0"),
+        (2, 1500, "scale.bandwidth=2"),
+        (float("nan"), 1500, "scale.bandwidth=nan"),
+        (1e-4, 1400, "scale.mtu=1400"),
+        (1e-4, 9001, "scale.mtu=9001"),
+        (1e-4, True, "scale.mtu=True"),
+    ],
+)
 def test_scale_refuses_what_it_cannot_honour(bandwidth: float, mtu: int, message: str) -> None:
     with pytest.raises(FabricError, match=message):
         Scale(bandwidth, mtu)
@@ -152,22 +157,33 @@ def _is_spec_attr(node: ast.AST) -> bool:
 
 
 def _outside_spec_room() -> list[Path]:
-    return sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")
-                  if p.relative_to(ROOT).parts[:2] != SPEC_ROOM)  # fmt: skip
+    return sorted(
+        p
+        for pkg in PACKAGES
+        for p in (ROOT / pkg).rglob("*.py")
+        if p.relative_to(ROOT).parts[:2] != SPEC_ROOM
+    )
 
 
 def test_no_code_outside_the_spec_room_reads_the_spec_by_key() -> None:
-    reads = [f"{p.relative_to(ROOT)}:{line}: {what}"
-             for p in _outside_spec_room() for line, what in spec_reads(p.read_text())]  # fmt: skip
+    reads = [
+        f"{p.relative_to(ROOT)}:{line}: {what}"
+        for p in _outside_spec_room()
+        for line, what in spec_reads(p.read_text())
+    ]
     assert not reads, "read run.config instead:\n" + "\n".join(reads)
 
 
 @pytest.mark.parametrize(
     "source",
-    ["x = run.resolved['scale']['mtu']", "def f(resolved):\n    return 1",
-     "mtu = run.spec['scale']['mtu']", "fabric = run.spec.get('fabric')",
-     "r = p.run.resolved"],
-)  # fmt: skip
+    [
+        "x = run.resolved['scale']['mtu']",
+        "def f(resolved):\n    return 1",
+        "mtu = run.spec['scale']['mtu']",
+        "fabric = run.spec.get('fabric')",
+        "r = p.run.resolved",
+    ],
+)
 def test_the_walk_finds_a_string_key_read(source: str) -> None:
     assert spec_reads(source)
 

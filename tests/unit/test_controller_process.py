@@ -125,15 +125,30 @@ class FakeSwitch:
         pkt.add_protocol(tcp.tcp(src_port=sport, dst_port=dport))
         pkt.serialize()
         data = bytes(pkt.data)
-        body = bytearray(struct.pack(OFP.OFP_PACKET_IN_PACK_STR, OFP.OFP_NO_BUFFER, len(data),
-                                     OFP.OFPR_ACTION, 1, COOKIE))  # fmt: skip
+        body = bytearray(
+            struct.pack(
+                OFP.OFP_PACKET_IN_PACK_STR, OFP.OFP_NO_BUFFER, len(data), OFP.OFPR_ACTION, 1, COOKIE
+            )
+        )
         PARSER.OFPMatch(in_port=in_port).serialize(body, len(body))
         self.send(OFP.OFPT_PACKET_IN, bytes(body) + b"\0\0" + data)
 
     def flow_removed(self, rule: Rule) -> None:
-        body = bytearray(struct.pack(OFP.OFP_FLOW_REMOVED_PACK_STR0, COOKIE, rule.priority,
-                                     OFP.OFPRR_IDLE_TIMEOUT, rule.table, 5, 0,
-                                     rule.idle_timeout, 0, 10, 1000))  # fmt: skip
+        body = bytearray(
+            struct.pack(
+                OFP.OFP_FLOW_REMOVED_PACK_STR0,
+                COOKIE,
+                rule.priority,
+                OFP.OFPRR_IDLE_TIMEOUT,
+                rule.table,
+                5,
+                0,
+                rule.idle_timeout,
+                0,
+                10,
+                1000,
+            )
+        )
         PARSER.OFPMatch(**dict(rule.match)).serialize(body, len(body))
         self.send(OFP.OFPT_FLOW_REMOVED, bytes(body))
 
@@ -208,8 +223,11 @@ def test_only_the_switches_that_never_connected_are_named():
 
 # ----- rules and a policy change at run time ------------------------------------------
 def rule_keys(mods: list[Any], command: int) -> set[tuple]:
-    return {(m.table_id, m.priority, tuple(sorted(m.match.items())))
-            for m in mods if m.command == command}  # fmt: skip
+    return {
+        (m.table_id, m.priority, tuple(sorted(m.match.items())))
+        for m in mods
+        if m.command == command
+    }
 
 
 def core_keys(rules: list[Rule]) -> set[tuple]:
@@ -243,8 +261,10 @@ def test_a_policy_change_at_run_time_sends_the_difference_and_a_bad_one_changes_
         assert (event["old"], event["new"]) == ("ecmp", "shortest_path")
 
         marks = {n: len(f.flow_mods) for n, f in fakes.items()}
-        for bad, why in (("bogus", "policy 'bogus' is not known"),
-                         ("tenant_paths", "needs params\\['tenants'\\]")):  # fmt: skip
+        for bad, why in (
+            ("bogus", "policy 'bogus' is not known"),
+            ("tenant_paths", "needs params\\['tenants'\\]"),
+        ):
             with pytest.raises(ChannelError, match=f"policy change refused: .*{why}"):
                 proc.client.set_policy(bad)
         status = proc.client.status()

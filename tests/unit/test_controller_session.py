@@ -162,8 +162,10 @@ def test_a_port_change_before_the_first_install_is_sent_with_it():
     f = fabric()
     session, tables = ControllerSession(f, "ecmp"), FlowTables(f)
     session.switch_connected(dpid(session, "leaf0"), T0)
-    assert session.port_status(dpid(session, "leaf0"), port(session, "leaf0", "spine0"),
-                               False, T0) == []  # fmt: skip
+    assert (
+        session.port_status(dpid(session, "leaf0"), port(session, "leaf0", "spine0"), False, T0)
+        == []
+    )
     for sw in f.switches[1:]:
         tables.apply(session.switch_connected(sw.dpid, T0 + MS))
     down = FabricState().with_link("leaf0", "spine0", up=False)
@@ -218,8 +220,14 @@ def test_reroute_and_installed_times_are_the_differences_of_the_instants_passed_
     assert events(session, "reroute")[0]["installed_ms"] == 9.0
 
     # What a run's report shows for this fault, timed from the injector's instant.
-    applied = [{"event": "link_down", "link": ["leaf0", "spine0"], "t_start_ns": t_fault,
-                "t_ns": t_fault + MS}]  # fmt: skip
+    applied = [
+        {
+            "event": "link_down",
+            "link": ["leaf0", "spine0"],
+            "t_start_ns": t_fault,
+            "t_ns": t_fault + MS,
+        }
+    ]
     (row,) = fault_timings(applied, ask(session, "events")["events"], session.fabric)
     assert (row["detected_ms"], row["last_rule_sent_ms"], row["installed_ms"]) == (2, 5, 11)
 
@@ -232,8 +240,14 @@ def test_a_delayed_detection_is_timed_when_the_controller_acted_and_keeps_when_i
     tables.apply(session.port_status(dpid(session, "leaf0"), p, False, acted, heard))
     (ev,) = events(session, "port_down")
     assert ev["t_ns"] == acted and ev["heard_ns"] == heard
-    applied = [{"event": "link_down", "link": ["leaf0", "spine0"], "t_start_ns": t_fault,
-                "t_ns": t_fault + MS}]  # fmt: skip
+    applied = [
+        {
+            "event": "link_down",
+            "link": ["leaf0", "spine0"],
+            "t_start_ns": t_fault,
+            "t_ns": t_fault + MS,
+        }
+    ]
     (row,) = fault_timings(applied, ask(session, "events")["events"], session.fabric)
     assert row["detected_ms"] == 51  # the reroute starts from the delayed detection
 
@@ -253,8 +267,11 @@ def test_every_barrier_sent_must_be_answered_before_a_reroute_counts_as_installe
     h0, h2 = (session.fabric.node(h).ip for h in ("h0", "h2"))
     placed = tables.apply(session.packet_in(Flow(h0, h2, TCP, 40000, 5201), T0))
     via = placed[1].switch
-    tables.apply(session.port_status(dpid(session, "leaf0"), port(session, "leaf0", via),
-                                     False, T0 + 10 * MS))  # fmt: skip
+    tables.apply(
+        session.port_status(
+            dpid(session, "leaf0"), port(session, "leaf0", via), False, T0 + 10 * MS
+        )
+    )
     assert tables.barriers["leaf0"] == 2  # the new routes, then the stale placement's delete
     session.barrier_reply(dpid(session, "leaf0"), T0 + 12 * MS)
     tables.barriers["leaf0"] -= 1
@@ -268,8 +285,9 @@ def test_every_barrier_sent_must_be_answered_before_a_reroute_counts_as_installe
 def placed_path(session: ControllerSession, tables: FlowTables, flow: Flow) -> list[str]:
     f = session.fabric
     src, dst = (f.host_by_ip(ip).name for ip in (flow.src_ip, flow.dst_ip))
-    (path,) = trace(f, tables.ruleset(), src, dst, ip_proto=TCP, tcp_src=flow.sport,
-                    tcp_dst=flow.dport)  # fmt: skip
+    (path,) = trace(
+        f, tables.ruleset(), src, dst, ip_proto=TCP, tcp_src=flow.sport, tcp_dst=flow.dport
+    )
     return path
 
 
@@ -277,8 +295,9 @@ def test_a_new_flow_is_placed_egress_first_on_one_path_and_held_for_a_second():
     session, tables = ready("adaptive")
     f = session.fabric
     flow = Flow(f.node("h0").ip, f.node("h2").ip, TCP, 40000, 5201)
-    assert len(trace(f, tables.ruleset(), "h0", "h2", ip_proto=TCP, tcp_src=40000,
-                     tcp_dst=5201)) == 2  # fmt: skip  # before: ECMP, either spine
+    assert (
+        len(trace(f, tables.ruleset(), "h0", "h2", ip_proto=TCP, tcp_src=40000, tcp_dst=5201)) == 2
+    )  # # before: ECMP, either spine
     sent = tables.apply(session.packet_in(flow, T0))
     assert [m.switch for m in sent][::2] == ["leaf1", "leaf0"]  # egress switch first
     assert not any(m.barrier for m in sent)
@@ -297,8 +316,9 @@ def test_a_new_flow_is_placed_away_from_the_spine_the_port_counters_show_loaded(
     f = session.fabric
     egress = port(session, loaded, "leaf1")
     for t_ns, sent_bytes in ((T0, 0), (T0 + 200 * MS, 25_000_000)):  # 1 Gbit/s
-        session.port_stats(dpid(session, loaded), [PortCounters(egress, sent_bytes, 0, 0, 0, 0)],
-                           t_ns)  # fmt: skip
+        session.port_stats(
+            dpid(session, loaded), [PortCounters(egress, sent_bytes, 0, 0, 0, 0)], t_ns
+        )
     flow = Flow(f.node("h0").ip, f.node("h2").ip, TCP, 40000, 5201)
     tables.apply(session.packet_in(flow, T0 + 300 * MS))
     assert loaded not in placed_path(session, tables, flow)
@@ -323,8 +343,9 @@ def test_placed_rules_that_idle_out_are_no_longer_listed():
     other = dict(first.match, tcp_src=40001)
     session.flow_removed(dpid(session, first.switch), first.table, first.priority, other)
     assert len(ask(session, "rules")["placed"]) == 3  # another flow's removal
-    session.flow_removed(dpid(session, first.switch), first.table, first.priority,
-                         dict(first.match))  # fmt: skip
+    session.flow_removed(
+        dpid(session, first.switch), first.table, first.priority, dict(first.match)
+    )
     assert [Rule.from_dict(r) for r in ask(session, "rules")["placed"]] == rest
     for r in rest:
         session.flow_removed(dpid(session, r.switch), r.table, r.priority, dict(r.match))
@@ -337,8 +358,11 @@ def test_a_link_failure_deletes_placed_flows_through_it_and_they_are_placed_agai
     flow = Flow(f.node("h0").ip, f.node("h2").ip, TCP, 40000, 5201)
     tables.apply(session.packet_in(flow, T0))
     via = placed_path(session, tables, flow)[2]
-    sent = tables.apply(session.port_status(dpid(session, "leaf1"), port(session, "leaf1", via),
-                                            False, T0 + 100 * MS))  # fmt: skip
+    sent = tables.apply(
+        session.port_status(
+            dpid(session, "leaf1"), port(session, "leaf1", via), False, T0 + 100 * MS
+        )
+    )
     deleted = [r for m in sent for r in m.changes.rules_delete if r.idle_timeout]
     assert {r.switch for r in deleted} == {"leaf0", via, "leaf1"}
     assert events(session, "reroute")[0]["stale_placed"] == 3
@@ -353,8 +377,9 @@ def test_a_link_failure_deletes_placed_flows_through_it_and_they_are_placed_agai
 def test_port_rates_are_byte_deltas_over_the_instants_between_replies():
     session, _ = ready()
     leaf0 = dpid(session, "leaf0")
-    session.port_stats(leaf0, [PortCounters(3, 1_000, 500, 10, 5, 0),
-                               PortCounters(0xFFFFFFFE, 9, 9, 9, 9, 9)], T0)  # fmt: skip
+    session.port_stats(
+        leaf0, [PortCounters(3, 1_000, 500, 10, 5, 0), PortCounters(0xFFFFFFFE, 9, 9, 9, 9, 9)], T0
+    )
     first = ask(session, "ports")["ports"]["leaf0"]
     assert list(first) == ["3"]  # the LOCAL port is not a fabric port
     assert (first["3"]["tx_bps"], first["3"]["rx_bps"], first["3"]["t_ns"]) == (0.0, 0.0, T0)
@@ -429,10 +454,16 @@ def test_a_policy_change_sends_exactly_the_difference_and_a_refused_one_changes_
     assert RuleSet.from_dict(ask(session, "rules")["rules"]) == after
     (ev,) = events(session, "policy")
     assert (ev["old"], ev["new"], ev["switches"], ev["t_ns"]) == (
-        "ecmp", "shortest_path", sorted(changes), T0 + MS)  # fmt: skip
+        "ecmp",
+        "shortest_path",
+        sorted(changes),
+        T0 + MS,
+    )
 
-    for bad, why in (("bogus", "policy 'bogus' is not known"),
-                     ("tenant_paths", "needs params['tenants']")):  # fmt: skip
+    for bad, why in (
+        ("bogus", "policy 'bogus' is not known"),
+        ("tenant_paths", "needs params['tenants']"),
+    ):
         answer, sent = session.control({"cmd": "set_policy", "policy": bad}, T0 + 2 * MS)
         assert answer["error"].startswith("policy change refused: ") and why in answer["error"]
         assert sent == []
@@ -458,9 +489,10 @@ def test_status_reports_the_errors_given_and_an_unknown_command_is_named():
     answer, _ = session.control({"cmd": "status"}, T0, ["kvfabric.controller: boom"])
     assert answer["errors"] == ["kvfabric.controller: boom"] and answer["policy"] == "ecmp"
     answer, sent = session.control({"cmd": "reboot"}, T0)
-    assert answer == {
-        "error": "unknown command 'reboot': status, rules, ports, events, set_policy"
-    } and sent == []  # fmt: skip
+    assert (
+        answer == {"error": "unknown command 'reboot': status, rules, ports, events, set_policy"}
+        and sent == []
+    )
 
 
 # ----- what the app makes of it ------------------------------------------------------------
@@ -477,14 +509,19 @@ def test_the_app_sends_wipe_groups_flows_deletions_barrier_and_stats_request_in_
     rules = compute(fabric(), "ecmp")
     g1, g2 = rules.groups[:2]
     r1, r2 = rules.rules[:2]
-    changes = SwitchChanges(rules_add=[r1], rules_delete=[r2], groups_add=[g1],
-                            groups_modify=[g2], groups_delete=[g1])  # fmt: skip
+    changes = SwitchChanges(
+        rules_add=[r1], rules_delete=[r2], groups_add=[g1], groups_modify=[g2], groups_delete=[g1]
+    )
     out = SwitchMessages("leaf0", changes, wipe=True, barrier=True, port_stats=True)
     sent = [(type(m).__name__, getattr(m, "command", None)) for m in ofp.encode(dp, out)]
     assert sent == [
-        ("OFPFlowMod", OFP.OFPFC_DELETE), ("OFPGroupMod", OFP.OFPGC_DELETE),  # the wipe
-        ("OFPGroupMod", OFP.OFPGC_ADD), ("OFPGroupMod", OFP.OFPGC_MODIFY),
-        ("OFPFlowMod", OFP.OFPFC_ADD), ("OFPFlowMod", OFP.OFPFC_DELETE_STRICT),
+        ("OFPFlowMod", OFP.OFPFC_DELETE),
+        ("OFPGroupMod", OFP.OFPGC_DELETE),  # the wipe
+        ("OFPGroupMod", OFP.OFPGC_ADD),
+        ("OFPGroupMod", OFP.OFPGC_MODIFY),
+        ("OFPFlowMod", OFP.OFPFC_ADD),
+        ("OFPFlowMod", OFP.OFPFC_DELETE_STRICT),
         ("OFPGroupMod", OFP.OFPGC_DELETE),
-        ("OFPBarrierRequest", None), ("OFPPortStatsRequest", None),
-    ]  # fmt: skip
+        ("OFPBarrierRequest", None),
+        ("OFPPortStatsRequest", None),
+    ]

@@ -75,8 +75,14 @@ def test_the_finish_step_judges_by_the_deployments_plan_without_rebuilding_it(
     monkeypatch.setattr(deployment_module, "egress_plan", rebuilt)
     monkeypatch.setattr("topologies.shaping.egress_plan", rebuilt)
     monkeypatch.setattr("experiments.output.report.write_report", lambda dirs: None)
-    fault = {"event": "link_degrade", "link": ["leaf0", "spine0"], "gbps": 100.0,
-             "t_ns": 5, "ok": True, "t_start_ns": 5}  # fmt: skip
+    fault = {
+        "event": "link_degrade",
+        "link": ["leaf0", "spine0"],
+        "gbps": 100.0,
+        "t_ns": 5,
+        "ok": True,
+        "t_start_ns": 5,
+    }
     rec = Recorded(tables={"flows": pd.DataFrame()}, events={"faults": [fault]})
     runner._finish(prepared, Path(tmp_path), rec, {"experiment": "dep"}, stop=False)
     assert seen["rates"] == prepared.deployment.rates_bps
@@ -113,8 +119,11 @@ def test_fabric_up_builds_by_the_deployments_plan_and_yields_it(prepared, tmp_pa
     monkeypatch.setattr(runner, "ControllerProcess", Controller)
     monkeypatch.setattr(runner, "FabricNetwork", Network)
     d = prepared.deployment
-    with runner.fabric_up(prepared.fabric, prepared.run.config, tmp_path,
-                          deployment=d) as (_, net, deployed):  # fmt: skip
+    with runner.fabric_up(prepared.fabric, prepared.run.config, tmp_path, deployment=d) as (
+        _,
+        net,
+        deployed,
+    ):
         assert isinstance(net, Network)
     assert deployed == d and deployed.cluster is None
     assert built["scale"] == d.scale and built["plan"] == list(d.plan)

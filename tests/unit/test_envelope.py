@@ -27,10 +27,16 @@ FABRIC = spine_leaf(2, 2, 4)  # 100 Gbit/s hosts: h0-h3 on leaf0, h4-h7 on leaf1
 
 
 def burst(n: int, at_ns: int, src: str = "h0", dst: str = "h4", nbytes: int = 10_000_000):
-    return build_schedule({
-        "kind": ["background"] * n, "tenant": ["t"] * n, "src": [src] * n, "dst": [dst] * n,
-        "bytes": np.full(n, nbytes), "t_sched_ns": np.full(n, at_ns, dtype=np.int64),
-    })  # fmt: skip
+    return build_schedule(
+        {
+            "kind": ["background"] * n,
+            "tenant": ["t"] * n,
+            "src": [src] * n,
+            "dst": [dst] * n,
+            "bytes": np.full(n, nbytes),
+            "t_sched_ns": np.full(n, at_ns, dtype=np.int64),
+        }
+    )
 
 
 def test_the_demand_is_the_busiest_window_not_the_mean():
@@ -45,8 +51,20 @@ def test_a_long_transfer_spreads_its_bits_over_its_duration():
     # one 1.25 MB emulated transfer at a 10 Mbit/s host link lasts ~1 s: ~10 Mbit/s
     # of payload x 3 switches in each window, not 30 Mbit/s x 10 in the first one
     table = message_table(
-        pd.DataFrame({"src": ["h0"], "dst": ["h4"], "bytes": [12_500_000_000], "scaled": [True],
-                      "proto": ["tcp"], "dscp": [0], "t_start_ns": [0]}), FABRIC, 1e-4)  # fmt: skip
+        pd.DataFrame(
+            {
+                "src": ["h0"],
+                "dst": ["h4"],
+                "bytes": [12_500_000_000],
+                "scaled": [True],
+                "proto": ["tcp"],
+                "dscp": [0],
+                "t_start_ns": [0],
+            }
+        ),
+        FABRIC,
+        1e-4,
+    )
     d = demand_of(table)
     assert d.peak_switch_hop_mbps() == pytest.approx(30.0, rel=0.02)
     total_bits = sum(b.sum() for b in d.hop_bits.values())
@@ -126,9 +144,16 @@ def test_an_over_envelope_plan_is_refused_with_the_figure_the_limit_and_the_fixe
 def test_slowdown_is_one_for_a_flow_that_met_its_ideal_and_grows_with_queueing():
     from experiments.analysis.metrics.flows import fct_slowdown, ideal_fct_ms
 
-    flows = pd.DataFrame({"src": ["h0", "h0"], "dst": ["h4", "h1"], "bytes": [144_800, 1448],
-                          "proto": ["tcp", "tcp"], "ok": [True, True],
-                          "error": [None, None]})  # fmt: skip
+    flows = pd.DataFrame(
+        {
+            "src": ["h0", "h0"],
+            "dst": ["h4", "h1"],
+            "bytes": [144_800, 1448],
+            "proto": ["tcp", "tcp"],
+            "ok": [True, True],
+            "error": [None, None],
+        }
+    )
     ideal = ideal_fct_ms(flows, FABRIC, Scale(1e-4))
     # 100 full frames at the 10 Mbit/s host link: 121 ms, plus a frame at the others
     assert ideal[0] == pytest.approx(100 * 1514 * 8 / 10e6 * 1e3, rel=0.02)
@@ -149,8 +174,9 @@ def test_a_stored_envelope_judges_only_the_machine_it_was_measured_on(tmp_path, 
     env, why = load({"kernel": "6.1"})
     assert env is DEFAULT and "no calibration" in why
     machine = {"kernel": "6.1", "ovs": "3.1", "cpu_model": "x", "cpu_count": 2}
-    mine = Envelope({1: 900.0, 3: 800.0}, {"small": 9000.0, "bulk": 8000.0}, 5000, "measured",
-                    True, machine)  # fmt: skip
+    mine = Envelope(
+        {1: 900.0, 3: 800.0}, {"small": 9000.0, "bulk": 8000.0}, 5000, "measured", True, machine
+    )
     save(mine, path)
     here = {"kernel": "6.1", "ovs": "3.1", "cpu_model": "x", "cpu_count": 2}
     got, why = load(here)
@@ -167,16 +193,22 @@ def test_a_jumbo_frame_run_is_judged_only_by_a_calibration_at_its_mtu(tmp_path, 
     monkeypatch.setenv("KVFABRIC_ENVELOPE", str(tmp_path / "envelope.json"))
     assert envelope_path(9000) == tmp_path / "envelope-mtu9000.json"
     here = {"kernel": "6.1", "ovs": "3.1", "cpu_model": "x", "cpu_count": 2}
-    save(Envelope({3: 450.0}, {"small": 5000.0}, 4000, "at 1500", True, here | {"mtu": 1500}),
-         envelope_path(1500))  # fmt: skip
+    save(
+        Envelope({3: 450.0}, {"small": 5000.0}, 4000, "at 1500", True, here | {"mtu": 1500}),
+        envelope_path(1500),
+    )
     env, why = load(here | {"mtu": 9000})
     assert env is DEFAULT and "no calibration" in why and "mtu9000" in why
-    save(Envelope({3: 450.0}, {"small": 5000.0}, 4000, "at 1500", True, here | {"mtu": 1500}),
-         envelope_path(9000))  # a 1500 calibration copied to the jumbo file  # fmt: skip
+    save(
+        Envelope({3: 450.0}, {"small": 5000.0}, 4000, "at 1500", True, here | {"mtu": 1500}),
+        envelope_path(9000),
+    )  # a 1500 calibration copied to the jumbo file
     env, why = load(here | {"mtu": 9000})
     assert env is DEFAULT and "mtu 1500" in why
-    save(Envelope({3: 1500.0}, {"small": 5000.0}, 4000, "at 9000", True, here | {"mtu": 9000}),
-         envelope_path(9000))  # fmt: skip
+    save(
+        Envelope({3: 1500.0}, {"small": 5000.0}, 4000, "at 9000", True, here | {"mtu": 9000}),
+        envelope_path(9000),
+    )
     assert load(here | {"mtu": 9000})[0].capacity_mbps(3) == 1500.0
     assert load(here | {"mtu": 1500})[0].capacity_mbps(3) == 450.0
 

@@ -15,20 +15,54 @@ T0 = 10**12  # the injector's timestamp of the link_down
 NAN = float("nan")
 FABRIC = spine_leaf(spines=2, leaves=2, hosts_per_leaf=2)
 DOWN_UP = [
-    {"at_s": 3.0, "event": "link_down", "fault": "link_down", "link": ["leaf0", "spine0"],
-     "t_start_ns": T0, "t_ns": T0 + 4 * MS, "late_ms": 0.1, "ok": True, "error": ""},
-    {"at_s": 4.0, "event": "link_up", "fault": "link_up", "link": ["leaf0", "spine0"],
-     "t_start_ns": T0 + 1000 * MS, "t_ns": T0 + 1003 * MS, "late_ms": 0.1, "ok": True,
-     "error": ""},
-]  # fmt: skip
+    {
+        "at_s": 3.0,
+        "event": "link_down",
+        "fault": "link_down",
+        "link": ["leaf0", "spine0"],
+        "t_start_ns": T0,
+        "t_ns": T0 + 4 * MS,
+        "late_ms": 0.1,
+        "ok": True,
+        "error": "",
+    },
+    {
+        "at_s": 4.0,
+        "event": "link_up",
+        "fault": "link_up",
+        "link": ["leaf0", "spine0"],
+        "t_start_ns": T0 + 1000 * MS,
+        "t_ns": T0 + 1003 * MS,
+        "late_ms": 0.1,
+        "ok": True,
+        "error": "",
+    },
+]
 
 
-def flow(kind: str, src: str, dst: str, start_ms: float, end_ms: float, ok: bool = True,
-         error: str | None = None, n_bytes: int = 1000) -> dict:  # fmt: skip
-    return {"kind": kind, "tenant": "t0", "src": src, "dst": dst, "bytes": n_bytes,
-            "t_sched_ns": T0 + start_ms * MS, "t_start_ns": T0 + start_ms * MS,
-            "t_end_ns": T0 + end_ms * MS, "fct_ms": end_ms - start_ms, "ok": ok,
-            "error": error}  # fmt: skip
+def flow(
+    kind: str,
+    src: str,
+    dst: str,
+    start_ms: float,
+    end_ms: float,
+    ok: bool = True,
+    error: str | None = None,
+    n_bytes: int = 1000,
+) -> dict:
+    return {
+        "kind": kind,
+        "tenant": "t0",
+        "src": src,
+        "dst": dst,
+        "bytes": n_bytes,
+        "t_sched_ns": T0 + start_ms * MS,
+        "t_start_ns": T0 + start_ms * MS,
+        "t_end_ns": T0 + end_ms * MS,
+        "fct_ms": end_ms - start_ms,
+        "ok": ok,
+        "error": error,
+    }
 
 
 def probes(lost_from_ms: float = 0, lost_to_ms: float = 40) -> list[dict]:
@@ -39,8 +73,9 @@ def probes(lost_from_ms: float = 0, lost_to_ms: float = 40) -> list[dict]:
         sent = 5 + 10 * k
         lost = lost_from_ms <= sent < lost_to_ms
         error = "datagram sent but never received (lost)" if lost else None
-        out.append(flow("probe", "h0", "h2", sent, NAN if lost else sent + 0.2, not lost,
-                        error, 64))  # fmt: skip
+        out.append(
+            flow("probe", "h0", "h2", sent, NAN if lost else sent + 0.2, not lost, error, 64)
+        )
         out.append(flow("probe", "h1", "h3", sent, sent + 0.2, n_bytes=64))
     return out
 
@@ -71,26 +106,41 @@ def links_table(dip: float = 0.25, spine_mbps: float = 0.0) -> pd.DataFrame:
             if k > -20:
                 mbps = spine_mbps if port[0] == "spine0" else 10.0 * (dip if 1 <= k <= 3 else 1)
                 total[port] += mbps * 1e6 / 8 / 10  # one tick's bytes
-            rows.append({"t_ns": t, "node": port[0], "port": port[1],
-                         "tx_bytes": int(total[port]), "rx_bytes": 0})  # fmt: skip
+            rows.append(
+                {
+                    "t_ns": t,
+                    "node": port[0],
+                    "port": port[1],
+                    "tx_bytes": int(total[port]),
+                    "rx_bytes": 0,
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def requests_table() -> pd.DataFrame:
-    return pd.DataFrame({
-        "request_id": range(6),
-        "arrival_ns": [T0 + x * MS for x in (-100, -20, 300, 400, 1500, 2000)],
-        "ttft_ms": [40.0, 90.0, 150.0, NAN, 50.0, 30.0],
-        "e2e_ms": [50.0, 100.0, 200.0, NAN, 80.0, 60.0],
-        "tpot_ms": 5.0,
-        "kv_transfer_ms": 10.0,
-        "served": [True, True, True, False, True, True],
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "request_id": range(6),
+            "arrival_ns": [T0 + x * MS for x in (-100, -20, 300, 400, 1500, 2000)],
+            "ttft_ms": [40.0, 90.0, 150.0, NAN, 50.0, 30.0],
+            "e2e_ms": [50.0, 100.0, 200.0, NAN, 80.0, 60.0],
+            "tpot_ms": 5.0,
+            "kv_transfer_ms": 10.0,
+            "served": [True, True, True, False, True, True],
+        }
+    )
 
 
 def test_a_link_down_probes_lost_for_40_ms_and_the_rate_dip():
-    down, up = fault_timings(DOWN_UP, [], FABRIC, flows=flows_table(probes() + workload()),
-                             links=links_table(), requests=requests_table())  # fmt: skip
+    down, up = fault_timings(
+        DOWN_UP,
+        [],
+        FABRIC,
+        flows=flows_table(probes() + workload()),
+        links=links_table(),
+        requests=requests_table(),
+    )
     # h0->h2 lost the probes sent at 5, 15, 25, 35 ms; the one at 45 got through
     assert down["first_probe_ms"] == 45.0
     assert down["probes_lost"] == 4 and down["probe_pairs_hit"] == 1
@@ -127,30 +177,57 @@ def test_a_rate_that_never_recovers_or_was_idle():
 
 
 def test_a_pair_that_never_got_a_probe_through():
-    (row, _) = fault_timings(DOWN_UP, [], FABRIC,
-                             flows=flows_table(probes(lost_to_ms=10_000)))  # fmt: skip
+    (row, _) = fault_timings(DOWN_UP, [], FABRIC, flows=flows_table(probes(lost_to_ms=10_000)))
     assert row["probes_lost"] == 100 and row["first_probe_ms"] is None
 
 
 def test_switch_down_is_one_row_with_every_link():
     applied = [
-        {"at_s": 3.0, "event": "link_down", "fault": "switch_down", "link": ["spine0", "leaf0"],
-         "t_start_ns": T0, "t_ns": T0 + 3 * MS},
-        {"at_s": 3.0, "event": "link_down", "fault": "switch_down", "link": ["spine0", "leaf1"],
-         "t_start_ns": T0 + 3 * MS, "t_ns": T0 + 6 * MS},
-        {"at_s": 4.0, "event": "link_up", "fault": "switch_up", "link": ["spine0", "leaf0"],
-         "t_start_ns": T0 + 1000 * MS, "t_ns": T0 + 1003 * MS},
-        {"at_s": 4.0, "event": "link_up", "fault": "switch_up", "link": ["spine0", "leaf1"],
-         "t_start_ns": T0 + 1003 * MS, "t_ns": T0 + 1006 * MS},
-    ]  # fmt: skip
+        {
+            "at_s": 3.0,
+            "event": "link_down",
+            "fault": "switch_down",
+            "link": ["spine0", "leaf0"],
+            "t_start_ns": T0,
+            "t_ns": T0 + 3 * MS,
+        },
+        {
+            "at_s": 3.0,
+            "event": "link_down",
+            "fault": "switch_down",
+            "link": ["spine0", "leaf1"],
+            "t_start_ns": T0 + 3 * MS,
+            "t_ns": T0 + 6 * MS,
+        },
+        {
+            "at_s": 4.0,
+            "event": "link_up",
+            "fault": "switch_up",
+            "link": ["spine0", "leaf0"],
+            "t_start_ns": T0 + 1000 * MS,
+            "t_ns": T0 + 1003 * MS,
+        },
+        {
+            "at_s": 4.0,
+            "event": "link_up",
+            "fault": "switch_up",
+            "link": ["spine0", "leaf1"],
+            "t_start_ns": T0 + 1003 * MS,
+            "t_ns": T0 + 1006 * MS,
+        },
+    ]
     controller = [
         {"event": "port_down", "switch": "leaf0", "port": 3, "t_ns": T0 + 2 * MS},
         {"event": "reroute", "t_ns": T0 + 2 * MS, "t_last_sent_ns": T0 + 3 * MS},
         {"event": "port_down", "switch": "leaf1", "port": 3, "t_ns": T0 + 5 * MS},
-        {"event": "reroute", "t_ns": T0 + 5 * MS, "t_last_sent_ns": T0 + 7 * MS,
-         "t_installed_ns": T0 + 11 * MS},
+        {
+            "event": "reroute",
+            "t_ns": T0 + 5 * MS,
+            "t_last_sent_ns": T0 + 7 * MS,
+            "t_installed_ns": T0 + 11 * MS,
+        },
         {"event": "port_up", "switch": "leaf1", "port": 3, "t_ns": T0 + 1004 * MS},
-    ]  # fmt: skip
+    ]
     down, up = fault_timings(applied, controller, FABRIC)
     assert down["fault"] == "switch_down" and down["switch"] == "spine0"
     assert down["links"] == [["spine0", "leaf0"], ["spine0", "leaf1"]]
@@ -162,18 +239,39 @@ def test_switch_down_is_one_row_with_every_link():
 
 
 def test_a_flap_is_one_row_of_its_cycles():
-    applied = [{"at_s": 2.0 + 0.05 * k, "event": "link_up" if k % 2 else "link_down",
-                "fault": "link_flap", "link": ["leaf0", "spine1"],
-                "t_start_ns": T0 + 50 * k * MS, "t_ns": T0 + (50 * k + 2) * MS}
-               for k in range(4)]  # fmt: skip
-    other = [{"at_s": 2.02 + 0.05 * k, "event": "link_up" if k else "link_down",
-              "fault": "link_flap", "link": ["leaf1", "spine1"],
-              "t_start_ns": T0 + (20 + 50 * k) * MS, "t_ns": T0 + (21 + 50 * k) * MS}
-             for k in range(2)]  # another link's flap, interleaved  # fmt: skip
+    applied = [
+        {
+            "at_s": 2.0 + 0.05 * k,
+            "event": "link_up" if k % 2 else "link_down",
+            "fault": "link_flap",
+            "link": ["leaf0", "spine1"],
+            "t_start_ns": T0 + 50 * k * MS,
+            "t_ns": T0 + (50 * k + 2) * MS,
+        }
+        for k in range(4)
+    ]
+    other = [
+        {
+            "at_s": 2.02 + 0.05 * k,
+            "event": "link_up" if k else "link_down",
+            "fault": "link_flap",
+            "link": ["leaf1", "spine1"],
+            "t_start_ns": T0 + (20 + 50 * k) * MS,
+            "t_ns": T0 + (21 + 50 * k) * MS,
+        }
+        for k in range(2)
+    ]  # another link's flap, interleaved
     applied = sorted(applied + other, key=lambda f: f["at_s"])
-    applied.append({"at_s": 9.0, "event": "link_down", "fault": "link_flap",
-                    "link": ["leaf0", "spine1"], "t_start_ns": T0 + 7000 * MS,
-                    "t_ns": T0 + 7002 * MS})  # a second flap, much later  # fmt: skip
+    applied.append(
+        {
+            "at_s": 9.0,
+            "event": "link_down",
+            "fault": "link_flap",
+            "link": ["leaf0", "spine1"],
+            "t_start_ns": T0 + 7000 * MS,
+            "t_ns": T0 + 7002 * MS,
+        }
+    )  # a second flap, much later
     first, beside, later = fault_timings(applied, [])
     assert first["fault"] == "link_flap" and first["cycles"] == 2
     assert first["link"] == ["leaf0", "spine1"] and first["window_ms"] == 152.0
@@ -183,18 +281,32 @@ def test_a_flap_is_one_row_of_its_cycles():
 
 def test_a_controller_outage_until_every_switch_was_back():
     applied = [
-        {"at_s": 2.0, "event": "controller_down", "fault": "controller_down",
-         "target": "controller", "t_start_ns": T0, "t_ns": T0 + 20 * MS},
-        {"at_s": 2.5, "event": "controller_up", "fault": "controller_up",
-         "target": "controller", "t_start_ns": T0 + 500 * MS, "t_ns": T0 + 520 * MS,
-         "ready_ns": T0 + 800 * MS},
-    ]  # fmt: skip
-    flows = flows_table([
-        flow("kv", "h0", "h2", -50, 30),
-        flow("kv", "h0", "h2", 100, 200),
-        flow("kv", "h1", "h3", 600, 700, False, "connect timed out"),
-        flow("kv", "h1", "h3", 900, 950),  # after the controller was ready
-    ])  # fmt: skip
+        {
+            "at_s": 2.0,
+            "event": "controller_down",
+            "fault": "controller_down",
+            "target": "controller",
+            "t_start_ns": T0,
+            "t_ns": T0 + 20 * MS,
+        },
+        {
+            "at_s": 2.5,
+            "event": "controller_up",
+            "fault": "controller_up",
+            "target": "controller",
+            "t_start_ns": T0 + 500 * MS,
+            "t_ns": T0 + 520 * MS,
+            "ready_ns": T0 + 800 * MS,
+        },
+    ]
+    flows = flows_table(
+        [
+            flow("kv", "h0", "h2", -50, 30),
+            flow("kv", "h0", "h2", 100, 200),
+            flow("kv", "h1", "h3", 600, 700, False, "connect timed out"),
+            flow("kv", "h1", "h3", 900, 950),  # after the controller was ready
+        ]
+    )
     down, up = fault_timings(applied, [], FABRIC, flows=flows)
     assert down["no_controller_ms"] == 800.0 and down["window_ms"] == 800.0
     assert down["flows_started"] == 2 and down["flows_started_failed"] == 1
@@ -203,25 +315,49 @@ def test_a_controller_outage_until_every_switch_was_back():
 
 
 def test_a_controller_that_never_got_ready_has_no_outage_length():
-    applied = [{"at_s": 2.0, "event": "controller_down", "fault": "controller_down",
-                "target": "controller", "t_start_ns": T0, "t_ns": T0},
-               {"at_s": 2.5, "event": "controller_up", "fault": "controller_up",
-                "target": "controller", "t_start_ns": T0 + 500 * MS, "t_ns": T0 + 500 * MS,
-                "ready_ns": None}]  # fmt: skip
+    applied = [
+        {
+            "at_s": 2.0,
+            "event": "controller_down",
+            "fault": "controller_down",
+            "target": "controller",
+            "t_start_ns": T0,
+            "t_ns": T0,
+        },
+        {
+            "at_s": 2.5,
+            "event": "controller_up",
+            "fault": "controller_up",
+            "target": "controller",
+            "t_start_ns": T0 + 500 * MS,
+            "t_ns": T0 + 500 * MS,
+            "ready_ns": None,
+        },
+    ]
     down, _ = fault_timings(applied, [])
     assert down["no_controller_ms"] is None and down["window_ms"] == 500.0
 
 
 def test_an_agent_kill_fails_the_hosts_flows_after_it():
-    applied = [{"at_s": 2.0, "event": "agent_kill", "fault": "agent_kill", "node": "h2",
-                "t_start_ns": T0, "t_ns": T0 + MS}]  # fmt: skip
-    flows = flows_table([
-        flow("kv", "h0", "h2", -500, -400),  # over before the kill
-        flow("kv", "h0", "h2", -10, NAN, False, "ConnectionResetError"),
-        flow("kv", "h2", "h3", 100, 101, False, "ConnectionRefusedError"),
-        flow("kv", "h1", "h2", 200, 201, False, "ConnectionRefusedError"),
-        flow("kv", "h0", "h3", 100, 300),  # another host's
-    ])  # fmt: skip
+    applied = [
+        {
+            "at_s": 2.0,
+            "event": "agent_kill",
+            "fault": "agent_kill",
+            "node": "h2",
+            "t_start_ns": T0,
+            "t_ns": T0 + MS,
+        }
+    ]
+    flows = flows_table(
+        [
+            flow("kv", "h0", "h2", -500, -400),  # over before the kill
+            flow("kv", "h0", "h2", -10, NAN, False, "ConnectionResetError"),
+            flow("kv", "h2", "h3", 100, 101, False, "ConnectionRefusedError"),
+            flow("kv", "h1", "h2", 200, 201, False, "ConnectionRefusedError"),
+            flow("kv", "h0", "h3", 100, 300),  # another host's
+        ]
+    )
     (row,) = fault_timings(applied, [], FABRIC, flows=flows)
     assert row["node"] == "h2" and row["host_flows"] == 3 and row["host_flows_failed"] == 3
     assert row["host_errors"] == {"ConnectionRefusedError": 2, "ConnectionResetError": 1}
@@ -248,10 +384,24 @@ def test_summary_json_carries_the_data_plane_side():
     from tests.unit.run_configs import config_of_spec
 
     fabric = {"kind": "spine_leaf", "spines": 2, "leaves": 2, "hosts_per_leaf": 2}
-    spec = config_of_spec({"name": "t", "duration_s": 3.0, "scale": {"bandwidth": 1e-4},
-                           "workloads": [], "fabric": fabric})  # fmt: skip
-    m = summarize(flows_table(probes() + workload()), requests_table(), None, None, spec,
-                  links=links_table(), events={"faults": DOWN_UP, "controller": []})  # fmt: skip
+    spec = config_of_spec(
+        {
+            "name": "t",
+            "duration_s": 3.0,
+            "scale": {"bandwidth": 1e-4},
+            "workloads": [],
+            "fabric": fabric,
+        }
+    )
+    m = summarize(
+        flows_table(probes() + workload()),
+        requests_table(),
+        None,
+        None,
+        spec,
+        links=links_table(),
+        events={"faults": DOWN_UP, "controller": []},
+    )
     down = m["faults"][0]
     assert down["first_probe_ms"] == 45.0 and down["back_to_rate_ms"] == 500.0
     assert down["affected"]["requests_failed"] == 1

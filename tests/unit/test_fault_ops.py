@@ -21,8 +21,10 @@ FABRIC = spine_leaf(spines=2, leaves=2, hosts_per_leaf=2)
 def test_a_switch_down_takes_every_one_of_its_links_at_once():
     ops = fault_ops([Fault(1.0, switch_down="spine0"), Fault(2.0, switch_up="spine0")], FABRIC)
     down = [op for op in ops if not op.up]
-    assert {frozenset(op.link) for op in down} == {frozenset(("spine0", "leaf0")),
-                                                   frozenset(("spine0", "leaf1"))}  # fmt: skip
+    assert {frozenset(op.link) for op in down} == {
+        frozenset(("spine0", "leaf0")),
+        frozenset(("spine0", "leaf1")),
+    }
     assert {op.at_s for op in down} == {1.0} and {op.fault for op in ops} == {
         "switch_down",
         "switch_up",
@@ -32,27 +34,40 @@ def test_a_switch_down_takes_every_one_of_its_links_at_once():
 
 def test_a_flap_is_down_for_half_of_each_cycle():
     ops = fault_ops([Fault(1.0, link_flap=LinkFlap(("leaf0", "spine1"), 400.0, 2))], FABRIC)
-    assert [(op.at_s, op.up) for op in ops] == [(1.0, False), (pytest.approx(1.2), True),
-                                                (pytest.approx(1.4), False),
-                                                (pytest.approx(1.6), True)]  # fmt: skip
+    assert [(op.at_s, op.up) for op in ops] == [
+        (1.0, False),
+        (pytest.approx(1.2), True),
+        (pytest.approx(1.4), False),
+        (pytest.approx(1.6), True),
+    ]
     assert all(op.fault == "link_flap" and op.link == ("leaf0", "spine1") for op in ops)
 
 
 def test_the_timeline_is_in_time_order_and_keeps_plain_link_faults():
-    ops = fault_ops([Fault(3.0, link_up=("leaf0", "spine0")),
-                     Fault(1.0, link_down=("leaf0", "spine0"))], FABRIC)  # fmt: skip
-    assert ops == [FaultOp(1.0, "link_down", "link_down", ("leaf0", "spine0")),
-                   FaultOp(3.0, "link_up", "link_up", ("leaf0", "spine0"))]  # fmt: skip
+    ops = fault_ops(
+        [Fault(3.0, link_up=("leaf0", "spine0")), Fault(1.0, link_down=("leaf0", "spine0"))], FABRIC
+    )
+    assert ops == [
+        FaultOp(1.0, "link_down", "link_down", ("leaf0", "spine0")),
+        FaultOp(3.0, "link_up", "link_up", ("leaf0", "spine0")),
+    ]
     assert [op.event for op in ops] == ["link_down", "link_up"]
 
 
 def test_controller_degrade_and_agent_faults_become_one_operation_each():
-    faults = [Fault(2.0, controller_up=True), Fault(1.0, controller_down=True),
-              Fault(1.5, link_degrade=LinkDegrade(("leaf0", "spine1"), 25.0)),
-              Fault(0.5, agent_kill="h1")]  # fmt: skip
+    faults = [
+        Fault(2.0, controller_up=True),
+        Fault(1.0, controller_down=True),
+        Fault(1.5, link_degrade=LinkDegrade(("leaf0", "spine1"), 25.0)),
+        Fault(0.5, agent_kill="h1"),
+    ]
     ops = fault_ops(faults, FABRIC)
-    assert [op.event for op in ops] == ["agent_kill", "controller_down", "link_degrade",
-                                        "controller_up"]  # fmt: skip
+    assert [op.event for op in ops] == [
+        "agent_kill",
+        "controller_down",
+        "link_degrade",
+        "controller_up",
+    ]
     assert ops[2].link == ("leaf0", "spine1") and ops[2].gbps == 25.0
     assert ops[0].node == "h1"
     assert agent_kills(faults) == [(0.5, "h1")]
@@ -60,9 +75,14 @@ def test_controller_degrade_and_agent_faults_become_one_operation_each():
 
 def test_detection_delays_land_on_the_switch_ports_of_the_faulted_links_only():
     host_link = FABRIC.link_between("h0", "leaf0")
-    delays = detect_delays([{"at_s": 1.0, "link_down": ["h0", "leaf0"], "detect_ms": 50.0},
-                            {"at_s": 2.0, "switch_down": "spine0", "detect_ms": 20.0},
-                            {"at_s": 3.0, "link_down": ["leaf1", "spine1"]}], FABRIC)  # fmt: skip
+    delays = detect_delays(
+        [
+            {"at_s": 1.0, "link_down": ["h0", "leaf0"], "detect_ms": 50.0},
+            {"at_s": 2.0, "switch_down": "spine0", "detect_ms": 20.0},
+            {"at_s": 3.0, "link_down": ["leaf1", "spine1"]},
+        ],
+        FABRIC,
+    )
     assert delays[("leaf0", host_link.port_of("leaf0"))] == 50.0
     assert not any(node == "h0" for node, _ in delays)  # a host reports no port events
     spine0 = {(n, p) for n, p in delays if n == "spine0"}
@@ -74,26 +94,46 @@ def test_detection_delays_land_on_the_switch_ports_of_the_faulted_links_only():
 def _queue_rows(node, port, t0, n, rate_bps, dt_ns=5_000_000):
     """A port whose queue stands the whole time and drains at ``rate_bps``."""
     per = rate_bps * dt_ns / 8e9
-    return [{"node": node, "port": port, "t_ns": t0 + i * dt_ns, "backlog_pkts": 40,
-             "backlog_bytes": 60_000, "sent_bytes": int(i * per)} for i in range(n)]  # fmt: skip
+    return [
+        {
+            "node": node,
+            "port": port,
+            "t_ns": t0 + i * dt_ns,
+            "backlog_pkts": 40,
+            "backlog_bytes": 60_000,
+            "sent_bytes": int(i * per),
+        }
+        for i in range(n)
+    ]
 
 
 def test_a_degraded_port_is_judged_by_the_rate_in_force_at_each_stretch():
     lk = FABRIC.link_between("leaf0", "spine1")
     full, low = 10_000_000, 2_500_000
     t_change = 1_000_000_000 + 200 * 5_000_000
-    rows = _queue_rows("leaf0", lk.a_port if lk.a == "leaf0" else lk.b_port, 1_000_000_000,
-                       200, full)  # fmt: skip
+    rows = _queue_rows(
+        "leaf0", lk.a_port if lk.a == "leaf0" else lk.b_port, 1_000_000_000, 200, full
+    )
     port = rows[0]["port"]
     last = rows[-1]["sent_bytes"]
-    rows += [r | {"sent_bytes": last + r["sent_bytes"]}
-             for r in _queue_rows("leaf0", port, t_change, 200, low)]  # fmt: skip
+    rows += [
+        r | {"sent_bytes": last + r["sent_bytes"]}
+        for r in _queue_rows("leaf0", port, t_change, 200, low)
+    ]
     queues = pd.DataFrame(rows)
     rates = {("leaf0", port): full}
     whole = dequeue_rate_check(queues, rates)
     assert not whole["ok"]  # judged by one rate, the slow stretch looks like a shaping fault
-    applied = [{"event": "link_degrade", "link": ["leaf0", "spine1"], "gbps": 25.0,
-                "t_start_ns": t_change - 1000, "t_ns": t_change - 10, "ok": True}]  # fmt: skip
+    applied = [
+        {
+            "event": "link_degrade",
+            "link": ["leaf0", "spine1"],
+            "gbps": 25.0,
+            "t_start_ns": t_change - 1000,
+            "t_ns": t_change - 10,
+            "ok": True,
+        }
+    ]
     changes = rate_changes(applied, FABRIC, Scale(1e-4))  # 25 Gbit/s at 1e-4: 2.5 Mbit/s
     assert changes[("leaf0", port)] == [(t_change - 10, low)]
     assert len(changes) == 2  # both ends of the link

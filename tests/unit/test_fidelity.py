@@ -63,8 +63,9 @@ def test_busy_dequeue_sums_standing_stretches_only():
 
 
 def test_a_port_draining_at_its_rate_passes():
-    q = pd.concat([port_rows("leaf0", 1, [5] * 201, at_rate(1.0)),
-                   port_rows("leaf1", 3, [0] * 201, 0)])  # fmt: skip
+    q = pd.concat(
+        [port_rows("leaf0", 1, [5] * 201, at_rate(1.0)), port_rows("leaf1", 3, [0] * 201, 0)]
+    )
     c = fd.dequeue_rate_check(q, RATES, 0.05)
     assert c["ok"], c
     assert c["value"] == pytest.approx(1.0)
@@ -72,8 +73,12 @@ def test_a_port_draining_at_its_rate_passes():
 
 
 def test_a_port_draining_at_080_of_its_rate_fails_and_is_named():
-    q = pd.concat([port_rows("leaf0", 1, [5] * 201, at_rate(1.0)),
-                   port_rows("leaf1", 3, [9] * 201, at_rate(0.8))])  # fmt: skip
+    q = pd.concat(
+        [
+            port_rows("leaf0", 1, [5] * 201, at_rate(1.0)),
+            port_rows("leaf1", 3, [9] * 201, at_rate(0.8)),
+        ]
+    )
     c = fd.dequeue_rate_check(q, RATES, 0.05)
     assert not c["ok"]
     assert c["value"] == pytest.approx(0.8)
@@ -106,8 +111,9 @@ def test_a_queue_that_may_have_emptied_between_samples_is_not_evidence():
 
 def test_no_standing_queue_passes_with_no_value():
     # idle; and a queue that empties every other sample never stands
-    q = pd.concat([port_rows("leaf0", 1, [0] * 100, 0),
-                   port_rows("leaf1", 3, [4, 0] * 50, at_rate(0.5))])  # fmt: skip
+    q = pd.concat(
+        [port_rows("leaf0", 1, [0] * 100, 0), port_rows("leaf1", 3, [4, 0] * 50, at_rate(0.5))]
+    )
     c = fd.dequeue_rate_check(q, RATES, 0.05)
     assert c["ok"] and c["value"] is None
     assert "no egress had a standing queue" in c["detail"]
@@ -139,8 +145,9 @@ def test_a_port_without_configured_rate_is_reported():
 
 
 def test_egress_rates_come_from_the_shaping_plan():
-    rates = fd.egress_rates_bps(egress_plan(spine_leaf(spines=1, leaves=2, hosts_per_leaf=2),
-                                            Scale(1e-4)))  # fmt: skip
+    rates = fd.egress_rates_bps(
+        egress_plan(spine_leaf(spines=1, leaves=2, hosts_per_leaf=2), Scale(1e-4))
+    )
     assert rates[("leaf0", 1)] == 10_000_000  # 100 Gbit/s host link
     assert rates[("leaf0", 3)] == 40_000_000  # 400 Gbit/s uplink
     assert rates[("h0", 0)] == 10_000_000
@@ -172,8 +179,9 @@ def test_a_core_saturated_for_half_a_second_fails_though_the_machine_looks_calm(
 
 
 def test_steal_is_busy_time_and_is_named():
-    stolen = pd.DataFrame({"t_ns": range(10), "cpu_pct": 95.0, "max_core_pct": 100.0,
-                           "steal_pct": 60.0})  # fmt: skip
+    stolen = pd.DataFrame(
+        {"t_ns": range(10), "cpu_pct": 95.0, "max_core_pct": 100.0, "steal_pct": 60.0}
+    )
     c = fd.cpu_check(stolen, 90)
     assert not c["ok"] and "hypervisor took (steal) 60%" in c["detail"]
 
@@ -233,8 +241,9 @@ def flows_table(rows):
 def test_offered_load_counts_every_switch_hop():
     fabric = spine_leaf(spines=1, leaves=2, hosts_per_leaf=2)  # h0,h1 on leaf0; h2,h3 on leaf1
     # 1 MB h0 -> h2 crosses leaf0, spine0, leaf1 (3 switches); 0.5 MB h0 -> h1 crosses leaf0
-    flows = flows_table([["h0", "h2", 1_000_000, 0, 800_000_000],
-                         ["h0", "h1", 500_000, 200_000_000, 1_000_000_000]])  # fmt: skip
+    flows = flows_table(
+        [["h0", "h2", 1_000_000, 0, 800_000_000], ["h0", "h1", 500_000, 200_000_000, 1_000_000_000]]
+    )
     mbps, _ = fd.offered_switching_mbps(flows, fabric)
     assert mbps == pytest.approx((3 * 1_000_000 + 500_000) * 8 / 1.0 / 1e6)  # 28 Mbit/s
     assert fd.offered_load_check(flows, fabric, capacity_mbps=30)["ok"]
@@ -244,8 +253,9 @@ def test_offered_load_counts_every_switch_hop():
 
 def test_offered_load_names_endpoints_that_are_not_hosts_of_the_fabric():
     fabric = spine_leaf(spines=1, leaves=2, hosts_per_leaf=2)
-    flows = flows_table([["h0", "h2", 1_000_000, 0, 1_000_000_000],
-                         ["h0", "h99", 1_000_000, 0, 1_000_000_000]])  # fmt: skip
+    flows = flows_table(
+        [["h0", "h2", 1_000_000, 0, 1_000_000_000], ["h0", "h99", 1_000_000, 0, 1_000_000_000]]
+    )
     mbps, detail = fd.offered_switching_mbps(flows, fabric)
     assert mbps == pytest.approx(24.0) and "not counted: h99" in detail
 
@@ -270,8 +280,9 @@ def test_offered_load_is_judged_against_the_envelope_at_the_runs_path_length():
     c = fd.offered_load_check(local, fabric, env.capacity_mbps)
     assert c["ok"] and c["threshold"] == 30.0
     # half the work on each: each half uses its own capacity, 12/30 + 12/20 = 1 -> 24 fits
-    mixed = flows_table([["h0", "h1", 1_500_000, 0, 1_000_000_000],
-                         ["h0", "h2", 500_000, 0, 1_000_000_000]])  # fmt: skip
+    mixed = flows_table(
+        [["h0", "h1", 1_500_000, 0, 1_000_000_000], ["h0", "h2", 500_000, 0, 1_000_000_000]]
+    )
     c = fd.offered_load_check(mixed, fabric, env.capacity_mbps)
     assert c["threshold"] == pytest.approx(24.0) and c["value"] == pytest.approx(24.0)
 
@@ -288,8 +299,9 @@ def run_tables(factor=1.0, lateness=0.2, cpu=40.0, hz=199.0):
     flows = flows_table([["h0", "h2", 1_000_000, 0, 1_000_000_000]])
     flows["lateness_ms"] = lateness
     flows["ok"] = True
-    queues = pd.concat([port_rows("leaf1", 1, [20] * 201, at_rate(factor)),
-                        port_rows("leaf0", 1, [0] * 201, 0)])  # fmt: skip
+    queues = pd.concat(
+        [port_rows("leaf1", 1, [20] * 201, at_rate(factor)), port_rows("leaf0", 1, [0] * 201, 0)]
+    )
     cpu_t = pd.DataFrame({"t_ns": range(10), "cpu_pct": cpu, "max_core_pct": cpu})
     samplers = {"queues": (hz, 200.0), "cpu": (10.0, 10.0)}
     rates = fd.egress_rates_bps(egress_plan(fabric, Scale(1e-4)))
@@ -344,8 +356,9 @@ def test_thresholds_default_to_the_spec_defaults():
 def test_lateness_judges_the_agents_lag_not_waiting_behind_a_busy_connection():
     # 100 messages issued on time, but the last 10 queued 30 ms behind earlier ones on
     # their persistent connection: the emulator kept up, the workload queued.
-    flows = pd.DataFrame({"lateness_ms": [0.2] * 90 + [30.0] * 10,
-                          "issue_lateness_ms": [0.2] * 100})  # fmt: skip
+    flows = pd.DataFrame(
+        {"lateness_ms": [0.2] * 90 + [30.0] * 10, "issue_lateness_ms": [0.2] * 100}
+    )
     assert fd.lateness_check(flows, 2.0)["ok"]
     flows["issue_lateness_ms"] = [0.2] * 90 + [5.0] * 10  # the agent itself fell behind
     check = fd.lateness_check(flows, 2.0)
@@ -353,8 +366,9 @@ def test_lateness_judges_the_agents_lag_not_waiting_behind_a_busy_connection():
 
 
 def test_group_released_flows_are_reported_but_not_judged():
-    flows = pd.DataFrame({"issue_lateness_ms": [0.3] * 50 + [4.0] * 50,
-                          "after": [-1] * 50 + [7] * 50})  # fmt: skip
+    flows = pd.DataFrame(
+        {"issue_lateness_ms": [0.3] * 50 + [4.0] * 50, "after": [-1] * 50 + [7] * 50}
+    )
     check = fd.lateness_check(flows, 2.0)
     assert check["ok"] and check["value"] == pytest.approx(0.3)
     assert "50 group-released flows, p99 4.000 ms (not judged)" in check["detail"]
@@ -382,8 +396,13 @@ def test_retransmissions_with_no_queue_drop_fail():
 
 
 def test_host_egress_drops_and_duplicates_explain_retransmissions():
-    tcp = {"out_segs": 1000, "retrans_segs": 300, "spurious_segs": 100, "timeouts": 0,
-           "egress_drops": 200}  # fmt: skip
+    tcp = {
+        "out_segs": 1000,
+        "retrans_segs": 300,
+        "spurious_segs": 100,
+        "timeouts": 0,
+        "egress_drops": 200,
+    }
     assert fd.unmodelled_loss_check(tcp, None)["value"] == 0
 
 
@@ -408,8 +427,13 @@ def test_unmodelled_loss_names_where_the_ledger_saw_packets_die():
     from experiments.measurement.tcpcount import unmodelled_places
 
     counters = {"hosts": {}, "switch_ports": {"ovs_socket_drops": 40, "qdisc_pfifo_drops": 9}}
-    tcp = {"out_segs": 10_000, "retrans_segs": 200, "spurious_segs": 0, "timeouts": 0,
-           "egress_drops": 0} | unmodelled_places(counters)  # fmt: skip
+    tcp = {
+        "out_segs": 10_000,
+        "retrans_segs": 200,
+        "spurious_segs": 0,
+        "timeouts": 0,
+        "egress_drops": 0,
+    } | unmodelled_places(counters)
     c = fd.unmodelled_loss_check(tcp, None)
     assert not c["ok"] and "OVS's receive sockets (OVS fell behind) 40" in c["detail"]
     assert unmodelled_places({}) == {}

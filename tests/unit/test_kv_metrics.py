@@ -155,8 +155,15 @@ def _served(spec, fabric, **changes):
     return spec, driver, result
 
 
-SHARED = {"synthetic": {"n": 8, "rate_per_s": 1.0, "input_tokens": 4096, "output_tokens": 4,
-                        "shared_prefix_blocks": 6}}  # fmt: skip
+SHARED = {
+    "synthetic": {
+        "n": 8,
+        "rate_per_s": 1.0,
+        "input_tokens": 4096,
+        "output_tokens": 4,
+        "shared_prefix_blocks": 6,
+    }
+}
 
 
 def test_a_cache_too_small_to_keep_the_shared_prefix_falls_short_of_the_ideal(fabric, basic):
@@ -202,8 +209,17 @@ def test_the_report_quotes_the_hit_rates_and_the_hidden_fraction(fabric, basic, 
         write_table(run_dir, name, table)
     (run_dir / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     metrics = summarize(None, tables["requests"], tables["tokens"], None, config_of_spec(spec))
-    write_json(run_dir, "summary", {"experiment": "serving-basic", "run_id": run_dir.name,
-                                    "seed": 1, "partial": False, "metrics": metrics})  # fmt: skip
+    write_json(
+        run_dir,
+        "summary",
+        {
+            "experiment": "serving-basic",
+            "run_id": run_dir.name,
+            "seed": 1,
+            "partial": False,
+            "metrics": metrics,
+        },
+    )
     text = write_report([run_dir]).read_text()
     assert "| prefix-cache hit rate (cached ÷ prompt tokens) | 0 |" in text
     assert "| prefix-cache hit rate, infinite cache | 0.6562 |" in text  # 7 × 6 ÷ (8 × 8)

@@ -234,8 +234,16 @@ def test_a_slow_storage_link_makes_recompute_the_cheaper_way():
 def test_prefix_blocks_evicted_from_hbm_are_fetched_from_flash():
     # 4 prefixes of 3 blocks against a pool of 4 blocks per prefill server: most prefixes
     # are pushed out of HBM before they come back, so they come back from flash
-    arrivals = {"synthetic": {"n": 24, "rate_per_s": 4, "input_tokens": 2048, "output_tokens": 4,
-                              "shared_prefix_blocks": 3, "n_prefixes": 4}}  # fmt: skip
+    arrivals = {
+        "synthetic": {
+            "n": 24,
+            "rate_per_s": 4,
+            "input_tokens": 2048,
+            "output_tokens": 4,
+            "shared_prefix_blocks": 3,
+            "n_prefixes": 4,
+        }
+    }
     cache = {"enabled": True, "capacity_blocks": 4}
     tiered = _spec(arrivals=arrivals, prefix_cache=cache, kv_tiers={"hbm_gb": 10, "flash": FLASH})
     _, req, _, flows = _run(tiered)
@@ -252,8 +260,16 @@ def test_prefix_blocks_evicted_from_hbm_are_fetched_from_flash():
 
 
 def test_prefix_blocks_evicted_from_hbm_are_read_back_from_cxl_off_the_fabric():
-    arrivals = {"synthetic": {"n": 24, "rate_per_s": 4, "input_tokens": 2048, "output_tokens": 4,
-                              "shared_prefix_blocks": 3, "n_prefixes": 4}}  # fmt: skip
+    arrivals = {
+        "synthetic": {
+            "n": 24,
+            "rate_per_s": 4,
+            "input_tokens": 2048,
+            "output_tokens": 4,
+            "shared_prefix_blocks": 3,
+            "n_prefixes": 4,
+        }
+    }
     cache = {"enabled": True, "capacity_blocks": 4}
     tiered = _spec(arrivals=arrivals, prefix_cache=cache, kv_tiers={"hbm_gb": 10, "cxl": CXL})
     _, req, _, flows = _run(tiered)
@@ -288,11 +304,16 @@ def test_flash_without_storage_nodes_is_refused():
 
 
 def test_a_tier_fetch_mark_the_storage_nodes_port_would_rewrite_is_refused():
-    spec = _spec(kv_tiers={"hbm_gb": 0.6, "flash": FLASH}, tenant="a",
-                 dscp={"kv_transfer": "kv", "tier_fetch": "kv"})  # fmt: skip
+    spec = _spec(
+        kv_tiers={"hbm_gb": 0.6, "flash": FLASH},
+        tenant="a",
+        dscp={"kv_transfer": "kv", "tier_fetch": "kv"},
+    )
     gpus = [f"gpu{s}_{i}" for s in range(4) for i in range(4)]
-    classes = [{"name": "kv", "dscp": 26, "rate_share": 0.7},
-               {"name": "bulk", "dscp": 0, "rate_share": 0.3}]  # fmt: skip
+    classes = [
+        {"name": "kv", "dscp": 26, "rate_share": 0.7},
+        {"name": "bulk", "dscp": 0, "rate_share": 0.3},
+    ]
     qos = {"classes": classes, "tenant_class": {"a": ["kv", "bulk"]}}
     spec["controller"] = {"policy": "ecmp", "tenants": {"a": gpus}, "qos": qos}
     with pytest.raises(SpecError, match=r"dscp\.tier_fetch: 26 .*storage0's switch port"):
@@ -329,8 +350,13 @@ def test_tier_metrics_add_up_a_constructed_table():
     )
     nan = float("nan")
     tok = pd.DataFrame({"request_id": [0, 0, 1, 1], "itl_ms": [nan, 5.0, nan, 200.0]})
-    flows = pd.DataFrame({"kind": ["tier_fetch", "tier_fetch", "kv_transfer"],
-                          "bytes_real": [600, 300, 10**9], "ok": [True, True, True]})  # fmt: skip
+    flows = pd.DataFrame(
+        {
+            "kind": ["tier_fetch", "tier_fetch", "kv_transfer"],
+            "bytes_real": [600, 300, 10**9],
+            "ok": [True, True, True],
+        }
+    )
     m = tier_metrics(req, tok, flows)
     assert m["requests_evicted"] == 2 and m["evictions"] == 3
     assert m["requests_recomputed"] == 1 and m["recomputed_tokens"] == 2100

@@ -129,8 +129,9 @@ def imported_names(source: str, module: str) -> dict[str, int]:
 
 def imported_modules(source: str, module: str) -> dict[str, int]:
     """The names of ours that ``module`` imports (see ``imported_names``)."""
-    return {n: line for n, line in imported_names(source, module).items()
-            if n.split(".")[0] in PACKAGES}  # fmt: skip
+    return {
+        n: line for n, line in imported_names(source, module).items() if n.split(".")[0] in PACKAGES
+    }
 
 
 def imported_packages(source: str, module: str) -> dict[str, int]:
@@ -215,9 +216,11 @@ def back_arrows(module: str, imports: dict[str, int], known: Iterable[str] = ())
         if target not in seen:
             seen.add(target)
             below = " → ".join(order[order.index(here) :])
-            wrong.append(f"{module} (room {here}) imports {target} (line {line}), room {there} "
-                         f"above it: {package} is {' → '.join(order)}; {here} may import "
-                         f"{below}")  # fmt: skip
+            wrong.append(
+                f"{module} (room {here}) imports {target} (line {line}), room {there} "
+                f"above it: {package} is {' → '.join(order)}; {here} may import "
+                f"{below}"
+            )
     return wrong
 
 
@@ -304,8 +307,10 @@ def misplaced_libraries(module: str, source: str) -> list[str]:
     for lib, line in sorted(first.items()):
         places = THIRD_PARTY[lib]
         if not any(module == p or module.startswith(p + ".") for p in places):
-            wrong.append(f"{module} imports {lib} (line {line}); {lib} belongs in "
-                         f"{', '.join(places)} only (see THIRD_PARTY)")  # fmt: skip
+            wrong.append(
+                f"{module} imports {lib} (line {line}); {lib} belongs in "
+                f"{', '.join(places)} only (see THIRD_PARTY)"
+            )
     return wrong
 
 
@@ -324,10 +329,14 @@ def top_level_packages() -> set[str]:
 def test_imports_point_down_the_layers(path: Path) -> None:
     package = path.relative_to(ROOT).parts[0]
     allowed = PACKAGES[package] | ({"benchmarks"} if _in_cli(path) else set())
-    wrong = {pkg: line for pkg, line in imported_packages(path.read_text(), dotted(path)).items()
-             if pkg not in allowed}  # fmt: skip
+    wrong = {
+        pkg: line
+        for pkg, line in imported_packages(path.read_text(), dotted(path)).items()
+        if pkg not in allowed
+    }
     assert not wrong, f"{path.relative_to(ROOT)} imports " + ", ".join(
-        f"{pkg} (line {line})" for pkg, line in wrong.items())  # fmt: skip
+        f"{pkg} (line {line})" for pkg, line in wrong.items()
+    )
 
 
 @pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(ROOT)))
@@ -335,16 +344,22 @@ def test_only_the_command_line_imports_the_command_line(path: Path) -> None:
     rel = path.relative_to(ROOT)
     if _in_cli(path):
         return
-    up = {m: line for m, line in imported_modules(path.read_text(), dotted(path)).items()
-          if m == CLI or m.startswith(CLI + ".")}  # fmt: skip
+    up = {
+        m: line
+        for m, line in imported_modules(path.read_text(), dotted(path)).items()
+        if m == CLI or m.startswith(CLI + ".")
+    }
     assert not up, f"{rel} imports the command line: {up}"
 
 
 def test_imports_point_down_the_rooms() -> None:
     everything = sources()
     known = set(everything)
-    wrong = [line for name, (base, text) in everything.items()
-             for line in back_arrows(name, imported_modules(text, base), known)]  # fmt: skip
+    wrong = [
+        line
+        for name, (base, text) in everything.items()
+        for line in back_arrows(name, imported_modules(text, base), known)
+    ]
     assert not wrong, "imports up the rooms:\n" + "\n".join(wrong)
 
 
@@ -360,8 +375,9 @@ def test_no_import_cycles() -> None:
 
 
 def test_third_party_libraries_stay_in_their_places() -> None:
-    wrong = [line for name, (base, text) in sources().items()
-             for line in misplaced_libraries(name, text)]  # fmt: skip
+    wrong = [
+        line for name, (base, text) in sources().items() for line in misplaced_libraries(name, text)
+    ]
     assert not wrong, "\n".join(wrong)
 
 
@@ -373,8 +389,12 @@ def test_every_place_named_for_a_library_still_uses_it() -> None:
         for imported in imported_names(text, base):
             if imported.split(".")[0] in users:
                 users[imported.split(".")[0]].add(name)
-    stale = [f"{lib}: {place}" for lib, places in THIRD_PARTY.items() for place in places
-             if not any(u == place or u.startswith(place + ".") for u in users[lib])]  # fmt: skip
+    stale = [
+        f"{lib}: {place}"
+        for lib, places in THIRD_PARTY.items()
+        for place in places
+        if not any(u == place or u.startswith(place + ".") for u in users[lib])
+    ]
     assert not stale, f"places in THIRD_PARTY that no longer import the library: {stale}"
 
 
@@ -382,9 +402,11 @@ def test_known_back_arrows_still_exist() -> None:
     """An entry of ``KNOWN_BACK_ARROWS`` whose arrow is gone is removed from it."""
     everything = sources()
     known = set(everything)
-    present = {(name, resolve(imported, known))
-               for name, (base, text) in everything.items()
-               for imported in imported_modules(text, base)}  # fmt: skip
+    present = {
+        (name, resolve(imported, known))
+        for name, (base, text) in everything.items()
+        for imported in imported_modules(text, base)
+    }
     gone = [arrow for arrow in KNOWN_BACK_ARROWS if arrow not in present]
     assert not gone, f"fixed, so remove from KNOWN_BACK_ARROWS: {gone}"
 

@@ -16,8 +16,14 @@ def flows(rows):
 
 
 def test_intervals_merge_and_membership():
-    f = flows([("b", 0, 10 * MS, 10, True), ("b", 5 * MS, 20 * MS, 15, True),
-               ("b", 50 * MS, 60 * MS, 10, True), ("a", 0, 1, 0, True)])  # fmt: skip
+    f = flows(
+        [
+            ("b", 0, 10 * MS, 10, True),
+            ("b", 5 * MS, 20 * MS, 15, True),
+            ("b", 50 * MS, 60 * MS, 10, True),
+            ("a", 0, 1, 0, True),
+        ]
+    )
     iv = active_intervals(f, "b")
     assert iv.tolist() == [[0, 20 * MS], [50 * MS, 60 * MS]]
     times = np.array([-1, 0, 20 * MS, 21 * MS, 55 * MS, 61 * MS], dtype=float)
@@ -38,11 +44,13 @@ def test_victim_flows_are_slower_while_the_aggressor_is_active():
 def test_a_serving_victim_is_judged_by_its_inter_token_latency():
     f = flows([("moe", 0, 50 * MS, 50, True)])
     requests = pd.DataFrame({"request_id": [1, 2], "tenant": ["chat", "other"]})
-    tokens = pd.DataFrame({
-        "request_id": [1, 1, 1, 1, 2],
-        "t_ns": [10 * MS, 40 * MS, 70 * MS, 90 * MS, 20 * MS],
-        "itl_ms": [np.nan, 30.0, 20.0, 20.0, 99.0],
-    })  # fmt: skip
+    tokens = pd.DataFrame(
+        {
+            "request_id": [1, 1, 1, 1, 2],
+            "t_ns": [10 * MS, 40 * MS, 70 * MS, 90 * MS, 20 * MS],
+            "itl_ms": [np.nan, 30.0, 20.0, 20.0, 99.0],
+        }
+    )
     out = noisy_neighbour(f, tokens, requests, victim="chat", aggressor="moe")
     assert out["metric"] == "itl_ms"
     assert out["with_aggressor"]["p50"] == 30.0 and out["without_aggressor"]["p50"] == 20.0

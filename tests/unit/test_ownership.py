@@ -31,8 +31,9 @@ def test_what_the_command_wrote_in_the_users_space_is_handed_back(tmp_path, monk
     (tmp_path / ".git").mkdir()
     (tmp_path / ".git" / "index").write_text("")
     given: list[str] = []
-    monkeypatch.setattr(ownership.os, "chown",
-                        lambda p, uid, gid, follow_symlinks=True: given.append(str(p)))  # fmt: skip
+    monkeypatch.setattr(
+        ownership.os, "chown", lambda p, uid, gid, follow_symlinks=True: given.append(str(p))
+    )
     count = hand_back([tmp_path / "results"], (me, me), since, writer=me)
     rel = sorted(os.path.relpath(p, tmp_path) for p in given)
     assert "results/exp/run1/summary.json" in rel and "results/exp" in rel

@@ -29,8 +29,10 @@ def test_rail_optimized_keeps_every_server_whole_and_cuts_less_than_halving_it()
     assert not [lk for lk in placement.cut if lk.kind == "nvlink"]
     # the obvious split: servers 0-3, rails 0-1 and spine0 on a; the rest on b
     first = {f"rail{i}" for i in (0, 1)} | {"spine0"}
-    naive = {n.name: "a" if (n.server is not None and n.server < 4) or n.name in first else "b"
-             for n in fabric.nodes}  # fmt: skip
+    naive = {
+        n.name: "a" if (n.server is not None and n.server < 4) or n.name in first else "b"
+        for n in fabric.nodes
+    }
     assert placement.cut_gbps < cut_gbps(fabric, naive)
     assert placement.cut_gbps == cut_gbps(fabric, dict(placement.machine_of))
 
@@ -91,14 +93,17 @@ def test_the_same_fabric_gives_the_same_placement():
     "kind, params, machines, says",
     [
         ("spine_leaf", {}, [], "at least 1 machine"),
-        ("spine_leaf", {"leaves": 1, "spines": 1}, [MachineShare(n) for n in "abc"],
-         "at most 2 machines"),
+        (
+            "spine_leaf",
+            {"leaves": 1, "spines": 1},
+            [MachineShare(n) for n in "abc"],
+            "at most 2 machines",
+        ),
         ("spine_leaf", {}, [MachineShare("a"), MachineShare("a")], "unique"),
         ("spine_leaf", {}, [MachineShare("a", 100.0), MachineShare("b")], "every machine"),
-        ("rail_optimized", {"nvlink_gbps": 3600.0}, [MachineShare("a", 1.0)],
-         "GPU server 0"),
+        ("rail_optimized", {"nvlink_gbps": 3600.0}, [MachineShare("a", 1.0)], "GPU server 0"),
     ],
-)  # fmt: skip
+)
 def test_refusals_name_the_servers_parameter(kind, params, machines, says):
     with pytest.raises(FabricError) as caught:
         place(make_fabric(kind, **params), machines)
@@ -107,8 +112,9 @@ def test_refusals_name_the_servers_parameter(kind, params, machines, says):
 
 def all_to_all(hosts: list[str], size: int) -> pd.DataFrame:
     pairs = [(a, b) for a in hosts for b in hosts if a != b]
-    return pd.DataFrame({"src": [a for a, _ in pairs], "dst": [b for _, b in pairs],
-                         "bytes": size, "t_sched_ns": 0})  # fmt: skip
+    return pd.DataFrame(
+        {"src": [a for a, _ in pairs], "dst": [b for _, b in pairs], "bytes": size, "t_sched_ns": 0}
+    )
 
 
 def test_all_to_all_counts_each_byte_once_per_crossing():
@@ -126,8 +132,11 @@ def test_all_to_all_counts_each_byte_once_per_crossing():
     expected: dict[tuple[str, str], float] = {}
     for src in hosts:
         for dst in hosts:
-            path = [src, leaf(src), dst] if leaf(src) == leaf(dst) else [
-                src, leaf(src), "spine0", leaf(dst), dst]  # fmt: skip
+            path = (
+                [src, leaf(src), dst]
+                if leaf(src) == leaf(dst)
+                else [src, leaf(src), "spine0", leaf(dst), dst]
+            )
             for u, v in zip(path, path[1:], strict=False):
                 if src != dst and where[u] != where[v]:
                     key = (where[u], where[v])
@@ -170,7 +179,9 @@ def test_topo_show_of_a_spec_prints_the_traffic_across_each_boundary(capsys):
     assert main(["topo", "show", "noisy-neighbour", "--servers", "2", "--json"]) == EXIT_OK
     crossing = json.loads(capsys.readouterr().out)["placement"]["cross_traffic"]
     assert {(p["from_machine"], p["to_machine"]) for p in crossing["pairs"]} == {
-        ("m1", "m2"), ("m2", "m1")}  # fmt: skip
+        ("m1", "m2"),
+        ("m2", "m1"),
+    }
     assert 0 < crossing["crossing_bytes"] <= 2 * crossing["total_bytes"]
 
 

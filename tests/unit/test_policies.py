@@ -283,10 +283,14 @@ def test_place_flow_avoids_the_loaded_spine():
 
 def test_place_flow_ties_are_deterministic_and_spread():
     f = spine_leaf(spines=4, leaves=2, hosts_per_leaf=2)
-    spines = [place_flow(f, FabricState(), "10.0.0.1", "10.0.0.3", 6, p, 80, {})[1].switch
-              for p in range(40000, 40032)]  # fmt: skip
-    assert spines == [place_flow(f, FabricState(), "10.0.0.1", "10.0.0.3", 6, p, 80, {})[1].switch
-                      for p in range(40000, 40032)]  # fmt: skip
+    spines = [
+        place_flow(f, FabricState(), "10.0.0.1", "10.0.0.3", 6, p, 80, {})[1].switch
+        for p in range(40000, 40032)
+    ]
+    assert spines == [
+        place_flow(f, FabricState(), "10.0.0.1", "10.0.0.3", 6, p, 80, {})[1].switch
+        for p in range(40000, 40032)
+    ]
     assert len(set(spines)) >= 3
 
 
@@ -356,14 +360,17 @@ def test_ofctl_accepts_every_rule(tmp_path, policy):
     rules.rules += place_flow(f, FabricState(), "10.0.0.1", "10.0.0.3", 6, 1, 2, {})
     flows = tmp_path / "flows"
     flows.write_text("".join(ofctl_flow(r) + "\n" for r in rules.rules))
-    proc = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "parse-flows", str(flows)],
-                          capture_output=True, text=True)  # fmt: skip
+    proc = subprocess.run(
+        ["ovs-ofctl", "-O", "OpenFlow13", "parse-flows", str(flows)], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("OFPT_FLOW_MOD") == len(rules.rules)
     assert "goto_table:2" in proc.stdout
     # ovs-ofctl has no offline group parser; the format is the foundation's
-    assert all(ofctl_group(g).startswith(f"group_id={g.group_id},type=select,bucket=output:")
-               for g in rules.groups)  # fmt: skip
+    assert all(
+        ofctl_group(g).startswith(f"group_id={g.group_id},type=select,bucket=output:")
+        for g in rules.groups
+    )
 
 
 def test_routes_are_in_the_routing_table():

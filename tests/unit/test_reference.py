@@ -14,8 +14,10 @@ from tests.unit.test_report import canned_run
 
 
 def test_assemble_indexes_each_run_and_replaces_the_old_reference(tmp_path):
-    runs = [canned_run(tmp_path / "out", senders=2),
-            canned_run(tmp_path / "out", senders=3, fidelity_ok=False)]  # fmt: skip
+    runs = [
+        canned_run(tmp_path / "out", senders=2),
+        canned_run(tmp_path / "out", senders=3, fidelity_ok=False),
+    ]
     (runs[0] / "huge.parquet").write_bytes(b"x" * (MAX_TABLE_BYTES + 1))
     dest = tmp_path / "reference"
     (dest / "incast-basic" / "stale").mkdir(parents=True)

@@ -37,12 +37,17 @@ SPEC = {
     "controller": {"policy": "ecmp"},
     "workloads": [
         {"kind": "incast", "receiver": "h0", "senders": 2, "rounds": 2, "sru_bytes": 5000},
-        {"kind": "serving", "model": "llama-3-8b", "gpu": "h100",
-         "prefill": {"servers": [1]}, "decode": {"servers": [2]},
-         "arrivals": {"synthetic": {"n": 3, "rate_per_s": 10.0}},
-         "slo": {"ttft_ms": 100.0, "tpot_ms": 20.0}},
+        {
+            "kind": "serving",
+            "model": "llama-3-8b",
+            "gpu": "h100",
+            "prefill": {"servers": [1]},
+            "decode": {"servers": [2]},
+            "arrivals": {"synthetic": {"n": 3, "rate_per_s": 10.0}},
+            "slo": {"ttft_ms": 100.0, "tpot_ms": 20.0},
+        },
     ],
-}  # fmt: skip
+}
 NOW = datetime(2025, 1, 2, 3, 4, 5)
 
 
@@ -52,13 +57,33 @@ def tables(senders: int = 2) -> dict[str, pd.DataFrame]:
         for i in range(senders):
             t0 = rnd * 100 * MS
             flows.append(
-                {"flow_id": len(flows), "kind": "incast", "tenant": "default",
-                 "src": f"h{i + 1}", "dst": "h0", "bytes": 5000, "dscp": 0,
-                 "t_sched_ns": t0, "t_start_ns": t0, "t_end_ns": t0 + (i + 2) * MS,
-                 "fct_ms": float(i + 2), "ok": True, "error": None, "round": rnd}
-            )  # fmt: skip
-    flows.append(flows[-1] | {"flow_id": len(flows), "ok": False, "error": "timeout",
-                              "t_end_ns": None, "fct_ms": np.nan})  # fmt: skip
+                {
+                    "flow_id": len(flows),
+                    "kind": "incast",
+                    "tenant": "default",
+                    "src": f"h{i + 1}",
+                    "dst": "h0",
+                    "bytes": 5000,
+                    "dscp": 0,
+                    "t_sched_ns": t0,
+                    "t_start_ns": t0,
+                    "t_end_ns": t0 + (i + 2) * MS,
+                    "fct_ms": float(i + 2),
+                    "ok": True,
+                    "error": None,
+                    "round": rnd,
+                }
+            )
+    flows.append(
+        flows[-1]
+        | {
+            "flow_id": len(flows),
+            "ok": False,
+            "error": "timeout",
+            "t_end_ns": None,
+            "fct_ms": np.nan,
+        }
+    )
     t = np.arange(0, 200 * MS, 5 * MS)
     queues = pd.concat(
         [
@@ -72,7 +97,7 @@ def tables(senders: int = 2) -> dict[str, pd.DataFrame]:
                     "drops": np.arange(len(t)) // 10 * k,
                     "sent_bytes": np.arange(len(t)) * 1000,
                 }
-            )  # fmt: skip
+            )
             for k, port in [(1, "eth1"), (5, "eth2")]
         ],
         ignore_index=True,
@@ -90,23 +115,45 @@ def tables(senders: int = 2) -> dict[str, pd.DataFrame]:
                     "rx_packets": 0,
                     "tx_dropped": 0,
                 }
-            )  # fmt: skip
+            )
             for k, node in [(1, "leaf0"), (2, "spine0")]
         ],
         ignore_index=True,
     )
     requests = pd.DataFrame(
-        {"request_id": [0, 1, 2], "tenant": "default", "arrival_ns": [0, MS, 2 * MS],
-         "prefill_host": "h1", "decode_host": "h2", "input_tokens": 100, "output_tokens": 3,
-         "cached_tokens": 0, "kv_bytes": 1000, "ttft_ms": [40.0, 60.0, 200.0],
-         "tpot_ms": [10.0, 10.0, 10.0], "e2e_ms": [60.0, 80.0, 220.0],
-         "kv_transfer_ms": [5.0, 6.0, 7.0]}
-    )  # fmt: skip
-    tokens = pd.DataFrame({"request_id": [0, 0, 1, 1], "token_index": [1, 2, 1, 2],
-                           "t_ns": [1, 2, 3, 4], "itl_ms": [9.0, 11.0, 10.0, 10.0]})  # fmt: skip
+        {
+            "request_id": [0, 1, 2],
+            "tenant": "default",
+            "arrival_ns": [0, MS, 2 * MS],
+            "prefill_host": "h1",
+            "decode_host": "h2",
+            "input_tokens": 100,
+            "output_tokens": 3,
+            "cached_tokens": 0,
+            "kv_bytes": 1000,
+            "ttft_ms": [40.0, 60.0, 200.0],
+            "tpot_ms": [10.0, 10.0, 10.0],
+            "e2e_ms": [60.0, 80.0, 220.0],
+            "kv_transfer_ms": [5.0, 6.0, 7.0],
+        }
+    )
+    tokens = pd.DataFrame(
+        {
+            "request_id": [0, 0, 1, 1],
+            "token_index": [1, 2, 1, 2],
+            "t_ns": [1, 2, 3, 4],
+            "itl_ms": [9.0, 11.0, 10.0, 10.0],
+        }
+    )
     cpu = pd.DataFrame({"t_ns": t, "cpu_pct": 30.0, "max_core_pct": 50.0})
-    return {"flows": pd.DataFrame(flows), "queues": queues, "links": links,
-            "requests": requests, "tokens": tokens, "cpu": cpu}  # fmt: skip
+    return {
+        "flows": pd.DataFrame(flows),
+        "queues": queues,
+        "links": links,
+        "requests": requests,
+        "tokens": tokens,
+        "cpu": cpu,
+    }
 
 
 def canned_run(
@@ -119,8 +166,9 @@ def canned_run(
     for name, df in t.items():
         write_table(run_dir, name, df)
     (run_dir / "spec.yaml").write_text(yaml.safe_dump(spec.resolved, sort_keys=False))
-    metrics = summarize(t["flows"], t["requests"], t["tokens"], t["queues"], spec.config,
-                        t["links"])  # fmt: skip
+    metrics = summarize(
+        t["flows"], t["requests"], t["tokens"], t["queues"], spec.config, t["links"]
+    )
     write_json(
         run_dir,
         "summary",
@@ -152,7 +200,7 @@ def canned_run(
                         "unit": "%",
                         "detail": "busiest core",
                     },
-                },  # fmt: skip
+                },
             },
             "metrics": metrics,
         },

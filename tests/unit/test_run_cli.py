@@ -55,13 +55,26 @@ def test_dry_run_lists_every_sweep_point_without_building(capsys):
     [
         (["run", "no-such-experiment"], "no such spec"),
         (["run", "incast-basic", "--set", "workloads.0.kind=teleport"], "workloads.0.kind"),
-        (["run", "incast-basic", "--set", "faults=[{at_s: 1, link_down: [h0, spine0]}]"],
-         "not linked"),
-        (["run", "incast-basic", "--set", "controller.policy=shortest_path", "--set",
-          "controller.tenants={a: [h0]}", "--set", "controller.spines={b: [spine0]}"], "spines"),
+        (
+            ["run", "incast-basic", "--set", "faults=[{at_s: 1, link_down: [h0, spine0]}]"],
+            "not linked",
+        ),
+        (
+            [
+                "run",
+                "incast-basic",
+                "--set",
+                "controller.policy=shortest_path",
+                "--set",
+                "controller.tenants={a: [h0]}",
+                "--set",
+                "controller.spines={b: [spine0]}",
+            ],
+            "spines",
+        ),
         (["run", "incast-basic", "--out", "/proc/kvfabric-results"], "cannot"),
     ],
-)  # fmt: skip
+)
 def test_bad_input_is_a_usage_error_before_anything_is_built(args, says, capsys, tmp_path):
     if "--out" not in args:
         args = [*args, "--out", str(tmp_path)]

@@ -194,10 +194,14 @@ def test_failed_kv_message_makes_its_request_unserved(fabric):
 
 def test_tp1_decode_steps_end_by_timer(fabric):
     w = _workload(
-        model="llama-3-8b", gpu="h100", prefill={"servers": [0], "tp": 1},
-        decode={"servers": [1], "tp": 1}, router="least_loaded", transfer="monolithic",
+        model="llama-3-8b",
+        gpu="h100",
+        prefill={"servers": [0], "tp": 1},
+        decode={"servers": [1], "tp": 1},
+        router="least_loaded",
+        transfer="monolithic",
         arrivals=_synthetic(n=10, rate=20.0, out=5),
-    )  # fmt: skip
+    )
     driver, result = _run(w, fabric)
     assert "collective" not in set(result.flows["kind"])
     req = driver.requests_table()

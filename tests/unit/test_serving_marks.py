@@ -116,20 +116,29 @@ def test_one_mark_stays_one_mark():
         (_with_dscp({"collective": 70}), ["workloads.0.dscp.collective", "70"]),
         (
             # the tenant may keep only kv and bulk: its switch ports re-mark 46 as kv's 26
-            _with_dscp({"collective": "token"}, qos=SPEC["controller"]["qos"]
-                       | {"tenant_class": {"serve": ["kv", "bulk"]}}),
-            ["workloads.0.dscp.collective", "46", "re-marks it 26",
-             "controller.qos.tenant_class.serve (kv, bulk): 0, 26"],
+            _with_dscp(
+                {"collective": "token"},
+                qos=SPEC["controller"]["qos"] | {"tenant_class": {"serve": ["kv", "bulk"]}},
+            ),
+            [
+                "workloads.0.dscp.collective",
+                "46",
+                "re-marks it 26",
+                "controller.qos.tenant_class.serve (kv, bulk): 0, 26",
+            ],
         ),
         (
             # hosts of no tenant get the default class whatever they mark
-            _with_dscp({"kv_transfer": "kv"}, tenants={}, qos=SPEC["controller"]["qos"]
-                       | {"tenant_class": {}}),
+            _with_dscp(
+                {"kv_transfer": "kv"},
+                tenants={},
+                qos=SPEC["controller"]["qos"] | {"tenant_class": {}},
+            ),
             ["workloads.0.dscp.kv_transfer", "26", "the default class", "bulk"],
         ),
     ],
     ids=["unknown kind", "unknown class", "mark out of range", "re-marked", "no tenant"],
-)  # fmt: skip
+)
 def test_bad_marks_are_refused_naming_the_key(spec, fragments):
     with pytest.raises(SpecError) as info:
         _load(spec)

@@ -201,8 +201,10 @@ def test_router_skips_a_tier_the_prefill_instance_lacks():
 
 
 def _same_server(req) -> list[bool]:
-    return [p[: p.index("_")] == d[: d.index("_")] for p, d in
-            zip(req["prefill_host"], req["decode_host"], strict=True)]  # fmt: skip
+    return [
+        p[: p.index("_")] == d[: d.index("_")]
+        for p, d in zip(req["prefill_host"], req["decode_host"], strict=True)
+    ]
 
 
 def test_a_roomy_budget_keeps_every_kv_transfer_on_nvlink():
@@ -235,9 +237,16 @@ def test_least_loaded_ignores_the_nvlink_tier():
 
 @pytest.mark.parametrize(
     ("shares", "tp", "fits"),
-    [([4, 4], 2, True), ([2, 4], 2, True), ([2, 2], 4, True), ([2, 4], 4, False),
-     ([3, 3], 2, False), ([4], 8, False), ([1, 3], 2, False)],
-)  # fmt: skip
+    [
+        ([4, 4], 2, True),
+        ([2, 4], 2, True),
+        ([2, 2], 4, True),
+        ([2, 4], 4, False),
+        ([3, 3], 2, False),
+        ([4], 8, False),
+        ([1, 3], 2, False),
+    ],
+)
 def test_tp_fits_within_a_server_or_whole_shares(shares, tp, fits):
     assert tp_fits(shares, tp) is fits
 
@@ -246,8 +255,11 @@ def test_a_mapping_gives_each_server_its_own_gpus(fabric):
     gpus = {0: [2, 3], 1: [3, 2], 2: [0, 1, 2, 3]}
     decode = make_instances(fabric, "decode", [0, 1, 2], 2, 8, gpus=gpus)
     assert [i.hosts for i in decode] == [
-        ("gpu0_2", "gpu0_3"), ("gpu1_2", "gpu1_3"), ("gpu2_0", "gpu2_1"), ("gpu2_2", "gpu2_3"),
-    ]  # fmt: skip
+        ("gpu0_2", "gpu0_3"),
+        ("gpu1_2", "gpu1_3"),
+        ("gpu2_0", "gpu2_1"),
+        ("gpu2_2", "gpu2_3"),
+    ]
     with pytest.raises(ServingError, match=r"decode.gpus maps servers \[0, 1\]; .*\[0, 1, 2\]"):
         make_instances(fabric, "decode", [0, 1, 2], 1, 8, gpus={0: [2], 1: [2]})
     with pytest.raises(ServingError, match=r"decode.gpus.2 names GPUs \[4\] that server 2"):
@@ -284,8 +296,9 @@ def test_with_three_tiers_in_reach_kv_time_follows_the_tier():
     req = driver.requests_table()
     assert req["served"].all()
     tiers = TierMap(fabric)
-    tier = [tiers.host_tier(p, d) for p, d in zip(req["prefill_host"], req["decode_host"],
-                                                  strict=True)]  # fmt: skip
+    tier = [
+        tiers.host_tier(p, d) for p, d in zip(req["prefill_host"], req["decode_host"], strict=True)
+    ]
     kv = req.assign(tier=tier).groupby("tier")["kv_transfer_ms"].median()
     assert list(kv.index) == [0, 1, 2]  # every tier was used once the faster ones filled
     # 3600 : 400 : 200 Gbit/s in the fluid model: the rail 9×, the spine 18× NVLink's time

@@ -64,8 +64,16 @@ def _run(basic, fabric, *, sessions=SESSION, cache=True, router="kv_affinity", *
 
 
 def test_a_turn_carries_the_whole_previous_context_and_its_blocks():
-    df = session_arrivals(4, n=2, rate_per_s=1, turns=3, context_tokens=1000,
-                          growth_tokens=300, output_tokens=100, tool_ms=200)  # fmt: skip
+    df = session_arrivals(
+        4,
+        n=2,
+        rate_per_s=1,
+        turns=3,
+        context_tokens=1000,
+        growth_tokens=300,
+        output_tokens=100,
+        tool_ms=200,
+    )
     assert df["session_id"].tolist() == [0, 0, 0, 1, 1, 1]
     assert df["turn"].tolist() == [0, 1, 2] * 2
     # 1000 → 1000 + 100 out + 300 grown = 1400 → 1800
@@ -78,31 +86,55 @@ def test_a_turn_carries_the_whole_previous_context_and_its_blocks():
     # only a session's first turn has an arrival instant; later ones wait tool_ms
     assert df["arrival_ms"].notna().tolist() == [True, False, False] * 2
     assert df["after_ms"].tolist()[1:3] == [200.0, 200.0]
-    pd.testing.assert_frame_equal(df, session_arrivals(np.random.default_rng(4), n=2,
-        rate_per_s=1, turns=3, context_tokens=1000, growth_tokens=300, output_tokens=100,
-        tool_ms=200))  # fmt: skip
+    pd.testing.assert_frame_equal(
+        df,
+        session_arrivals(
+            np.random.default_rng(4),
+            n=2,
+            rate_per_s=1,
+            turns=3,
+            context_tokens=1000,
+            growth_tokens=300,
+            output_tokens=100,
+            tool_ms=200,
+        ),
+    )
 
 
 def test_distributions_vary_turns_and_tool_time():
     df = session_arrivals(
-        1, n=40, rate_per_s=5, turns={"dist": "uniform", "low": 1, "high": 6},
+        1,
+        n=40,
+        rate_per_s=5,
+        turns={"dist": "uniform", "low": 1, "high": 6},
         tool_ms={"dist": "lognormal", "mean": 800, "sigma": 0.5},
-    )  # fmt: skip
+    )
     per_session = df.groupby("session_id").size()
     assert per_session.between(1, 6).all() and per_session.nunique() > 2
     assert df["after_ms"].dropna().nunique() > 10
     # the same draws from the typed configuration's Distribution objects
     typed = session_arrivals(
-        1, n=40, rate_per_s=5, turns=Distribution("uniform", low=1, high=6),
+        1,
+        n=40,
+        rate_per_s=5,
+        turns=Distribution("uniform", low=1, high=6),
         tool_ms=Distribution("lognormal", mean=800.0, sigma=0.5),
-    )  # fmt: skip
+    )
     pd.testing.assert_frame_equal(df, typed)
 
 
 def test_a_session_longer_than_the_model_holds_is_refused_naming_the_key():
     with pytest.raises(SessionError, match="session 0 turn 3 needs 8,412 .* lower turns") as e:
-        session_arrivals(1, n=1, rate_per_s=1, turns=5, context_tokens=6000,
-                         growth_tokens=796, output_tokens=6, max_context_tokens=8192)  # fmt: skip
+        session_arrivals(
+            1,
+            n=1,
+            rate_per_s=1,
+            turns=5,
+            context_tokens=6000,
+            growth_tokens=796,
+            output_tokens=6,
+            max_context_tokens=8192,
+        )
     assert e.value.key == "turns"
     with pytest.raises(SessionError, match="lower context_tokens"):
         session_arrivals(1, n=1, rate_per_s=1, context_tokens=9000, max_context_tokens=8192)
@@ -170,15 +202,17 @@ def test_build_refuses_sessions_the_model_cannot_hold(basic, fabric):
 
 def test_session_metrics_by_hand():
     ms = 1_000_000
-    req = pd.DataFrame({
-        "session_id": [0, 0, 0, 1, 1, -1],
-        "turn": [0, 1, 2, 0, 1, 0],
-        "arrival_ns": [0, 1100 * ms, 2300 * ms, 500 * ms, 900 * ms, 0],
-        "input_tokens": [1000, 1600, 2200, 600, 700, 50],
-        "cached_tokens": [0, 512, 1536, 0, 0, 0],
-        "ttft_ms": [400.0, 100.0, 80.0, 200.0, math.nan, 10.0],
-        "e2e_ms": [1000.0, 900.0, 700.0, 300.0, math.nan, 20.0],
-    })  # fmt: skip
+    req = pd.DataFrame(
+        {
+            "session_id": [0, 0, 0, 1, 1, -1],
+            "turn": [0, 1, 2, 0, 1, 0],
+            "arrival_ns": [0, 1100 * ms, 2300 * ms, 500 * ms, 900 * ms, 0],
+            "input_tokens": [1000, 1600, 2200, 600, 700, 50],
+            "cached_tokens": [0, 512, 1536, 0, 0, 0],
+            "ttft_ms": [400.0, 100.0, 80.0, 200.0, math.nan, 10.0],
+            "e2e_ms": [1000.0, 900.0, 700.0, 300.0, math.nan, 20.0],
+        }
+    )
     m = session_metrics(req)
     assert m["sessions"] == 2 and m["completed"] == 1  # session 1's turn 1 was unserved
     assert m["completion_ms"]["count"] == 1 and m["completion_ms"]["max"] == 3000.0
@@ -235,12 +269,16 @@ def test_chat_reuses_most_of_each_prompt_and_rag_little():
     chat_req, chat = _preset("sessions-chat")
     rag_req, rag = _preset("sessions-rag")
     assert chat["turns"]["mean"] == 12 and chat["hit_rate"]["later_turns"] > 0.7
-    hit = {n: r["cached_tokens"].sum() / r["input_tokens"].sum()
-           for n, r in (("chat", chat_req), ("rag", rag_req))}  # fmt: skip
+    hit = {
+        n: r["cached_tokens"].sum() / r["input_tokens"].sum()
+        for n, r in (("chat", chat_req), ("rag", rag_req))
+    }
     assert hit["rag"] < 0.3 < 0.7 < hit["chat"]
     # prefill-heavy: RAG computes far more prompt tokens per generated token
-    computed = {n: (r["input_tokens"] - r["cached_tokens"]).sum() / r["output_tokens"].sum()
-                for n, r in (("chat", chat_req), ("rag", rag_req))}  # fmt: skip
+    computed = {
+        n: (r["input_tokens"] - r["cached_tokens"]).sum() / r["output_tokens"].sum()
+        for n, r in (("chat", chat_req), ("rag", rag_req))
+    }
     assert computed["rag"] > 5 * computed["chat"]
 
 

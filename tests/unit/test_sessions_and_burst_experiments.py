@@ -80,8 +80,10 @@ def test_load_balancing_scatters_sessions_away_from_a_per_server_cache(agentic):
     affine = _run(est, "kv_affinity", SERVER)["sessions"]["hit_rate"]["later_turns"]
     assert balanced < 0.6 < 0.9 < affine
     # and that is what the later turns wait for
-    ttft = {r: _run(est, r, SERVER)["sessions"]["ttft_ms"]["later_turns"]["mean"]
-            for r in ("least_loaded", "kv_affinity")}  # fmt: skip
+    ttft = {
+        r: _run(est, r, SERVER)["sessions"]["ttft_ms"]["later_turns"]["mean"]
+        for r in ("least_loaded", "kv_affinity")
+    }
     assert ttft["kv_affinity"] < 0.5 * ttft["least_loaded"]
 
 

@@ -38,8 +38,18 @@ def test_rates_the_machine_cannot_honour_are_errors():
 
 def test_htb_commands():
     cmds = htb_commands("kf00s1-eth2", 40_000_000, 16)
-    assert cmds[0] == ["qdisc", "replace", "dev", "kf00s1-eth2", "root", "handle", "1:",
-                       "htb", "default", "1"]  # fmt: skip
+    assert cmds[0] == [
+        "qdisc",
+        "replace",
+        "dev",
+        "kf00s1-eth2",
+        "root",
+        "handle",
+        "1:",
+        "htb",
+        "default",
+        "1",
+    ]
     cls = cmds[1]
     assert cls[cls.index("rate") + 1] == "40000000bit"
     assert cls[cls.index("ceil") + 1] == "40000000bit"

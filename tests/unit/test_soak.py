@@ -23,8 +23,14 @@ MINUTES = 30
 T0 = 10**12  # an arbitrary monotonic instant, ns
 
 
-def memory_series(component: str, start_mb: float, mb_per_min: float, noise_mb: float,
-                  seed: int = 0, period_s: float = 5.0) -> pd.DataFrame:  # fmt: skip
+def memory_series(
+    component: str,
+    start_mb: float,
+    mb_per_min: float,
+    noise_mb: float,
+    seed: int = 0,
+    period_s: float = 5.0,
+) -> pd.DataFrame:
     """A component's RSS sampled every ``period_s`` over the run, with Gaussian noise."""
     t = np.arange(0, MINUTES * 60, period_s) / 60
     rss = start_mb + mb_per_min * t + np.random.default_rng(seed).normal(0, noise_mb, t.size)
@@ -33,12 +39,14 @@ def memory_series(component: str, start_mb: float, mb_per_min: float, noise_mb: 
 
 def flows_table(t_sched_s: np.ndarray, issue_ms: np.ndarray, **extra: np.ndarray) -> pd.DataFrame:
     n = len(t_sched_s)
-    frame = pd.DataFrame({
-        "t_sched_ns": (T0 + t_sched_s * 1e9).astype(np.int64),
-        "issue_lateness_ms": issue_ms,
-        "lateness_ms": issue_ms + 10.0,  # with head-of-line waits: not what is judged
-        "after": np.full(n, -1),
-    })  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "t_sched_ns": (T0 + t_sched_s * 1e9).astype(np.int64),
+            "issue_lateness_ms": issue_ms,
+            "lateness_ms": issue_ms + 10.0,  # with head-of-line waits: not what is judged
+            "after": np.full(n, -1),
+        }
+    )
     for name, values in extra.items():
         frame[name] = values
     return frame
@@ -69,8 +77,10 @@ def test_flat_noisy_memory_passes_even_with_a_first_minute_climb():
 
 
 def test_the_limit_is_five_percent_of_a_large_process_and_five_mb_of_a_small_one():
-    same_growth = [memory_series("controller", 60.0, 0.3, 0.2),  # 9 MB > 5 MB
-                   memory_series("sampler", 400.0, 0.3, 0.2)]  # 9 MB < 20 MB  # fmt: skip
+    same_growth = [
+        memory_series("controller", 60.0, 0.3, 0.2),  # 9 MB > 5 MB
+        memory_series("sampler", 400.0, 0.3, 0.2),
+    ]  # 9 MB < 20 MB
     by_name = {m.component: m for m in growth.memory_growth(pd.concat(same_growth), MINUTES)}
     assert not by_name["controller"].ok and by_name["controller"].limit_mb == 5.0
     assert by_name["sampler"].ok and by_name["sampler"].limit_mb == pytest.approx(20, abs=0.5)
@@ -81,8 +91,10 @@ def test_a_component_seen_too_briefly_fails_rather_than_passing_as_flat():
     brief = memory_series("sampler", 50.0, 0.0, 0.0).iloc[:14]  # gone after 70 s
     (m,) = growth.memory_growth(brief, MINUTES)
     assert m.samples == 2 and m.growth_mb is None and not m.ok
-    assert "not judged" in growth.growth_failures([m], growth.LatenessGrowth(
-        30, 0.4, 0.4, 0.0, 0.0, 0.5, True))[0]  # fmt: skip
+    assert (
+        "not judged"
+        in growth.growth_failures([m], growth.LatenessGrowth(30, 0.4, 0.4, 0.0, 0.0, 0.5, True))[0]
+    )
 
 
 # ----- lateness ------------------------------------------------------------------------
@@ -96,23 +108,28 @@ def test_lateness_is_bucketed_by_the_minute_it_was_scheduled_in():
 
 
 def test_group_released_flows_and_head_of_line_waits_are_not_judged():
-    flows = flows_table(np.array([1.0, 2.0, 3.0]), np.array([0.2, 0.2, 50.0]),
-                        after=np.array([-1, -1, 7]))  # fmt: skip
+    flows = flows_table(
+        np.array([1.0, 2.0, 3.0]), np.array([0.2, 0.2, 50.0]), after=np.array([-1, -1, 7])
+    )
     (minute0,) = growth.lateness_by_minute(flows, T0, minutes=1).to_dict("records")
     assert minute0["flows"] == 2 and minute0["p99_ms"] == pytest.approx(0.2)
 
 
 def test_a_one_minute_bucket_is_what_the_fidelity_check_judges():
     rng = np.random.default_rng(5)
-    flows = flows_table(rng.uniform(0, 60, 2000), rng.exponential(0.3, 2000),
-                        after=np.where(rng.random(2000) < 0.1, 3, -1))  # fmt: skip
+    flows = flows_table(
+        rng.uniform(0, 60, 2000),
+        rng.exponential(0.3, 2000),
+        after=np.where(rng.random(2000) < 0.1, 3, -1),
+    )
     (minute0,) = growth.lateness_by_minute(flows, T0, minutes=1).to_dict("records")
     assert minute0["p99_ms"] == pytest.approx(lateness_check(flows)["value"])
 
 
 def per_minute_p99(p99_ms: np.ndarray, flows: int = 6000) -> pd.DataFrame:
-    return pd.DataFrame({"minute": np.arange(len(p99_ms)), "flows": flows,
-                         "p50_ms": p99_ms / 5, "p99_ms": p99_ms})  # fmt: skip
+    return pd.DataFrame(
+        {"minute": np.arange(len(p99_ms)), "flows": flows, "p50_ms": p99_ms / 5, "p99_ms": p99_ms}
+    )
 
 
 def test_rising_lateness_fails_and_flat_noisy_lateness_passes():
@@ -145,7 +162,10 @@ def test_a_folder_is_sized_at_the_end_of_each_minute():
     t = np.array([0.1, 0.9, 1.2, 1.95, 2.5])
     sizes = growth.size_by_minute(t, [1.0, 1.5, 1.5, 4.0, 4.0])
     assert [(s["minute"], s["mb"], s["grown_mb"]) for s in sizes] == [
-        (0, 1.5, 1.5), (1, 4.0, 2.5), (2, 4.0, 0.0)]  # fmt: skip
+        (0, 1.5, 1.5),
+        (1, 4.0, 2.5),
+        (2, 4.0, 0.0),
+    ]
 
 
 def test_disk_bytes_counts_what_a_folder_holds(tmp_path):
@@ -159,17 +179,34 @@ def test_disk_bytes_counts_what_a_folder_holds(tmp_path):
 # ----- the run's processes -------------------------------------------------------------
 def test_the_runs_processes_are_told_apart_by_their_command_lines():
     py = "/work/main/.venv/bin/python"
-    worker = [py, "-m", "traffic.agents.worker", "--hosts", "/r/agents/worker-1.hosts.json",
-              "--control", "/r/agents/worker-1.sock", "--cc", "cubic"]  # fmt: skip
-    controller = [py, "-m", "controller.main", "/tmp/kvf-run-x/controller/controller.json",
-                  "6653", "/tmp/kvf-run-x/controller/controller.log"]  # fmt: skip
+    worker = [
+        py,
+        "-m",
+        "traffic.agents.worker",
+        "--hosts",
+        "/r/agents/worker-1.hosts.json",
+        "--control",
+        "/r/agents/worker-1.sock",
+        "--cc",
+        "cubic",
+    ]
+    controller = [
+        py,
+        "-m",
+        "controller.main",
+        "/tmp/kvf-run-x/controller/controller.json",
+        "6653",
+        "/tmp/kvf-run-x/controller/controller.log",
+    ]
     sampler = [py, "-m", "experiments.measurement.sampler_process", "/tmp/s/config.json"]
     assert component_of(worker) == "agents worker-1"
     assert component_of(controller) == "controller"
     assert component_of(sampler) == "sampler"
     assert component_of(["bash", "--norc", "-is", "mininet:gpu0_0"]) is None
-    assert scratch_of(controller) == scratch_of(controller[:4]) and str(
-        scratch_of(controller)) == "/tmp/kvf-run-x"  # fmt: skip
+    assert (
+        scratch_of(controller) == scratch_of(controller[:4])
+        and str(scratch_of(controller)) == "/tmp/kvf-run-x"
+    )
     assert scratch_of(worker) is None
 
 

@@ -932,14 +932,17 @@ def test_no_sweep_one_run_per_repeat_and_ambiguous_names_use_full_paths():
 
 
 def test_a_sweep_over_fault_timelines_is_labelled_by_their_events():
-    timelines = [[{"at_s": 1, "link_down": ["leaf0", "spine0"]}],
-                 [{"at_s": 1, "controller_down": True}, {"at_s": 2, "controller_up": True}],
-                 []]  # fmt: skip
+    timelines = [
+        [{"at_s": 1, "link_down": ["leaf0", "spine0"]}],
+        [{"at_s": 1, "controller_down": True}, {"at_s": 2, "controller_up": True}],
+        [],
+    ]
     spec = _load(_with(INCAST, "sweep", {"faults": timelines}))
     assert [r.label for r in expand(spec)] == [
-        "faults=link_down,seed=7", "faults=controller_down+controller_up,seed=7",
+        "faults=link_down,seed=7",
+        "faults=controller_down+controller_up,seed=7",
         "faults=none,seed=7",
-    ]  # fmt: skip
+    ]
     assert expand(spec)[1].resolved["faults"][0] == {"at_s": 1.0, "controller_down": True}
 
 

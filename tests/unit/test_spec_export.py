@@ -28,25 +28,57 @@ _spec.loader.exec_module(corpus)
 # judge: names of the fabric's hosts, switches, servers and links; tenants, classes and
 # faults that must agree with each other or the run; divisibility; files on disk.
 NEEDS_KVFABRIC = {
-    "noisy neighbour tenant", "fat tree k", "tenant_paths without tenants", "tenant host",
-    "host in two tenants", "spines of unknown tenant", "spine that is a leaf",
-    "qos class without share or priority", "qos tenant class unknown",
-    "qos class both weighted and strict", "qos two classes at one priority",
-    "qos tenant class list with an unknown class", "qos default class unknown",
-    "qos shares above 1", "fault not a link", "fault both events", "fault no event",
-    "fault after the run", "fault unknown node", "switch fault on a host",
-    "flap beyond the run", "flap of no link", "degrade above the link's rate",
-    "degrade below what can be shaped", "controller up while running", "controller down twice",
-    "detection delay on a controller fault", "two detection delays on one link",
-    "agent kill on a switch", "senders too many", "sender host",
-    "receiver sends", "kv overlap", "kv tp", "moe dense model", "serving server",
-    "serving overlap", "serving tp", "serving no decode", "two serving workloads",
+    "noisy neighbour tenant",
+    "fat tree k",
+    "tenant_paths without tenants",
+    "tenant host",
+    "host in two tenants",
+    "spines of unknown tenant",
+    "spine that is a leaf",
+    "qos class without share or priority",
+    "qos tenant class unknown",
+    "qos class both weighted and strict",
+    "qos two classes at one priority",
+    "qos tenant class list with an unknown class",
+    "qos default class unknown",
+    "qos shares above 1",
+    "fault not a link",
+    "fault both events",
+    "fault no event",
+    "fault after the run",
+    "fault unknown node",
+    "switch fault on a host",
+    "flap beyond the run",
+    "flap of no link",
+    "degrade above the link's rate",
+    "degrade below what can be shaped",
+    "controller up while running",
+    "controller down twice",
+    "detection delay on a controller fault",
+    "two detection delays on one link",
+    "agent kill on a switch",
+    "senders too many",
+    "sender host",
+    "receiver sends",
+    "kv overlap",
+    "kv tp",
+    "moe dense model",
+    "serving server",
+    "serving overlap",
+    "serving tp",
+    "serving no decode",
+    "two serving workloads",
     "serving trace missing",
-    "serving token dist", "serving token range", "serving peaky share",
-    "serving peaky window", "serving sessions context", "serving sessions turns",
-    "sweep bad value", "sweep the name",
+    "serving token dist",
+    "serving token range",
+    "serving peaky share",
+    "serving peaky window",
+    "serving sessions context",
+    "serving sessions turns",
+    "sweep bad value",
+    "sweep the name",
     "sweep missing list item",
-}  # fmt: skip
+}
 
 
 def validator() -> jsonschema.Draft202012Validator:
@@ -70,8 +102,11 @@ def test_the_good_corpus_is_valid_under_the_json_schema(case):
 def _bad(case):
     name, base, path, value, _ = case
     spec = corpus.BASES[base]
-    return corpus._with(spec, path, delete=True) if value is corpus.DELETE else corpus._with(
-        spec, path, value)  # fmt: skip
+    return (
+        corpus._with(spec, path, delete=True)
+        if value is corpus.DELETE
+        else corpus._with(spec, path, value)
+    )
 
 
 def test_the_json_schema_refuses_the_bad_corpus_it_can_judge():

@@ -175,8 +175,14 @@ def test_serving_ttft_and_slo_attainment():
             "kv_transfer_ms": [10.0, 20.0, 30.0, NAN],
         }
     )
-    tokens = pd.DataFrame({"request_id": [0, 0, 1], "token_index": [1, 2, 1],
-                           "t_ns": [1, 2, 3], "itl_ms": [10.0, 12.0, 30.0]})  # fmt: skip
+    tokens = pd.DataFrame(
+        {
+            "request_id": [0, 0, 1],
+            "token_index": [1, 2, 1],
+            "t_ns": [1, 2, 3],
+            "itl_ms": [10.0, 12.0, 30.0],
+        }
+    )
     m = summarize(None, requests, tokens, None, spec)
     assert m["ttft_ms"]["count"] == 3 and m["ttft_ms"]["p50"] == 80.0
     assert m["itl_ms"]["p50"] == 12.0

@@ -27,8 +27,9 @@ def test_proc_tables_give_the_wanted_fields_only():
 
 
 def test_qdisc_drops_sum_the_pfifos_only():
-    tc = json.dumps([{"kind": "htb", "drops": 99}, {"kind": "pfifo", "drops": 4},
-                     {"kind": "pfifo", "drops": 3}])  # fmt: skip
+    tc = json.dumps(
+        [{"kind": "htb", "drops": 99}, {"kind": "pfifo", "drops": 4}, {"kind": "pfifo", "drops": 3}]
+    )
     assert tcpcount.parse_qdisc_drops(tc) == 7
     assert tcpcount.parse_qdisc_drops("") == 0
 
@@ -49,13 +50,22 @@ def test_every_counter_is_kept_for_the_ledger():
 
 
 def test_switch_port_drops_are_summed_over_the_fabric_ports_only():
-    ip = json.dumps([
-        {"ifname": "s1-eth1", "stats64": {"rx": {"bytes": 9, "dropped": 2}, "tx": {"dropped": 1}}},
-        {"ifname": "eth0", "stats64": {"rx": {"dropped": 50}}},
-    ])  # fmt: skip
+    ip = json.dumps(
+        [
+            {
+                "ifname": "s1-eth1",
+                "stats64": {"rx": {"bytes": 9, "dropped": 2}, "tx": {"dropped": 1}},
+            },
+            {"ifname": "eth0", "stats64": {"rx": {"dropped": 50}}},
+        ]
+    )
     assert tcpcount.parse_link_drops(ip, {"s1-eth1"}) == {"rx_dropped": 2, "tx_dropped": 1}
-    tc = json.dumps([{"dev": "s1-eth1", "kind": "pfifo", "drops": 4, "requeues": 0,
-                      "overlimits": 0}, {"dev": "eth0", "kind": "pfifo", "drops": 9}])  # fmt: skip
+    tc = json.dumps(
+        [
+            {"dev": "s1-eth1", "kind": "pfifo", "drops": 4, "requeues": 0, "overlimits": 0},
+            {"dev": "eth0", "kind": "pfifo", "drops": 9},
+        ]
+    )
     assert tcpcount.parse_qdisc_counters(tc, {"s1-eth1"})["qdisc_pfifo_drops"] == 4
     assert tcpcount.parse_qdisc_counters(tc)["qdisc_pfifo_drops"] == 13
 
@@ -65,24 +75,34 @@ def test_ovs_coverage_totals_are_read():
 drop_action_of_pipeline   0.0/sec     0.1/sec        0.0100/sec   total: 44
 netdev_sent              20.0/sec    22.5/sec       29.7136/sec   total: 53853
 """
-    assert tcpcount.parse_coverage(text) == {"ovs_drop_action_of_pipeline": 44,
-                                             "ovs_netdev_sent": 53853}  # fmt: skip
+    assert tcpcount.parse_coverage(text) == {
+        "ovs_drop_action_of_pipeline": 44,
+        "ovs_netdev_sent": 53853,
+    }
 
 
 def test_the_ledger_keeps_what_moved():
-    before = {"hosts": {"h0": {"all": {"Tcp.RetransSegs": 5, "Udp.InDatagrams": 1}}},
-              "switches": {"qdisc_pfifo_drops": 3, "tx_dropped": 0}}  # fmt: skip
-    after = {"hosts": {"h0": {"all": {"Tcp.RetransSegs": 9, "Udp.InDatagrams": 1}},
-                       "h1": {"all": {"Tcp.RetransSegs": 2}}},
-             "switches": {"qdisc_pfifo_drops": 10, "tx_dropped": 0}}  # fmt: skip
+    before = {
+        "hosts": {"h0": {"all": {"Tcp.RetransSegs": 5, "Udp.InDatagrams": 1}}},
+        "switches": {"qdisc_pfifo_drops": 3, "tx_dropped": 0},
+    }
+    after = {
+        "hosts": {
+            "h0": {"all": {"Tcp.RetransSegs": 9, "Udp.InDatagrams": 1}},
+            "h1": {"all": {"Tcp.RetransSegs": 2}},
+        },
+        "switches": {"qdisc_pfifo_drops": 10, "tx_dropped": 0},
+    }
     got = tcpcount.ledger(before, after)
     assert got == {"hosts": {"Tcp.RetransSegs": 6}, "switch_ports": {"qdisc_pfifo_drops": 7}}
 
 
 def test_ovs_socket_drops_are_read_from_ss():
-    text = ('p_raw 0 0 [0]:* * users:(("ovs-vswitchd",pid=7,fd=313)) '
-            "skmem:(r0,rb212992,t0,tb212992,f0,w0,o0,bl0,d0)\n"
-            'p_raw 0 0 [3]:s1-eth1 * users:(("ovs-vswitchd",pid=7,fd=40))\n\t'
-            "skmem:(r0,rb4194304,t0,tb212992,f0,w0,o0,bl0,d12)\n"
-            'p_raw 0 0 [3]:eth0 * users:(("tcpdump",pid=9,fd=3)) skmem:(r0,d99)\n')  # fmt: skip
+    text = (
+        'p_raw 0 0 [0]:* * users:(("ovs-vswitchd",pid=7,fd=313)) '
+        "skmem:(r0,rb212992,t0,tb212992,f0,w0,o0,bl0,d0)\n"
+        'p_raw 0 0 [3]:s1-eth1 * users:(("ovs-vswitchd",pid=7,fd=40))\n\t'
+        "skmem:(r0,rb4194304,t0,tb212992,f0,w0,o0,bl0,d12)\n"
+        'p_raw 0 0 [3]:eth0 * users:(("tcpdump",pid=9,fd=3)) skmem:(r0,d99)\n'
+    )
     assert tcpcount.parse_ss_drops(text, "ovs-vswitchd") == 12

@@ -41,8 +41,10 @@ def test_link_failure_timeline_is_in_the_report_and_marks_the_faults(tmp_path):
     titles = [ax.get_title(loc="left") for ax in fig.axes]
     assert titles[0].startswith("hottest egress queues")
     assert titles[1].startswith("most loaded links") and "real-equivalent" in titles[1]
-    assert titles[2:] == ["inter-token latency of every token",
-                          "TTFT of every request, at its arrival"]  # fmt: skip
+    assert titles[2:] == [
+        "inter-token latency of every token",
+        "TTFT of every request, at its arrival",
+    ]
     # The spec fails rail1-spine0 at 3 s and restores it at 6 s of a 9 s run.
     faults = run.spec["faults"]
     at = sorted(float(f["at_s"]) for f in faults)

@@ -228,10 +228,14 @@ def test_synthetic_is_deterministic_given_the_seed():
 
 def test_a_configurations_distribution_draws_as_its_mapping_does():
     # the typed configuration's Distribution (its unset fields None) is the dict it came from
-    typed = {"input_tokens": Distribution("lognormal", mean=1000.0, sigma=0.5),
-             "output_tokens": Distribution("uniform", low=10, high=20)}  # fmt: skip
-    plain = {"input_tokens": {"dist": "lognormal", "mean": 1000, "sigma": 0.5},
-             "output_tokens": {"dist": "uniform", "low": 10, "high": 20}}  # fmt: skip
+    typed = {
+        "input_tokens": Distribution("lognormal", mean=1000.0, sigma=0.5),
+        "output_tokens": Distribution("uniform", low=10, high=20),
+    }
+    plain = {
+        "input_tokens": {"dist": "lognormal", "mean": 1000, "sigma": 0.5},
+        "output_tokens": {"dist": "uniform", "low": 10, "high": 20},
+    }
     pd.testing.assert_frame_equal(
         synthetic_arrivals(3, n=50, rate_per_s=20.0, **typed),
         synthetic_arrivals(3, n=50, rate_per_s=20.0, **plain),
@@ -301,9 +305,13 @@ def busiest_second_shares(df: pd.DataFrame, window_s: float) -> list[float]:
 def test_peaky_busiest_second_holds_the_requested_share(share, rate, duration_s, window_s):
     for seed in range(3):
         df = synthetic_arrivals(
-            seed, duration_s=duration_s, rate_per_s=rate, pattern="peaky",
-            peak_second_share=share, window_s=window_s,
-        )  # fmt: skip
+            seed,
+            duration_s=duration_s,
+            rate_per_s=rate,
+            pattern="peaky",
+            peak_second_share=share,
+            window_s=window_s,
+        )
         shares = busiest_second_shares(df, window_s or duration_s)
         assert len(shares) == duration_s // (window_s or duration_s)
         assert all(abs(s - share) <= 0.1 * share for s in shares), shares

@@ -60,16 +60,19 @@ def offset_estimate(samples: Sequence[Sample]) -> ClockOffset:
         raise ValueError("no clock samples: at least one (t_send, t_remote, t_recv) is needed")
     for t_send, _, t_recv in samples:
         if t_recv < t_send:
-            raise ValueError(f"clock sample received at {t_recv} ns before it was sent "
-                             f"at {t_send} ns: the local clock must not go back")  # fmt: skip
+            raise ValueError(
+                f"clock sample received at {t_recv} ns before it was sent "
+                f"at {t_send} ns: the local clock must not go back"
+            )
     rtt = min(t_recv - t_send for t_send, _, t_recv in samples)
     best = [(s, r, e) for s, r, e in samples if e - s == rtt]
     offset = sum(r - (s + e) / 2 for s, r, e in best) / len(best)
     return ClockOffset(offset, rtt / 2, rtt, len(samples))
 
 
-def measure_offset(server: Server, n: int = 16, clock: str = "monotonic",
-                   timeout_s: float = 15.0) -> ClockOffset:  # fmt: skip
+def measure_offset(
+    server: Server, n: int = 16, clock: str = "monotonic", timeout_s: float = 15.0
+) -> ClockOffset:
     """``n`` timed exchanges over one ssh session to ``server`` (so ssh's start-up is
     in none of them) and their estimate. ``clock`` is ``monotonic`` or ``realtime``."""
     if clock not in CLOCKS:
@@ -78,8 +81,13 @@ def measure_offset(server: Server, n: int = 16, clock: str = "monotonic",
         raise ValueError(f"n={n}: at least one exchange is needed")
     local = CLOCKS[clock]
     code = _REMOTE_LOOP.format(fn=_REMOTE_FN[clock])
-    proc = subprocess.Popen(server.command(["python3", "-c", code]), stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)  # fmt: skip
+    proc = subprocess.Popen(
+        server.command(["python3", "-c", code]),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,
+    )
     try:
         ask = _Exchange(proc, time.monotonic() + timeout_s)
         ask.reading()  # the first answer waits for ssh and python3 to start: not a sample

@@ -124,50 +124,82 @@ def diagnose(p: ServerProbe, interpreter: str, repo: str) -> list[Check]:
 
     uid, sudo = sec.get("uid", none), sec.get("sudo", none)
     is_root = uid.rc == 0 and uid.out == "0"
-    add("root", is_root or sudo.rc == 0,
-        "uid 0" if is_root else f"uid {uid.out}, " + ("passwordless sudo" if sudo.rc == 0
-                                                      else "no passwordless sudo"),
+    add(
+        "root",
+        is_root or sudo.rc == 0,
+        "uid 0"
+        if is_root
+        else f"uid {uid.out}, " + ("passwordless sudo" if sudo.rc == 0 else "no passwordless sudo"),
         f"use --cluster root@{host}, or give {user or 'the user'} passwordless sudo "
-        f"(visudo: {user} ALL=(ALL) NOPASSWD: ALL)")  # fmt: skip
+        f"(visudo: {user} ALL=(ALL) NOPASSWD: ALL)",
+    )
     mininet, mnexec = sec.get("mininet", none), sec.get("mnexec", none)
-    add("mininet", mininet.rc == 0 and mnexec.rc == 0,
+    add(
+        "mininet",
+        mininet.rc == 0 and mnexec.rc == 0,
         ("mininet.net imports" if mininet.rc == 0 else "/usr/bin/python3 cannot import mininet")
         + (f", mnexec at {mnexec.out}" if mnexec.rc == 0 else ", no mnexec on PATH"),
-        "sudo apt-get install mininet (on the server)")  # fmt: skip
+        "sudo apt-get install mininet (on the server)",
+    )
     ovs = sec.get("ovs", none)
     missing = ovs.rc == 127 or "not found" in ovs.out
-    add("open vswitch", ovs.rc == 0, "running" if ovs.rc == 0 else _last(ovs.out),
-        "sudo apt-get install openvswitch-switch" if missing else OVS_START)  # fmt: skip
+    add(
+        "open vswitch",
+        ovs.rc == 0,
+        "running" if ovs.rc == 0 else _last(ovs.out),
+        "sudo apt-get install openvswitch-switch" if missing else OVS_START,
+    )
     running = ovs.rc == 0
     datapaths = _ovs_set(sec.get("datapath_types", none).out) if running else []
     usable = [d for d in datapaths if d in ("netdev", "system")]
-    add("ovs datapaths", bool(usable) if running else None,
+    add(
+        "ovs datapaths",
+        bool(usable) if running else None,
         ", ".join(datapaths) if running else "not asked: Open vSwitch is not running",
         "an Open vSwitch with the netdev or system datapath: "
-        "sudo apt-get install openvswitch-switch")  # fmt: skip
+        "sudo apt-get install openvswitch-switch",
+    )
     ifaces = _ovs_set(sec.get("iface_types", none).out) if running else []
-    add("ovs vxlan ports", "vxlan" in ifaces if running else None,
+    add(
+        "ovs vxlan ports",
+        "vxlan" in ifaces if running else None,
         ("vxlan among its port types" if "vxlan" in ifaces else "no vxlan port type")
-        if running else "not asked: Open vSwitch is not running",
-        "an Open vSwitch built with tunnels: sudo apt-get install openvswitch-switch")  # fmt: skip
+        if running
+        else "not asked: Open vSwitch is not running",
+        "an Open vSwitch built with tunnels: sudo apt-get install openvswitch-switch",
+    )
     module = sec.get("ovs_module", none).rc == 0
-    add("ovs kernel module", module,
+    add(
+        "ovs kernel module",
+        module,
         "loaded: kernel datapath" if module else "not loaded: userspace datapath (netdev)",
-        required=False)  # fmt: skip
+        required=False,
+    )
     vxlan = sec.get("vxlan", none)
-    add("kernel vxlan", vxlan.rc == 0, "a scratch vxlan device was made and deleted"
-        if vxlan.rc == 0 else _last(vxlan.out),
-        "sudo modprobe vxlan (a kernel with CONFIG_VXLAN)")  # fmt: skip
-    add("tun", sec.get("tun", none).rc == 0,
+    add(
+        "kernel vxlan",
+        vxlan.rc == 0,
+        "a scratch vxlan device was made and deleted" if vxlan.rc == 0 else _last(vxlan.out),
+        "sudo modprobe vxlan (a kernel with CONFIG_VXLAN)",
+    )
+    add(
+        "tun",
+        sec.get("tun", none).rc == 0,
         "/dev/net/tun" if sec.get("tun", none).rc == 0 else "no /dev/net/tun",
-        "sudo modprobe tun (the userspace datapath's internal ports are tap devices)")  # fmt: skip
+        "sudo modprobe tun (the userspace datapath's internal ports are tap devices)",
+    )
     code = sec.get("code", none)
     path = (code.out.splitlines() or [""])[-1]
     code_ok = code.rc == 0 and path.startswith(repo.rstrip("/") + "/")
-    add("kvfabric code", code_ok, f"{interpreter} imports {path}"
-        if code_ok else _last(code.out) or f"{interpreter} is not there",
+    add(
+        "kvfabric code",
+        code_ok,
+        f"{interpreter} imports {path}"
+        if code_ok
+        else _last(code.out) or f"{interpreter} is not there",
         f"install kvfabric there at the same path: {repo} with the interpreter {interpreter} "
-        "(remote agents start from it)")  # fmt: skip
+        "(remote agents start from it)",
+    )
     rows.append(_mtu(p))
     rows += _clocks(p)
     return rows
@@ -177,13 +209,17 @@ def _ssh(p: ServerProbe) -> Check:
     said = _last(p.ssh_error) or f"ssh exited {p.ssh_rc}"
     host = p.server.rpartition("@")[2]
     if "Permission denied" in said:
-        fix = (f"ssh-copy-id {p.server} (BatchMode takes a key, never a password); "
-               "a local cluster's servers: kvfabric cluster local list")  # fmt: skip
+        fix = (
+            f"ssh-copy-id {p.server} (BatchMode takes a key, never a password); "
+            "a local cluster's servers: kvfabric cluster local list"
+        )
     elif "Host key verification failed" in said:
         fix = f"accept its host key once: ssh {p.server} true (or ssh-keyscan {host})"
     else:
-        fix = (f"start sshd on {host} or give the right address "
-               "(local cluster: kvfabric cluster local list shows its --cluster)")  # fmt: skip
+        fix = (
+            f"start sshd on {host} or give the right address "
+            "(local cluster: kvfabric cluster local list shows its --cluster)"
+        )
     return Check(p.server, "ssh", False, said, fix)
 
 
@@ -192,17 +228,26 @@ def _mtu(p: ServerProbe) -> Check:
     dev = re.search(r"\bdev (\S+)", route.out)
     mtu = p.sections.get("mtu", Section(-1, ""))
     if route.rc != 0 or not dev or mtu.rc != 0 or not mtu.out.isdigit():
-        return Check(p.server, "underlay mtu", False,
-                     _last(route.out if route.rc else mtu.out) or "no route",
-                     f"give the server a route to this machine's {p.coordinator}")  # fmt: skip
+        return Check(
+            p.server,
+            "underlay mtu",
+            False,
+            _last(route.out if route.rc else mtu.out) or "no route",
+            f"give the server a route to this machine's {p.coordinator}",
+        )
     value, need = int(mtu.out), FABRIC_MTU + VXLAN_OVERHEAD
     shown = f"{value} on {dev.group(1)} towards {p.coordinator}"
     if value >= need:
         return Check(p.server, "underlay mtu", True, shown, measured={"mtu": value})
-    return Check(p.server, "underlay mtu", False,
-                 f"{shown}: fits fabric frames of {value - VXLAN_OVERHEAD} bytes only",
-                 f"sudo ip link set {dev.group(1)} mtu {need} (VXLAN adds {VXLAN_OVERHEAD} bytes "
-                 f"to the {FABRIC_MTU}-byte fabric frames)", measured={"mtu": value})  # fmt: skip
+    return Check(
+        p.server,
+        "underlay mtu",
+        False,
+        f"{shown}: fits fabric frames of {value - VXLAN_OVERHEAD} bytes only",
+        f"sudo ip link set {dev.group(1)} mtu {need} (VXLAN adds {VXLAN_OVERHEAD} bytes "
+        f"to the {FABRIC_MTU}-byte fabric frames)",
+        measured={"mtu": value},
+    )
 
 
 def _clocks(p: ServerProbe) -> list[Check]:
@@ -211,17 +256,29 @@ def _clocks(p: ServerProbe) -> list[Check]:
         got = p.clocks.get(clock, "not measured")
         name = f"clock {clock}"
         if isinstance(got, str):
-            rows.append(Check(p.server, name, False, _last(got),
-                              "python3 must run there: sudo apt-get install python3",
-                              required=required))  # fmt: skip
+            rows.append(
+                Check(
+                    p.server,
+                    name,
+                    False,
+                    _last(got),
+                    "python3 must run there: sudo apt-get install python3",
+                    required=required,
+                )
+            )
             continue
-        measured = {"offset_ns": got.offset_ns, "uncertainty_ns": got.uncertainty_ns,
-                    "rtt_ns": got.rtt_ns, "samples": got.samples}  # fmt: skip
+        measured = {
+            "offset_ns": got.offset_ns,
+            "uncertainty_ns": got.uncertainty_ns,
+            "rtt_ns": got.rtt_ns,
+            "samples": got.samples,
+        }
         ok = required or abs(got.offset_ns) <= got.uncertainty_ns + REALTIME_TOLERANCE_NS
         why = " (corrects one-way delays)" if required else " (wall clocks)"
         fix = "" if ok else "sync the wall clocks with NTP: sudo apt-get install chrony"
-        rows.append(Check(p.server, name, ok, f"{got}{why}", fix,
-                          required=required, measured=measured))  # fmt: skip
+        rows.append(
+            Check(p.server, name, ok, f"{got}{why}", fix, required=required, measured=measured)
+        )
     return rows
 
 

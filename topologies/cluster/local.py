@@ -93,8 +93,9 @@ class ClusterRecord:
     def plan(self) -> LocalClusterPlan:
         import ipaddress
 
-        return plan_local_cluster(len(self.servers), self.prefix,
-                                  ipaddress.ip_network(self.lan), CLUSTERS_DIR)  # fmt: skip
+        return plan_local_cluster(
+            len(self.servers), self.prefix, ipaddress.ip_network(self.lan), CLUSTERS_DIR
+        )
 
 
 def cluster_records() -> list[ClusterRecord]:
@@ -147,8 +148,9 @@ def _require() -> None:
     if not Path(SSHD).exists():
         raise EnvironmentProblem("sshd is not installed", "sudo apt-get install openssh-server")
     if not Path(OVS_CTL).exists():
-        raise EnvironmentProblem("Open vSwitch is not installed",
-                                 "sudo apt-get install openvswitch-switch")  # fmt: skip
+        raise EnvironmentProblem(
+            "Open vSwitch is not installed", "sudo apt-get install openvswitch-switch"
+        )
 
 
 def _in_use_networks() -> list[str]:
@@ -174,13 +176,21 @@ def up(n: int, say: Callable[[str], None] = log.info, for_run: bool = False) -> 
     ``for_run``: a run's own cluster, which ``clean`` removes once the run is gone."""
     _require()
     taken = {r.prefix for r in cluster_records()}
-    plan = plan_local_cluster(n, new_cluster_prefix(taken), free_lan(_in_use_networks()),
-                              CLUSTERS_DIR)  # fmt: skip
+    plan = plan_local_cluster(
+        n, new_cluster_prefix(taken), free_lan(_in_use_networks()), CLUSTERS_DIR
+    )
     me = psutil.Process()
-    rec = ClusterRecord(plan.prefix, str(plan.lan), owner_pid=me.pid,
-                        owner_started=me.create_time(), for_run=for_run)  # fmt: skip
-    rec.servers = [{"index": s.index, "netns": s.netns, "address": s.address, "holder": None}
-                   for s in plan.servers]  # fmt: skip
+    rec = ClusterRecord(
+        plan.prefix,
+        str(plan.lan),
+        owner_pid=me.pid,
+        owner_started=me.create_time(),
+        for_run=for_run,
+    )
+    rec.servers = [
+        {"index": s.index, "netns": s.netns, "address": s.address, "holder": None}
+        for s in plan.servers
+    ]
     rec.save()
     try:
         _write_files(plan)
@@ -202,16 +212,42 @@ def up(n: int, say: Callable[[str], None] = log.info, for_run: bool = False) -> 
 
 
 def _write_files(plan: LocalClusterPlan) -> None:
-    _check(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"kvfabric {plan.prefix}",
-            "-f", str(plan.client_key)], "client key")  # fmt: skip
+    _check(
+        [
+            "ssh-keygen",
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-C",
+            f"kvfabric {plan.prefix}",
+            "-f",
+            str(plan.client_key),
+        ],
+        "client key",
+    )
     (plan.directory / "authorized_keys").write_text(plan.client_key.with_suffix(".pub").read_text())
     public = {}
     for s in plan.servers:
         s.directory.mkdir(mode=0o700, parents=True)
         for source in s.ovs_dirs.values():
             source.mkdir()
-        _check(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", s.hostname,
-                "-f", str(s.host_key)], "host key")  # fmt: skip
+        _check(
+            [
+                "ssh-keygen",
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-C",
+                s.hostname,
+                "-f",
+                str(s.host_key),
+            ],
+            "host key",
+        )
         public[s.index] = s.host_key.with_suffix(".pub").read_text()
         s.sshd_config.write_text(sshd_config_text(plan, s))
         (s.directory / "init.sh").write_text(server_init_script(s, OVS_CTL, SSHD))
@@ -254,11 +290,26 @@ def _start_server(plan: LocalClusterPlan, server: LocalServer) -> psutil.Process
     script = server.directory / "init.sh"  # written with the other files, before any server
     with open(server.directory / "init.log", "wb") as out:
         proc = subprocess.Popen(
-            ["ip", "netns", "exec", server.netns, "unshare", "--mount", "--uts",
-             "--propagation", "private", "--", "sh", str(script)],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True, close_fds=True,
-        )  # fmt: skip
+            [
+                "ip",
+                "netns",
+                "exec",
+                server.netns,
+                "unshare",
+                "--mount",
+                "--uts",
+                "--propagation",
+                "private",
+                "--",
+                "sh",
+                str(script),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
     holder = psutil.Process(proc.pid)
     _wait_own_uts(holder, server)
     return holder
@@ -302,8 +353,10 @@ def _wait_ready(plan: LocalClusterPlan, server: LocalServer) -> None:
         for f in ("init.log", "ovs-start.log", "sshd.log")
         if (server.directory / f).exists()
     )
-    raise ClusterError(f"server {server.hostname} not ready in {READY_TIMEOUT_S:.0f} s "
-                       f"(ssh: {last or 'no answer'}; its logs: {logs or 'empty'})")  # fmt: skip
+    raise ClusterError(
+        f"server {server.hostname} not ready in {READY_TIMEOUT_S:.0f} s "
+        f"(ssh: {last or 'no answer'}; its logs: {logs or 'empty'})"
+    )
 
 
 def power_off(rec: ClusterRecord, index: int) -> int:
@@ -398,20 +451,32 @@ def clean_clusters(force: bool = False) -> tuple[list[str], list[str]]:
         building = rec.state == "building" and owner
         kept = rec.state == "up" and rec.holders_alive() and (owner or not rec.for_run)
         if (building or kept) and not force:
-            skipped.append(f"local cluster {rec.prefix} ({len(rec.servers)} servers, "
-                           f"{'being built' if building else 'up'}; "
-                           f"kvfabric cluster local down {rec.prefix} removes it); "
-                           "--force removes it")  # fmt: skip
+            skipped.append(
+                f"local cluster {rec.prefix} ({len(rec.servers)} servers, "
+                f"{'being built' if building else 'up'}; "
+                f"kvfabric cluster local down {rec.prefix} removes it); "
+                "--force removes it"
+            )
             continue
         removed += down(rec, say=lambda _line: None)
     orphans = {owned_cluster(n.removesuffix("p")) for n in _interfaces() + _netns_names()}
     for prefix in sorted(p for p in orphans if p and p not in known):
         if (CLUSTERS_DIR / prefix / "cluster.json").exists():  # a record this cannot read
-            skipped.append(f"local cluster {prefix} (its record in {CLUSTERS_DIR / prefix} "
-                           "could not be read; cluster local down removes it)")  # fmt: skip
+            skipped.append(
+                f"local cluster {prefix} (its record in {CLUSTERS_DIR / prefix} "
+                "could not be read; cluster local down removes it)"
+            )
             continue
-        removed += down(ClusterRecord(prefix, "", servers=[
-            {"index": 0, "netns": n, "address": "", "holder": None}
-            for n in _netns_names() if owned_cluster(n) == prefix
-        ]), say=lambda _line: None)  # fmt: skip
+        removed += down(
+            ClusterRecord(
+                prefix,
+                "",
+                servers=[
+                    {"index": 0, "netns": n, "address": "", "holder": None}
+                    for n in _netns_names()
+                    if owned_cluster(n) == prefix
+                ],
+            ),
+            say=lambda _line: None,
+        )
     return removed, skipped

@@ -41,16 +41,25 @@ class ClusterNetwork(FabricNetwork):
     """``FabricNetwork`` with each node on ``machine_of[node]`` (a server's name,
     ``str(server)``; ``localhost`` is this machine)."""
 
-    def __init__(self, fabric: Fabric, scale: Scale, *, servers: Sequence[Server],
-                 machine_of: Mapping[str, str], link: str = "vxlan",
-                 **kwargs: Any) -> None:  # fmt: skip
+    def __init__(
+        self,
+        fabric: Fabric,
+        scale: Scale,
+        *,
+        servers: Sequence[Server],
+        machine_of: Mapping[str, str],
+        link: str = "vxlan",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(fabric, scale, **kwargs)
         self.servers = {str(s): s for s in servers}
         missing = [n.name for n in fabric.nodes if n.name not in machine_of]
         unknown = sorted({m for m in machine_of.values() if m not in self.servers})
         if missing or unknown:
-            raise ValueError(f"placement: nodes without a server {missing[:5]}, "
-                             f"servers not in the cluster {unknown}")  # fmt: skip
+            raise ValueError(
+                f"placement: nodes without a server {missing[:5]}, "
+                f"servers not in the cluster {unknown}"
+            )
         if link not in LINKS:
             raise ValueError(f"link={link!r}: allowed {', '.join(LINKS)} (this kernel has no GRE)")
         self.machine_of = dict(machine_of)
@@ -58,9 +67,11 @@ class ClusterNetwork(FabricNetwork):
         self.remote = sorted({m for m in self.machine_of.values() if not self.servers[m].is_local})
         ctl = self.controller
         if self.remote and ctl is not None and (ctl.tls is None or ctl.host.startswith("127.")):
-            raise ValueError("switches on other servers reach the controller over TLS on a "
-                             "cluster address: Controller(host=<coordinator's cluster address>, "
-                             "tls=...)")  # fmt: skip
+            raise ValueError(
+                "switches on other servers reach the controller over TLS on a "
+                "cluster address: Controller(host=<coordinator's cluster address>, "
+                "tls=...)"
+            )
         self.unreachable: list[str] = []
 
     # ----- where commands run ----------------------------------------------
@@ -68,8 +79,9 @@ class ClusterNetwork(FabricNetwork):
         machine = self.machine_of[node]
         return "" if self.servers[machine].is_local else machine
 
-    def run_at(self, place: str, args: list[str], stdin: str | None = None,
-               timeout: float = 20) -> tuple[str, str, int]:  # fmt: skip
+    def run_at(
+        self, place: str, args: list[str], stdin: str | None = None, timeout: float = 20
+    ) -> tuple[str, str, int]:
         if not place:
             return super().run_at(place, args, stdin, timeout)
         if place in self.failed_servers():
@@ -77,8 +89,12 @@ class ClusterNetwork(FabricNetwork):
         proc = self.servers[place].run(args, timeout=timeout, stdin=stdin)
         return proc.stdout, proc.stderr, proc.returncode
 
-    def host_exec(self, host: str, args: list[str], stdin: str | None = None,
-                  ) -> tuple[str, str, int]:  # fmt: skip
+    def host_exec(
+        self,
+        host: str,
+        args: list[str],
+        stdin: str | None = None,
+    ) -> tuple[str, str, int]:
         place = self.place_of(host)
         if place and place in self.failed_servers():  # asking would wait for ssh's timeout
             return "", f"server {place} failed", 255
@@ -89,9 +105,11 @@ class ClusterNetwork(FabricNetwork):
         for name in self.remote:
             proc = self.servers[name].run("true", timeout=15)
             if proc.returncode != 0:
-                raise BuildError(f"server {name} cannot be reached by ssh: "
-                                 f"{proc.stderr.strip() or proc.returncode} "
-                                 f"(fix: kvfabric doctor --cluster {name})")  # fmt: skip
+                raise BuildError(
+                    f"server {name} cannot be reached by ssh: "
+                    f"{proc.stderr.strip() or proc.returncode} "
+                    f"(fix: kvfabric doctor --cluster {name})"
+                )
         super().start()
 
     def _create(self) -> None:
@@ -115,17 +133,30 @@ class ClusterNetwork(FabricNetwork):
             from mininet.examples.cluster import RemoteSSHLink as link_cls
         else:
             link_cls = RemoteVXLANLink
-        switch_cls = partial(ClusterSwitch, datapath=self.datapath, protocols="OpenFlow13",
-                             failMode="secure")  # fmt: skip
-        self.net = net = Mininet(topo=None, build=False, controller=None, switch=switch_cls,
-                                 host=ClusterHost, link=link_cls, autoSetMacs=False,
-                                 autoStaticArp=False, waitConnected=False)  # fmt: skip
+        switch_cls = partial(
+            ClusterSwitch, datapath=self.datapath, protocols="OpenFlow13", failMode="secure"
+        )
+        self.net = net = Mininet(
+            topo=None,
+            build=False,
+            controller=None,
+            switch=switch_cls,
+            host=ClusterHost,
+            link=link_cls,
+            autoSetMacs=False,
+            autoStaticArp=False,
+            waitConnected=False,
+        )
         if self.controller is not None:
             if self.controller.tls is not None:
                 self._set_ssl(self.controller.tls)
-            net.addController("c0", controller=RemoteController, ip=self.controller.host,
-                              port=self.controller.port,
-                              protocol="ssl" if self.controller.tls else "tcp")  # fmt: skip
+            net.addController(
+                "c0",
+                controller=RemoteController,
+                ip=self.controller.host,
+                port=self.controller.port,
+                protocol="ssl" if self.controller.tls else "tcp",
+            )
         for node in self.fabric.nodes:
             name = self.names.node(node)
             where = self._node_params(node.name)
@@ -142,9 +173,13 @@ class ClusterNetwork(FabricNetwork):
         if server.is_local:
             return {"server": "localhost"}
         assert self.workdir is not None
-        return {"server": server.host, "serverIP": server.host, "user": server.user,
-                "ssh_base": server.ssh_options(),
-                "controlPath": str(self.workdir / "ssh-%C")}  # fmt: skip
+        return {
+            "server": server.host,
+            "serverIP": server.host,
+            "user": server.user,
+            "ssh_base": server.ssh_options(),
+            "controlPath": str(self.workdir / "ssh-%C"),
+        }
 
     def _set_ssl(self, files: tuple[str, str, str]) -> None:
         if any(self.servers[m].is_local for m in self.machine_of.values()):
@@ -157,8 +192,7 @@ class ClusterNetwork(FabricNetwork):
             for path in files:
                 target = f"{folder}/{path.rsplit('/', 1)[-1]}"
                 text = Path(path).read_text()  # a key or certificate of the run's own PKI
-                proc = server.run(f"umask 077 && mkdir -p {folder} && cat > {target}",
-                                  stdin=text)  # fmt: skip
+                proc = server.run(f"umask 077 && mkdir -p {folder} && cat > {target}", stdin=text)
                 self._check((proc.stdout, proc.stderr, proc.returncode), f"TLS files on {name}")
                 copies.append(target)
             proc = server.run(["ovs-vsctl", "set-ssl", *copies])
@@ -190,9 +224,12 @@ class ClusterNetwork(FabricNetwork):
         for name in self.remote:
             folder = local_server_dir(self.servers[name].host)
             if folder is None:
-                log.warning("Open vSwitch's transmit buffer is not resized on %s: packets "
-                            "waiting in its shaped queues may be dropped where no queue "
-                            "counts them", name)  # fmt: skip
+                log.warning(
+                    "Open vSwitch's transmit buffer is not resized on %s: packets "
+                    "waiting in its shaped queues may be dropped where no queue "
+                    "counts them",
+                    name,
+                )
                 self.tx_buffers[name] = None
                 continue
             self.tx_buffers[name] = self._raise_tx(name, folder / "ovs-run" / "ovs-vswitchd.pid")
@@ -207,8 +244,11 @@ class ClusterNetwork(FabricNetwork):
         if self.net is None:
             return
         for node in self.net.hosts + self.net.switches:
-            if getattr(node, "isRemote", False) and node.shell is not None \
-                    and node.shell.poll() is not None:  # fmt: skip
+            if (
+                getattr(node, "isRemote", False)
+                and node.shell is not None
+                and node.shell.poll() is not None
+            ):
                 node.cmd = node.rcmd = lambda *_a, **_k: ""
                 node.sendCmd = node.sendInt = lambda *_a, **_k: None
                 node.waitOutput = lambda *_a, **_k: ""
@@ -220,9 +260,11 @@ class ClusterNetwork(FabricNetwork):
         if self.net is None:
             return []
         by_host = {s.host: name for name, s in self.servers.items()}
-        dead = {by_host.get(n.server, n.server) for n in self.net.hosts + self.net.switches
-                if getattr(n, "isRemote", False) and n.shell is not None
-                and n.shell.poll() is not None}  # fmt: skip
+        dead = {
+            by_host.get(n.server, n.server)
+            for n in self.net.hosts + self.net.switches
+            if getattr(n, "isRemote", False) and n.shell is not None and n.shell.poll() is not None
+        }
         return sorted(dead)
 
     # ----- teardown ------------------------------------------------------------

@@ -60,20 +60,35 @@ class RemoteVXLANLink(RemoteGRELink):
     _count = 0
     mtu = 1500
 
-    def makeIntfPair(self, intfname1: str, intfname2: str, addr1: str | None = None,
-                     addr2: str | None = None, node1: Any = None, node2: Any = None,
-                     deleteIntfs: bool = True) -> Any:  # fmt: skip  # noqa: N802 (Mininet's name)
+    def makeIntfPair(
+        self,
+        intfname1: str,
+        intfname2: str,
+        addr1: str | None = None,
+        addr2: str | None = None,
+        node1: Any = None,
+        node2: Any = None,
+        deleteIntfs: bool = True,
+    ) -> Any:  # # noqa: N802 (Mininet's name)
         node1 = self.node1 if node1 is None else node1
         node2 = self.node2 if node2 is None else node2
         if getattr(node1, "server", "localhost") == getattr(node2, "server", "localhost"):
-            return Link.makeIntfPair(intfname1, intfname2, addr1, addr2, node1, node2,
-                                     deleteIntfs=deleteIntfs)  # fmt: skip
+            return Link.makeIntfPair(
+                intfname1, intfname2, addr1, addr2, node1, node2, deleteIntfs=deleteIntfs
+            )
         self.makeTunnel(node1, node2, intfname1, intfname2, addr1, addr2)
         self.tunnel = 1  # what RemoteGRELink.stop reads: delete both ends
         return None
 
-    def makeTunnel(self, node1: Any, node2: Any, intfname1: str, intfname2: str,
-                   addr1: str | None = None, addr2: str | None = None) -> None:  # fmt: skip  # noqa: N802
+    def makeTunnel(
+        self,
+        node1: Any,
+        node2: Any,
+        intfname1: str,
+        intfname2: str,
+        addr1: str | None = None,
+        addr2: str | None = None,
+    ) -> None:  # # noqa: N802
         if node2.server == "localhost":  # the local end first, as the edition does
             return self.makeTunnel(node2, node1, intfname2, intfname1, addr2, addr1)
         ip1, ip2 = node1.serverIP, node2.serverIP
@@ -82,11 +97,15 @@ class RemoteVXLANLink(RemoteGRELink):
         cls = type(self)
         cls._count += 1
         vni = cls.vni_base + cls._count
-        for node, name, addr, local, remote in ((node1, intfname1, addr1, ip1, ip2),
-                                                (node2, intfname2, addr2, ip2, ip1)):  # fmt: skip
+        for node, name, addr, local, remote in (
+            (node1, intfname1, addr1, ip1, ip2),
+            (node2, intfname2, addr2, ip2, ip1),
+        ):
             node.rcmd(f"ip link delete {name}")
-            out = node.rcmd(f"ip link add name {name} type vxlan id {vni} local {local} "
-                            f"remote {remote} dstport {VXLAN_PORT} nolearning")  # fmt: skip
+            out = node.rcmd(
+                f"ip link add name {name} type vxlan id {vni} local {local} "
+                f"remote {remote} dstport {VXLAN_PORT} nolearning"
+            )
             if out.strip():
                 raise RuntimeError(f"VXLAN link {name} on {node.server}: {out.strip()}")
             if addr:

@@ -129,8 +129,9 @@ def free_lan(in_use: Iterable[str]) -> ipaddress.IPv4Network:
     raise ClusterPlanError(f"every /24 of {LAN_POOL} is in use on this machine")
 
 
-def plan_local_cluster(n: int, prefix: str, lan: ipaddress.IPv4Network,
-                       root: Path) -> LocalClusterPlan:  # fmt: skip
+def plan_local_cluster(
+    n: int, prefix: str, lan: ipaddress.IPv4Network, root: Path
+) -> LocalClusterPlan:
     """The plan of ``n`` servers under ``root / prefix``."""
     if not 1 <= n <= MAX_SERVERS:
         raise ClusterPlanError(f"a local cluster has 1 to {MAX_SERVERS} servers, not {n}")
@@ -154,38 +155,42 @@ def sshd_config_text(plan: LocalClusterPlan, server: LocalServer) -> str:
     """sshd for one server: its own host key, key-only root login, the cluster's
     client key alone, listening on its LAN address only; tunnels allowed (Mininet
     Cluster Edition's ``link: ssh``)."""
-    return "\n".join([
-        f"ListenAddress {server.address}",
-        "Port 22",
-        f"HostKey {server.host_key}",
-        f"PidFile {server.directory / 'sshd.pid'}",
-        f"AuthorizedKeysFile {plan.directory / 'authorized_keys'}",
-        "PermitRootLogin prohibit-password",
-        "PasswordAuthentication no",
-        "KbdInteractiveAuthentication no",
-        "UsePAM no",
-        "PermitTunnel yes",
-        "AllowTcpForwarding yes",
-        "MaxSessions 200",
-        "MaxStartups 100:30:200",
-        "Subsystem sftp internal-sftp",
-        "",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"ListenAddress {server.address}",
+            "Port 22",
+            f"HostKey {server.host_key}",
+            f"PidFile {server.directory / 'sshd.pid'}",
+            f"AuthorizedKeysFile {plan.directory / 'authorized_keys'}",
+            "PermitRootLogin prohibit-password",
+            "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no",
+            "UsePAM no",
+            "PermitTunnel yes",
+            "AllowTcpForwarding yes",
+            "MaxSessions 200",
+            "MaxStartups 100:30:200",
+            "Subsystem sftp internal-sftp",
+            "",
+        ]
+    )
 
 
 def ssh_config_text(plan: LocalClusterPlan) -> str:
     """The client side (``ssh -F``): the cluster's key and known hosts only."""
     hosts = " ".join(s.address for s in plan.servers)
-    return "\n".join([
-        f"Host {hosts}",
-        f"  IdentityFile {plan.client_key}",
-        "  IdentitiesOnly yes",
-        f"  UserKnownHostsFile {plan.known_hosts}",
-        "  StrictHostKeyChecking yes",
-        "  BatchMode yes",
-        "  ConnectTimeout 5",
-        "",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"Host {hosts}",
+            f"  IdentityFile {plan.client_key}",
+            "  IdentitiesOnly yes",
+            f"  UserKnownHostsFile {plan.known_hosts}",
+            "  StrictHostKeyChecking yes",
+            "  BatchMode yes",
+            "  ConnectTimeout 5",
+            "",
+        ]
+    )
 
 
 def known_hosts_text(plan: LocalClusterPlan, public_keys: dict[int, str]) -> str:
@@ -198,9 +203,12 @@ def server_init_script(server: LocalServer, ovs_ctl: str, sshd: str) -> str:
     ``/etc/hosts`` naming it), private Open vSwitch folders, its Open vSwitch, then
     sshd in the foreground (the process that holds the namespaces)."""
     hosts = server.directory / "hosts"  # its own name resolves (sudo asks for it)
-    lines = ["set -e", f"hostname {server.hostname}",
-             f"cp /etc/hosts {hosts} && echo '127.0.1.1 {server.hostname}' >> {hosts}",
-             f"mount --bind {hosts} /etc/hosts"]  # fmt: skip
+    lines = [
+        "set -e",
+        f"hostname {server.hostname}",
+        f"cp /etc/hosts {hosts} && echo '127.0.1.1 {server.hostname}' >> {hosts}",
+        f"mount --bind {hosts} /etc/hosts",
+    ]
     for target, source in server.ovs_dirs.items():
         lines.append(f"mkdir -p {target} && mount --bind {source} {target}")
     lines += [
@@ -215,7 +223,9 @@ def server_lan_batch(server: LocalServer, peer: str, ifname: str, mtu: int, pref
     """``ip -batch`` lines, run inside the server's network namespace, that give its
     end of the LAN veth (``peer``, just moved in) its name, MTU and address, and
     bring up its loopback."""
-    return (f"link set dev {peer} name {ifname}\n"
-            f"link set dev {ifname} mtu {mtu} up\n"
-            f"addr add {server.address}/{prefixlen} dev {ifname}\n"
-            "link set dev lo up\n")  # fmt: skip
+    return (
+        f"link set dev {peer} name {ifname}\n"
+        f"link set dev {ifname} mtu {mtu} up\n"
+        f"addr add {server.address}/{prefixlen} dev {ifname}\n"
+        "link set dev lo up\n"
+    )

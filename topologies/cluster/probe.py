@@ -47,8 +47,9 @@ def probe(server: Server, interpreter: str, repo: str) -> ServerProbe:
     coordinator = coordinator_address(server)
     script = probe_script(coordinator, interpreter, repo)
     proc = server.run(["sh", "-c", script], timeout=PROBE_TIMEOUT_S)
-    found = ServerProbe(str(server), coordinator, proc.returncode, proc.stderr,
-                        parse_sections(proc.stdout))  # fmt: skip
+    found = ServerProbe(
+        str(server), coordinator, proc.returncode, proc.stderr, parse_sections(proc.stdout)
+    )
     if found.sections:
         for clock in ("monotonic", "realtime"):
             try:

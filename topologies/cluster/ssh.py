@@ -65,14 +65,16 @@ class Server:
         line = args if isinstance(args, str) else " ".join(_quote(a) for a in args)
         return [*self.ssh_args(), line]
 
-    def run(self, args: Sequence[str] | str, timeout: float = 20,
-            stdin: str | None = None) -> subprocess.CompletedProcess:  # fmt: skip
+    def run(
+        self, args: Sequence[str] | str, timeout: float = 20, stdin: str | None = None
+    ) -> subprocess.CompletedProcess:
         """Run a command there, ``stdin`` its input; never raises on a non-zero exit
         (ssh's own failure is 255, a timeout 124)."""
         feed: dict = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
         try:
-            return subprocess.run(self.command(args), capture_output=True, text=True,
-                                  timeout=timeout, **feed)  # fmt: skip
+            return subprocess.run(
+                self.command(args), capture_output=True, text=True, timeout=timeout, **feed
+            )
         except subprocess.TimeoutExpired as exc:
             return subprocess.CompletedProcess(exc.cmd, 124, "", f"timed out after {timeout} s")
 
@@ -88,8 +90,10 @@ def parse_servers(text: str, ssh_config: Path | None = None) -> tuple[Server, ..
     Refuses an empty list, a malformed entry and a server named twice."""
     items = [t.strip() for t in text.split(",")]
     if not text.strip() or not all(items):
-        raise ServerError(f"--cluster {text!r}: give user@host[,user@host...], "
-                          "e.g. --cluster root@10.251.0.11,root@10.251.0.12")  # fmt: skip
+        raise ServerError(
+            f"--cluster {text!r}: give user@host[,user@host...], "
+            "e.g. --cluster root@10.251.0.11,root@10.251.0.12"
+        )
     servers = []
     for item in items:
         m = _SERVER_RE.match(item)

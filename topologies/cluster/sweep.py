@@ -30,24 +30,26 @@ def sweep_script(prefix: str) -> str:
     if not re.fullmatch(PREFIX_RE, prefix):
         raise ValueError(f"run prefix {prefix!r} must match {PREFIX_RE}")
     folder, agents = tls_folder(prefix), agents_folder(prefix)
-    return "\n".join([
-        f'if ovs-vsctl -t 5 get-ssl 2>/dev/null | grep -q "Private key: {folder}/"; then',
-        '  ovs-vsctl -t 5 del-ssl && echo "Open vSwitch SSL setting"',
-        "fi",
-        "for br in $(ovs-vsctl -t 5 list-br 2>/dev/null); do",
-        f'  case "$br" in {prefix}s[0-9]*)',
-        '    ovs-vsctl --if-exists del-br "$br" && echo "bridge $br";;',
-        "  esac",
-        "done",
-        f"for d in /sys/class/net/{prefix}[hs][0-9]*; do",
-        '  [ -e "$d" ] || continue; n=${d##*/}',
-        '  ip link del "$n" 2>/dev/null && echo "interface $n"',
-        "done",
-        f'if [ -d {folder} ]; then rm -rf {folder} && echo "directory {folder}"; fi',
-        f'if [ -d {agents} ]; then rm -rf {agents} && echo "directory {agents}"; fi',
-        "true",
-        "",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f'if ovs-vsctl -t 5 get-ssl 2>/dev/null | grep -q "Private key: {folder}/"; then',
+            '  ovs-vsctl -t 5 del-ssl && echo "Open vSwitch SSL setting"',
+            "fi",
+            "for br in $(ovs-vsctl -t 5 list-br 2>/dev/null); do",
+            f'  case "$br" in {prefix}s[0-9]*)',
+            '    ovs-vsctl --if-exists del-br "$br" && echo "bridge $br";;',
+            "  esac",
+            "done",
+            f"for d in /sys/class/net/{prefix}[hs][0-9]*; do",
+            '  [ -e "$d" ] || continue; n=${d##*/}',
+            '  ip link del "$n" 2>/dev/null && echo "interface $n"',
+            "done",
+            f'if [ -d {folder} ]; then rm -rf {folder} && echo "directory {folder}"; fi',
+            f'if [ -d {agents} ]; then rm -rf {agents} && echo "directory {agents}"; fi',
+            "true",
+            "",
+        ]
+    )
 
 
 def sweep_server(server: Server, prefix: str) -> list[str]:

@@ -20,8 +20,12 @@ the byte layout they speak is ``traffic.wire``, below them).
 from typing import Any
 
 __all__ = ["FLOW_COLUMNS", "AgentFleet", "FleetError", "process_count"]
-_HOMES = {"AgentFleet": "fleet", "process_count": "fleet", "FleetError": "launcher",
-          "FLOW_COLUMNS": "merge"}  # fmt: skip
+_HOMES = {
+    "AgentFleet": "fleet",
+    "process_count": "fleet",
+    "FleetError": "launcher",
+    "FLOW_COLUMNS": "merge",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -133,9 +133,12 @@ def client_handshake(sock: socket.socket, secret: bytes) -> None:
     check_proof(secret, server_nonce, client_nonce, _recv_exactly(sock, PROOF_LEN, "proof"))
 
 
-async def server_handshake(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                           secret: bytes,
-                           timeout_s: float = HANDSHAKE_TIMEOUT_S) -> None:  # fmt: skip
+async def server_handshake(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    secret: bytes,
+    timeout_s: float = HANDSHAKE_TIMEOUT_S,
+) -> None:
     """The worker's side: returns once the client proved the secret, having sent the
     proof; raises ``HandshakeError`` (the caller closes the connection, replying nothing)."""
     server_nonce = secrets.token_bytes(NONCE_LEN)

@@ -58,8 +58,9 @@ def parse_bind(text: str) -> tuple[str, int]:
     if not sep or not 0 <= number <= 65535:
         raise ValueError(f"--control-tcp {text!r}: the port must be 0..65535 (0: any)")
     if address.is_unspecified:
-        raise ValueError(f"--control-tcp {text!r}: bind a cluster address, not every "
-                         "address of the machine")  # fmt: skip
+        raise ValueError(
+            f"--control-tcp {text!r}: bind a cluster address, not every address of the machine"
+        )
     return str(address), number
 
 
@@ -122,8 +123,9 @@ async def listen(handler: Handler, tcp: TcpControl, limit: int) -> asyncio.Serve
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         await handler(reader, writer)
 
-    return await asyncio.start_server(authenticated, tcp.host, tcp.port, limit=limit,
-                                      reuse_address=True)  # fmt: skip
+    return await asyncio.start_server(
+        authenticated, tcp.host, tcp.port, limit=limit, reuse_address=True
+    )
 
 
 def _peer_text(peer: Any) -> str:
@@ -132,8 +134,9 @@ def _peer_text(peer: Any) -> str:
     return str(peer)
 
 
-def end_on_stdin_eof(loop: asyncio.AbstractEventLoop, end: Callable[[], None],
-                     fd: int = 0) -> threading.Thread:  # fmt: skip
+def end_on_stdin_eof(
+    loop: asyncio.AbstractEventLoop, end: Callable[[], None], fd: int = 0
+) -> threading.Thread:
     """A daemon thread that reads ``fd`` to its end, then calls ``end`` on ``loop``."""
 
     def watch() -> None:

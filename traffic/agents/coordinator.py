@@ -48,11 +48,22 @@ FORGET_PER_CHECK = 200  # saved flows forgotten per check: 4,000/s, ~0.2 ms a ch
 class Coordinator:
     """One run of a fleet's schedule (see the module docstring)."""
 
-    def __init__(self, workers: Workers, tracker: DependencyTracker, *, src_of: dict[int, str],
-                 dst_of: dict[int, str], scale: Scale, tenants: dict[str, int],
-                 ips: dict[str, str], driver: Driver | None, timer_lead_ns: int,
-                 udp_grace_ns: int, stopped: dict[str, str],
-                 kills: list[tuple[int, str]] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        workers: Workers,
+        tracker: DependencyTracker,
+        *,
+        src_of: dict[int, str],
+        dst_of: dict[int, str],
+        scale: Scale,
+        tenants: dict[str, int],
+        ips: dict[str, str],
+        driver: Driver | None,
+        timer_lead_ns: int,
+        udp_grace_ns: int,
+        stopped: dict[str, str],
+        kills: list[tuple[int, str]] | None = None,
+    ) -> None:
         self.workers, self.tracker = workers, tracker
         self.src_of, self.dst_of = src_of, dst_of
         self.scale, self.tenants, self.ips = scale, tenants, ips
@@ -129,8 +140,7 @@ class Coordinator:
                         fid = tracker.failures[told_failed]
                         told_failed += 1
                         if fid in self._live_ids:
-                            self._dispatch(driver.on_failed(fid, tracker.errors.get(fid, ""),
-                                                            now))  # fmt: skip
+                            self._dispatch(driver.on_failed(fid, tracker.errors.get(fid, ""), now))
                 self._flush_all()
                 if now >= next_check:
                     next_check = now + CHECK_NS
@@ -314,9 +324,16 @@ class Coordinator:
         if not error:
             self._post(w, "kill_host", host=host, why=f"killed at {(due_ns - self._t0) / 1e9:g} s")
         self.fail_host(host, why)
-        self.killed.append({"node": host, "due_ns": due_ns, "t_start_ns": start,
-                            "t_ns": time.monotonic_ns(), "ok": not error,
-                            "error": error})  # fmt: skip
+        self.killed.append(
+            {
+                "node": host,
+                "due_ns": due_ns,
+                "t_start_ns": start,
+                "t_ns": time.monotonic_ns(),
+                "ok": not error,
+                "error": error,
+            }
+        )
 
     def fail_host(self, host: str, why: str) -> None:
         """The agent on ``host`` is gone: its unsent messages fail, and so do messages

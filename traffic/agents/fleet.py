@@ -132,14 +132,26 @@ class AgentFleet:
     - ``sites``: host name -> where its worker runs (see the module docstring).
     """
 
-    def __init__(self, net: Any, run_dir: str | os.PathLike, schedule: pd.DataFrame,
-                 scale: Scale, cc: str = "cubic", connection: str = "persistent", *,
-                 processes: int | str | None = None, ready_timeout_s: float = 20.0,
-                 start_delay_s: float = 0.3, udp_grace_s: float = 0.5,
-                 stop_grace_s: float = 3.0, priority: str = "rt",
-                 driver: Driver | None = None, timer_lead_ms: float = 5.0,
-                 spill_s: float | None = SPILL_S,
-                 sites: Mapping[str, WorkerSite] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        net: Any,
+        run_dir: str | os.PathLike,
+        schedule: pd.DataFrame,
+        scale: Scale,
+        cc: str = "cubic",
+        connection: str = "persistent",
+        *,
+        processes: int | str | None = None,
+        ready_timeout_s: float = 20.0,
+        start_delay_s: float = 0.3,
+        udp_grace_s: float = 0.5,
+        stop_grace_s: float = 3.0,
+        priority: str = "rt",
+        driver: Driver | None = None,
+        timer_lead_ms: float = 5.0,
+        spill_s: float | None = SPILL_S,
+        sites: Mapping[str, WorkerSite] | None = None,
+    ) -> None:
         if connection not in CONNECTIONS:
             raise ValueError(f"connection={connection!r}; allowed: {', '.join(CONNECTIONS)}")
         if priority not in PRIORITIES:
@@ -219,12 +231,22 @@ class AgentFleet:
 
     def start(self) -> None:
         netns = getattr(self.net, "netns", None)
-        specs = [[{"name": h, "ip": self.ips[h], "netns": netns(h) if netns else None}
-                  for h in group] for group in self.groups]  # fmt: skip
+        specs = [
+            [{"name": h, "ip": self.ips[h], "netns": netns(h) if netns else None} for h in group]
+            for group in self.groups
+        ]
         agents_dir = self.run_dir / "agents"
-        self.workers = w = Workers(agents_dir, specs, self.cc, self.connection, self.priority,
-                                   self.ready_timeout_s, self.stop_grace_s,
-                                   self.spill_s, self.group_sites)  # fmt: skip
+        self.workers = w = Workers(
+            agents_dir,
+            specs,
+            self.cc,
+            self.connection,
+            self.priority,
+            self.ready_timeout_s,
+            self.stop_grace_s,
+            self.spill_s,
+            self.group_sites,
+        )
         w.start()
         for wp in w.all:
             rows = agent_rows(self.planned, wp.hosts, self.ips)
@@ -241,8 +263,13 @@ class AgentFleet:
             assert wp.client is not None
             for peer, err in wp.client.request("prepare")["failed"].items():
                 log.warning("agent %s could not connect: %s", peer, err)
-        log.info("%d hosts in %d agent workers ready (%s, %s)", len(self.hosts), len(w.all),
-                 self.cc, self.connection)  # fmt: skip
+        log.info(
+            "%d hosts in %d agent workers ready (%s, %s)",
+            len(self.hosts),
+            len(w.all),
+            self.cc,
+            self.connection,
+        )
 
     def stop_agent(self, host: str, why: str = "stopped") -> None:
         """Stop one host's agent (failure injection): its rows fail, peers are refused."""
@@ -264,9 +291,14 @@ class AgentFleet:
         assert self.workers is not None
         return {w.name: w.client.request("status") for w in self.workers.all if w.client}
 
-    def run(self, timeout_s: float = 60.0, *, should_stop: Callable[[], bool] | None = None,
-            on_start: Callable[[int], None] | None = None,
-            agent_kills: Sequence[tuple[float, str]] = ()) -> pd.DataFrame:  # fmt: skip
+    def run(
+        self,
+        timeout_s: float = 60.0,
+        *,
+        should_stop: Callable[[], bool] | None = None,
+        on_start: Callable[[int], None] | None = None,
+        agent_kills: Sequence[tuple[float, str]] = (),
+    ) -> pd.DataFrame:
         """Start every agent at a common t0, resolve dependencies (and run the driver)
         until all flows are settled, ``timeout_s`` passed or ``should_stop()`` is true;
         collect and return the merged flows table. ``on_start(t0_ns)`` is called once
@@ -279,13 +311,18 @@ class AgentFleet:
         p = self.planned
         tracker = DependencyTracker.from_schedule(p)
         coord = Coordinator(
-            self.workers, tracker,
+            self.workers,
+            tracker,
             src_of=dict(zip(p["flow_id"].tolist(), p["src"].tolist(), strict=True)),
             dst_of=dict(zip(p["flow_id"].tolist(), p["dst"].tolist(), strict=True)),
-            scale=self.scale, tenants=self.tenants, ips=self.ips, driver=self.driver,
-            timer_lead_ns=self.timer_lead_ns, udp_grace_ns=int(self.udp_grace_s * 1e9),
+            scale=self.scale,
+            tenants=self.tenants,
+            ips=self.ips,
+            driver=self.driver,
+            timer_lead_ns=self.timer_lead_ns,
+            udp_grace_ns=int(self.udp_grace_s * 1e9),
             stopped=self.stopped,
-        )  # fmt: skip
+        )
         self.coordinator = coord
         t0 = self.t0_ns = time.monotonic_ns() + int(self.start_delay_s * 1e9)
         coord.kills = sorted((t0 + int(at * 1e9), host) for at, host in agent_kills)
@@ -308,29 +345,45 @@ class AgentFleet:
         outcomes = tracker.outcomes(now, int(self.udp_grace_s * 1e9), ended)
         held = p[p["flow_id"].isin(list(outcomes))] if coord.forgotten else p
         live = live_frame(list(coord.live.values()), self.scale) if coord.live else None
-        flows = flows_table(held, live, outcomes, tracker.release_ns, tracker.t_end, sent,
-                            received, cc or self.cc, self.connection)  # fmt: skip
+        flows = flows_table(
+            held,
+            live,
+            outcomes,
+            tracker.release_ns,
+            tracker.t_end,
+            sent,
+            received,
+            cc or self.cc,
+            self.connection,
+        )
         if coord.forgotten:
-            flows = self._with_saved(flows, outcomes.keys(), coord.forgotten, sent, received,
-                                     cc or self.cc)  # fmt: skip
+            flows = self._with_saved(
+                flows, outcomes.keys(), coord.forgotten, sent, received, cc or self.cc
+            )
         self.flows = in_run_order(flows, p)
         return self.flows
 
-    def _with_saved(self, flows: pd.DataFrame, held: Iterable[int], forgotten: int,
-                    sent: list[Sent], received: list[Received],
-                    cc: str) -> pd.DataFrame:  # fmt: skip
+    def _with_saved(
+        self,
+        flows: pd.DataFrame,
+        held: Iterable[int],
+        forgotten: int,
+        sent: list[Sent],
+        received: list[Received],
+        cc: str,
+    ) -> pd.DataFrame:
         """``flows`` and the rows of the flows the coordinator forgot once they were
         saved (``saved_flows``), with the workers' records laid over those."""
         assert self.saved_flows is not None
         saved = self.saved_flows()
         if saved is None or not len(saved):
-            log.warning("%d flows were saved and forgotten, but none could be read back",
-                        forgotten)  # fmt: skip
+            log.warning("%d flows were saved and forgotten, but none could be read back", forgotten)
             return flows
         saved = saved[~saved["flow_id"].isin(list(held))]  # a flow held is in ``flows``
         if len(saved) < forgotten:
-            log.warning("%d flows were saved and forgotten, %d could be read back", forgotten,
-                        len(saved))  # fmt: skip
+            log.warning(
+                "%d flows were saved and forgotten, %d could be read back", forgotten, len(saved)
+            )
         saved = with_records(saved, sent, received, cc, self.connection)  # chunks keep dtypes
         return pd.concat([flows, saved], ignore_index=True) if len(flows) else saved
 

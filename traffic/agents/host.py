@@ -199,9 +199,16 @@ class Outgoing:
                         if self.persistent:  # per_flow: t_start was taken before the connect
                             out.t_start = now
                         r = out.row
-                        out.head = pack(r["kind"], r["fid"], out.total - HEADER_LEN,
-                                        r["req"], r["layer"], r["chunk"], r["tenant"],
-                                        out.t_start)  # fmt: skip
+                        out.head = pack(
+                            r["kind"],
+                            r["fid"],
+                            out.total - HEADER_LEN,
+                            r["req"],
+                            r["layer"],
+                            r["chunk"],
+                            r["tenant"],
+                            out.t_start,
+                        )
                     iov.append(out.head[out.done :])
                     size += HEADER_LEN - out.done
                 left = out.total - max(out.done, HEADER_LEN)
@@ -257,8 +264,13 @@ class Outgoing:
             self.connect()
 
     def _fail(self, out: _Out, why: str) -> None:
-        self.ep.sink.failed(out.row, out.t_sched, out.t_issue, out.t_start or out.t_issue,
-                            f"{out.row['dst']}: {why}")  # fmt: skip
+        self.ep.sink.failed(
+            out.row,
+            out.t_sched,
+            out.t_issue,
+            out.t_start or out.t_issue,
+            f"{out.row['dst']}: {why}",
+        )
 
     def _fail_all(self, why: str) -> None:
         while self.queue:
@@ -332,8 +344,9 @@ class Incoming:
 class Endpoint:
     """One emulated host's sockets (see the module docstring)."""
 
-    def __init__(self, sink: Sink, name: str, ip: str, netns_path: str | None, cc: str,
-                 persistent: bool) -> None:  # fmt: skip
+    def __init__(
+        self, sink: Sink, name: str, ip: str, netns_path: str | None, cc: str, persistent: bool
+    ) -> None:
         self.sink, self.name, self.ip, self.netns_path = sink, name, ip, netns_path
         self.cc = cc.encode()
         self.persistent = persistent
@@ -366,8 +379,10 @@ class Endpoint:
             usock.bind((self.ip, AGENT_PORT))
         except OSError as exc:
             self.close("could not listen")
-            raise OSError(exc.errno, f"{self.name} cannot listen on {self.ip}:{AGENT_PORT}: "
-                                     f"{exc.strerror or exc}") from None  # fmt: skip
+            raise OSError(
+                exc.errno,
+                f"{self.name} cannot listen on {self.ip}:{AGENT_PORT}: {exc.strerror or exc}",
+            ) from None
         loop.add_reader(lsock.fileno(), self._accept)
         loop.add_reader(usock.fileno(), self._datagrams)
 
@@ -428,8 +443,16 @@ class Endpoint:
                 if dscp > 0:
                     sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, dscp << 2)
             length = row["bytes"] - HEADER_LEN
-            head = pack(row["kind"], row["fid"], length, row["req"], row["layer"], row["chunk"],
-                        row["tenant"], t_start)  # fmt: skip
+            head = pack(
+                row["kind"],
+                row["fid"],
+                length,
+                row["req"],
+                row["layer"],
+                row["chunk"],
+                row["tenant"],
+                t_start,
+            )
             sock.sendto(head + ZEROS[:length], (row["ip"], AGENT_PORT))
         except OSError as exc:
             self.sink.failed(row, t_sched, t_issue, t_start, f"{row['dst']}: {describe_error(exc)}")

@@ -69,8 +69,9 @@ class ControlClient:
     """Blocking request/reply on a worker's control socket (one JSON line each way):
     a Unix socket's path, or a TCP address with the run's secret (``auth``)."""
 
-    def __init__(self, address: str | tuple[str, int], timeout: float = 10.0,
-                 secret: bytes | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, address: str | tuple[str, int], timeout: float = 10.0, secret: bytes | None = None
+    ) -> None:
         if isinstance(address, str):
             self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             self.sock.settimeout(timeout)
@@ -133,10 +134,18 @@ class WorkerProcess:
 class Workers:
     """The worker processes of one fleet (see the module docstring)."""
 
-    def __init__(self, agents_dir: Path, groups: list[list[dict[str, Any]]], cc: str,
-                 connection: str, priority: str, ready_timeout_s: float = 20.0,
-                 stop_grace_s: float = 3.0, spill_s: float | None = None,
-                 sites: Sequence[WorkerSite | None] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        agents_dir: Path,
+        groups: list[list[dict[str, Any]]],
+        cc: str,
+        connection: str,
+        priority: str,
+        ready_timeout_s: float = 20.0,
+        stop_grace_s: float = 3.0,
+        spill_s: float | None = None,
+        sites: Sequence[WorkerSite | None] | None = None,
+    ) -> None:
         if sites is not None and len(sites) != len(groups):
             raise ValueError(f"{len(sites)} sites for {len(groups)} groups of hosts")
         self.sites = list(sites) if sites is not None else [None] * len(groups)
@@ -174,21 +183,40 @@ class Workers:
             spill = []
             if self.spill_s and spill_path:
                 spill = ["--spill", spill_path, "--spill-s", f"{self.spill_s:g}"]
-            args = ["--cc", self.cc, "--connection", self.connection, "--priority",
-                    self.priority, *spill]  # fmt: skip
+            args = [
+                "--cc",
+                self.cc,
+                "--connection",
+                self.connection,
+                "--priority",
+                self.priority,
+                *spill,
+            ]
             hosts = [s["name"] for s in specs]
             with open(log_path, "wb") as logf:
                 if site is not None:  # its hosts go on its stdin, after the secret
                     assert self.secret is not None
                     started = SiteProcess(site.argv(args, root), logf, self.secret, specs)
-                    w = WorkerProcess(name, hosts, started.proc, None, log_path, site=started,
-                                      secret=self.secret)  # fmt: skip
+                    w = WorkerProcess(
+                        name, hosts, started.proc, None, log_path, site=started, secret=self.secret
+                    )
                 else:
                     proc = subprocess.Popen(
-                        [sys.executable, "-m", "traffic.agents.worker", "--hosts",
-                         str(hosts_file), *args, "--control", control],
-                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=logf, env=env,
-                    )  # fmt: skip
+                        [
+                            sys.executable,
+                            "-m",
+                            "traffic.agents.worker",
+                            "--hosts",
+                            str(hosts_file),
+                            *args,
+                            "--control",
+                            control,
+                        ],
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL,
+                        stderr=logf,
+                        env=env,
+                    )
                     w = WorkerProcess(name, hosts, proc, control, log_path)
             self.all.append(w)
             for h in w.hosts:
@@ -202,8 +230,10 @@ class Workers:
             for w in list(waiting):
                 code = w.proc.poll()
                 if code is not None:
-                    raise FleetError(f"the agent of {', '.join(w.hosts[:8])} exited with code "
-                                     f"{code} before it listened: {w.log_tail()}")  # fmt: skip
+                    raise FleetError(
+                        f"the agent of {', '.join(w.hosts[:8])} exited with code "
+                        f"{code} before it listened: {w.log_tail()}"
+                    )
                 if w.control is None:
                     w.control = self._announced(w)
                     if w.control is None:
@@ -211,8 +241,10 @@ class Workers:
                 try:
                     client = ControlClient(w.control, secret=w.secret)
                 except auth.HandshakeError as exc:
-                    raise FleetError(f"the agent of {', '.join(w.hosts[:8])} at {w.control} "
-                                     f"failed the handshake: {exc}") from None  # fmt: skip
+                    raise FleetError(
+                        f"the agent of {', '.join(w.hosts[:8])} at {w.control} "
+                        f"failed the handshake: {exc}"
+                    ) from None
                 except OSError:
                     continue
                 try:
@@ -236,8 +268,10 @@ class Workers:
         try:
             return w.site.address()
         except ValueError as exc:
-            raise FleetError(f"the agent of {', '.join(w.hosts[:8])} did not announce its "
-                             f"control port ({exc}): {w.log_tail()}") from None  # fmt: skip
+            raise FleetError(
+                f"the agent of {', '.join(w.hosts[:8])} did not announce its "
+                f"control port ({exc}): {w.log_tail()}"
+            ) from None
 
     def subscribe(self) -> None:
         for w in self.all:

@@ -26,14 +26,54 @@ from ..wire import scale_bytes
 from .records import Received, Sent
 
 FLOW_COLUMNS = [
-    "flow_id", "kind", "tenant", "src", "dst", "bytes", "bytes_real", "dscp", "proto",
-    "request_id", "layer", "chunk", "round", "step", "barrier", "after",
-    "t_release_ns", "t_sched_ns", "t_issue_ns", "t_start_ns", "t_end_ns",
-    "fct_ms", "lateness_ms", "issue_lateness_ms", "ok", "error", "cc", "connection",
-]  # fmt: skip
-_PLAN_COLUMNS = ["flow_id", "kind", "tenant", "src", "dst", "bytes", "bytes_emulated", "dscp",
-                 "proto", "request_id", "layer", "chunk", "round", "step", "barrier", "after",
-                 "t_sched_ns"]  # fmt: skip
+    "flow_id",
+    "kind",
+    "tenant",
+    "src",
+    "dst",
+    "bytes",
+    "bytes_real",
+    "dscp",
+    "proto",
+    "request_id",
+    "layer",
+    "chunk",
+    "round",
+    "step",
+    "barrier",
+    "after",
+    "t_release_ns",
+    "t_sched_ns",
+    "t_issue_ns",
+    "t_start_ns",
+    "t_end_ns",
+    "fct_ms",
+    "lateness_ms",
+    "issue_lateness_ms",
+    "ok",
+    "error",
+    "cc",
+    "connection",
+]
+_PLAN_COLUMNS = [
+    "flow_id",
+    "kind",
+    "tenant",
+    "src",
+    "dst",
+    "bytes",
+    "bytes_emulated",
+    "dscp",
+    "proto",
+    "request_id",
+    "layer",
+    "chunk",
+    "round",
+    "step",
+    "barrier",
+    "after",
+    "t_sched_ns",
+]
 
 
 def tenant_codes(schedule: pd.DataFrame, more: Iterable[str] | None = None) -> dict[str, int]:
@@ -60,36 +100,74 @@ def plan(
     return out
 
 
-def message_row(m: Message, scale: Scale, tenants: Mapping[str, int],
-                ips: Mapping[str, str]) -> dict:  # fmt: skip
+def message_row(
+    m: Message, scale: Scale, tenants: Mapping[str, int], ips: Mapping[str, str]
+) -> dict:
     """A live driver's message in the agent's compact form, ``t`` absolute."""
     if m.src == m.dst:
         raise ValueError(f"flow {m.flow_id}: src and dst are both {m.src}")
-    return {"fid": m.flow_id, "kind": KIND_CODES[m.kind], "tenant": tenants[m.tenant],
-            "src": m.src, "dst": m.dst, "ip": ips[m.dst],
-            "bytes": scale_bytes(m.bytes, m.scaled, scale), "t": int(m.t_ns),
-            "req": m.request_id, "layer": m.layer, "chunk": m.chunk, "dscp": m.dscp,
-            "after": -1, "proto": m.proto}  # fmt: skip
+    return {
+        "fid": m.flow_id,
+        "kind": KIND_CODES[m.kind],
+        "tenant": tenants[m.tenant],
+        "src": m.src,
+        "dst": m.dst,
+        "ip": ips[m.dst],
+        "bytes": scale_bytes(m.bytes, m.scaled, scale),
+        "t": int(m.t_ns),
+        "req": m.request_id,
+        "layer": m.layer,
+        "chunk": m.chunk,
+        "dscp": m.dscp,
+        "after": -1,
+        "proto": m.proto,
+    }
 
 
 def agent_rows(planned: pd.DataFrame, hosts: Iterable[str], ips: Mapping[str, str]) -> list[dict]:
     """The rows ``hosts`` send, in the agent's compact form."""
     mine = planned[planned["src"].isin(list(hosts))]
     return [
-        {"fid": int(r.flow_id), "kind": int(r.kind_code), "tenant": int(r.tenant_code),
-         "src": r.src, "dst": r.dst, "ip": ips[r.dst], "bytes": int(r.bytes_emulated),
-         "t": int(r.t_sched_ns), "req": int(r.request_id), "layer": int(r.layer),
-         "chunk": int(r.chunk), "dscp": int(r.dscp), "after": int(r.after), "proto": r.proto}
+        {
+            "fid": int(r.flow_id),
+            "kind": int(r.kind_code),
+            "tenant": int(r.tenant_code),
+            "src": r.src,
+            "dst": r.dst,
+            "ip": ips[r.dst],
+            "bytes": int(r.bytes_emulated),
+            "t": int(r.t_sched_ns),
+            "req": int(r.request_id),
+            "layer": int(r.layer),
+            "chunk": int(r.chunk),
+            "dscp": int(r.dscp),
+            "after": int(r.after),
+            "proto": r.proto,
+        }
         for r in mine.itertuples(index=False)
-    ]  # fmt: skip
+    ]
 
 
 def live_frame(messages: Sequence[Message], scale: Scale) -> pd.DataFrame:
     """A driver's messages as planned rows (``t_sched_ns`` 0: sent at their release)."""
     n = len(messages)
-    cols = {c: [getattr(m, c) for m in messages]
-            for c in ("flow_id", "kind", "tenant", "src", "dst", "bytes", "dscp", "proto",
-                      "request_id", "layer", "chunk", "step")}  # fmt: skip
+    cols = {
+        c: [getattr(m, c) for m in messages]
+        for c in (
+            "flow_id",
+            "kind",
+            "tenant",
+            "src",
+            "dst",
+            "bytes",
+            "dscp",
+            "proto",
+            "request_id",
+            "layer",
+            "chunk",
+            "step",
+        )
+    }
     cols["bytes_emulated"] = [scale_bytes(m.bytes, m.scaled, scale) for m in messages]
     for c in ("round", "barrier", "after"):
         cols[c] = [-1] * n
@@ -97,10 +175,17 @@ def live_frame(messages: Sequence[Message], scale: Scale) -> pd.DataFrame:
     return pd.DataFrame(cols, columns=_PLAN_COLUMNS)
 
 
-def flows_table(planned: pd.DataFrame, live: pd.DataFrame | None,
-                outcomes: Mapping[int, tuple[bool, str]], release_ns: Mapping[int, int],
-                t_end: Mapping[int, int], sent: Iterable[Sent], received: Iterable[Received],
-                cc: str, connection: str) -> pd.DataFrame:  # fmt: skip
+def flows_table(
+    planned: pd.DataFrame,
+    live: pd.DataFrame | None,
+    outcomes: Mapping[int, tuple[bool, str]],
+    release_ns: Mapping[int, int],
+    t_end: Mapping[int, int],
+    sent: Iterable[Sent],
+    received: Iterable[Received],
+    cc: str,
+    connection: str,
+) -> pd.DataFrame:
     """One row per message (``FLOW_COLUMNS``): the plan, what happened and when.
 
     ``outcomes``/``release_ns``/``t_end``: the coordinator's view (``deps``);
@@ -109,13 +194,19 @@ def flows_table(planned: pd.DataFrame, live: pd.DataFrame | None,
     if live is not None and len(live):
         p = pd.concat([p, live[_PLAN_COLUMNS]], ignore_index=True)
     fids = p["flow_id"].tolist()
-    out = pd.DataFrame({
-        "flow_id": p["flow_id"].to_numpy(), "kind": p["kind"].to_numpy(),
-        "tenant": p["tenant"].to_numpy(), "src": p["src"].to_numpy(),
-        "dst": p["dst"].to_numpy(), "bytes": p["bytes_emulated"].to_numpy(),
-        "bytes_real": p["bytes"].to_numpy(), "dscp": p["dscp"].to_numpy(),
-        "proto": p["proto"].to_numpy(),
-    })  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "flow_id": p["flow_id"].to_numpy(),
+            "kind": p["kind"].to_numpy(),
+            "tenant": p["tenant"].to_numpy(),
+            "src": p["src"].to_numpy(),
+            "dst": p["dst"].to_numpy(),
+            "bytes": p["bytes_emulated"].to_numpy(),
+            "bytes_real": p["bytes"].to_numpy(),
+            "dscp": p["dscp"].to_numpy(),
+            "proto": p["proto"].to_numpy(),
+        }
+    )
     for c in ("request_id", "layer", "chunk", "round", "step", "barrier", "after"):
         out[c] = p[c].to_numpy()
     settled = [outcomes[fid] for fid in fids]
@@ -129,8 +220,13 @@ def flows_table(planned: pd.DataFrame, live: pd.DataFrame | None,
     return with_records(out, sent, received, cc, connection)
 
 
-def with_records(flows: pd.DataFrame, sent: Iterable[Sent], received: Iterable[Received],
-                 cc: str, connection: str) -> pd.DataFrame:  # fmt: skip
+def with_records(
+    flows: pd.DataFrame,
+    sent: Iterable[Sent],
+    received: Iterable[Received],
+    cc: str,
+    connection: str,
+) -> pd.DataFrame:
     """``flows`` (the coordinator's columns) with what the workers recorded laid over
     it, and the columns that follow: ``t_issue_ns`` and ``t_start_ns`` from the sender
     (the receiver's header instant if the sender recorded none), the most precise
@@ -139,8 +235,9 @@ def with_records(flows: pd.DataFrame, sent: Iterable[Sent], received: Iterable[R
     by_sent = {r.flow_id: r for r in sent}
     by_recv = {r.flow_id: r for r in received}
     issue, start, errors = [], [], []
-    for fid, ok, err in zip(flows["flow_id"].tolist(), flows["ok"].tolist(),
-                            flows["error"].tolist(), strict=True):  # fmt: skip
+    for fid, ok, err in zip(
+        flows["flow_id"].tolist(), flows["ok"].tolist(), flows["error"].tolist(), strict=True
+    ):
         s, r = by_sent.get(fid), by_recv.get(fid)
         if not ok and s is not None and s.error:
             err = s.error

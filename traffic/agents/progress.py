@@ -54,8 +54,11 @@ class FlowProgress:
         outcomes = {item[1]: (True, "") for item in received}
         outcomes |= {fid: (False, tracker.errors.get(fid, "failed")) for fid in failed}
         t_end = {item[1]: item[2] for item in received}
-        records = [Received(item[1], item[2], 0, item[3], "", True, "")
-                   for item in received if len(item) > 3]  # fmt: skip
+        records = [
+            Received(item[1], item[2], 0, item[3], "", True, "")
+            for item in received
+            if len(item) > 3
+        ]
         release = {fid: tracker.release_ns.get(fid) for fid in outcomes}
         release = {fid: t for fid, t in release.items() if t is not None}
         # A live flow is in ``live`` before it can be received or fail.
@@ -64,10 +67,17 @@ class FlowProgress:
         static = [f for f, m in messages.items() if m is None]
         planned = self._plan().loc[static] if static else self._plan().iloc[:0]
         fleet = self.fleet
-        return flows_table(planned.reset_index(drop=True),
-                           live_frame(live, fleet.scale) if live else None, outcomes,
-                           release, t_end, [], records, fleet.cc,
-                           fleet.connection)  # fmt: skip
+        return flows_table(
+            planned.reset_index(drop=True),
+            live_frame(live, fleet.scale) if live else None,
+            outcomes,
+            release,
+            t_end,
+            [],
+            records,
+            fleet.cc,
+            fleet.connection,
+        )
 
     def saved(self, flows: pd.DataFrame) -> None:
         """``flows`` (rows ``take`` returned) are saved: the coordinator may forget them."""

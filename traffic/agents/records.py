@@ -55,8 +55,12 @@ class Records(NamedTuple):
 
 def records_doc(records: Records) -> dict[str, Any]:
     """``records`` as JSON-ready data (a file's content, or a ``collect`` reply's)."""
-    return {"hosts": records.hosts, "cc": records.cc,
-            "sent": records.sent, "recv": records.received}  # fmt: skip
+    return {
+        "hosts": records.hosts,
+        "cc": records.cc,
+        "sent": records.sent,
+        "recv": records.received,
+    }
 
 
 def write_records(path: str | Path, records: Records) -> None:

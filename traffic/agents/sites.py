@@ -61,10 +61,21 @@ class WorkerSite:
         in TCP control mode, its hosts on stdin after the secret, on the coordinator's
         clock (``env``: ssh passes no environment)."""
         return self.server.command(
-            ["env", f"PYTHONPATH={self.root or root}", self.python or sys.executable, "-m",
-             "traffic.agents.worker", *worker_args, "--hosts", "-", "--control-tcp",
-             self.bind, "--clock-offset-ns", str(int(self.clock_offset_ns))]
-        )  # fmt: skip
+            [
+                "env",
+                f"PYTHONPATH={self.root or root}",
+                self.python or sys.executable,
+                "-m",
+                "traffic.agents.worker",
+                *worker_args,
+                "--hosts",
+                "-",
+                "--control-tcp",
+                self.bind,
+                "--clock-offset-ns",
+                str(int(self.clock_offset_ns)),
+            ]
+        )
 
     def spill_path(self, name: str) -> str | None:
         """Where worker ``name`` spills its records there, or None (no folder)."""
@@ -74,10 +85,16 @@ class WorkerSite:
 class SiteProcess:
     """A worker started through a site's command, until it announced its address."""
 
-    def __init__(self, argv: list[str], log_file: IO[bytes], secret: bytes,
-                 hosts: list[dict]) -> None:  # fmt: skip
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=log_file, preexec_fn=die_with_parent)  # fmt: skip
+    def __init__(
+        self, argv: list[str], log_file: IO[bytes], secret: bytes, hosts: list[dict]
+    ) -> None:
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log_file,
+            preexec_fn=die_with_parent,
+        )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._out = b""
         os.set_blocking(self.proc.stdout.fileno(), False)

@@ -48,8 +48,10 @@ class Spill:
             self._fh = open(self.path, "w")  # noqa: SIM115 - kept open, appended to
         queued = self.queued
         n = min(limit, len(queued))
-        lines = [json.dumps(["s" if isinstance(rec, Sent) else "r", *rec], separators=(",", ":"))
-                 for rec in itertools.islice(queued, n)]  # fmt: skip
+        lines = [
+            json.dumps(["s" if isinstance(rec, Sent) else "r", *rec], separators=(",", ":"))
+            for rec in itertools.islice(queued, n)
+        ]
         if lines:
             self._fh.write("\n".join(lines) + "\n")
             self._fh.flush()  # into the page cache: a killed worker loses no whole line

@@ -86,9 +86,15 @@ LOAD_PART = 20_000  # rows per inline load: a line well within CONTROL_LIMIT
 class Worker:
     """The agent of every host in ``hosts`` (see the module docstring)."""
 
-    def __init__(self, hosts: list[dict[str, Any]], control: str | TcpControl, cc: str = "cubic",
-                 connection: str = "persistent", spill: str | None = None,
-                 spill_s: float = SPILL_S) -> None:  # fmt: skip
+    def __init__(
+        self,
+        hosts: list[dict[str, Any]],
+        control: str | TcpControl,
+        cc: str = "cubic",
+        connection: str = "persistent",
+        spill: str | None = None,
+        spill_s: float = SPILL_S,
+    ) -> None:
         if connection not in CONNECTIONS:
             raise ValueError(f"connection={connection!r}; allowed: {', '.join(CONNECTIONS)}")
         self.host_specs = hosts
@@ -100,9 +106,16 @@ class Worker:
         self.recv_records: dict[int, Received] = {}
         self.subscribers: list[asyncio.StreamWriter] = []
         self.events: list[list] = []
-        self.counts = {"released": 0, "fired": 0, "framing_errors": 0, "sent_ok": 0,
-                       "sent_failed": 0, "received": 0, "held_peak": 0,
-                       "spilled": 0}  # fmt: skip
+        self.counts = {
+            "released": 0,
+            "fired": 0,
+            "framing_errors": 0,
+            "sent_ok": 0,
+            "sent_failed": 0,
+            "received": 0,
+            "held_peak": 0,
+            "spilled": 0,
+        }
         self.spill = Spill(spill) if spill else None
         self.spill_s = spill_s
         self._writing = False
@@ -121,8 +134,9 @@ class Worker:
         persistent = self.connection == "persistent"
         try:
             for spec in self.host_specs:
-                ep = Endpoint(self, spec["name"], spec["ip"], spec.get("netns"), self.cc,
-                              persistent)  # fmt: skip
+                ep = Endpoint(
+                    self, spec["name"], spec["ip"], spec.get("netns"), self.cc, persistent
+                )
                 self.endpoints[ep.name] = ep
                 ep.open()
             ctl = await self._listen()
@@ -131,8 +145,11 @@ class Worker:
             raise
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self.done.set)
-        log.info("agent worker for %d hosts (%s ...)", len(self.endpoints),
-                 ", ".join(list(self.endpoints)[:4]))  # fmt: skip
+        log.info(
+            "agent worker for %d hosts (%s ...)",
+            len(self.endpoints),
+            ", ".join(list(self.endpoints)[:4]),
+        )
         try:
             await self.done.wait()
         finally:
@@ -225,13 +242,20 @@ class Worker:
             ep.close(f"agent on {ep.name} {msg.get('why', 'stopped')}")
             return {}
         if cmd == "status":
-            return self.counts | {"rows": len(self.rows), "held": self._held(),
-                                  "due": len(self.due),
-                                  "t_ns": now_ns()}  # fmt: skip
+            return self.counts | {
+                "rows": len(self.rows),
+                "held": self._held(),
+                "due": len(self.due),
+                "t_ns": now_ns(),
+            }
         if cmd == "collect":
             self._gather_spill()
-            records = Records(list(self.endpoints), self.cc, list(self.sent_records.values()),
-                              list(self.recv_records.values()))  # fmt: skip
+            records = Records(
+                list(self.endpoints),
+                self.cc,
+                list(self.sent_records.values()),
+                list(self.recv_records.values()),
+            )
             if "path" not in msg:  # a worker on another machine: the records in the reply
                 return {"records": records_doc(records)}
             write_records(msg["path"], records)
@@ -328,8 +352,7 @@ class Worker:
         try:
             more = self.spill.write()
         except OSError as exc:  # a full disk: what is queued stays in memory, for collect
-            log.warning("spilling records to %s failed, no more spills: %s", self.spill.path,
-                        exc)  # fmt: skip
+            log.warning("spilling records to %s failed, no more spills: %s", self.spill.path, exc)
             self.spill_s = 0.0
             return
         self.counts["spilled"] = self.spill.written
@@ -382,8 +405,9 @@ class Worker:
     def received(self, fields: tuple, t_end: int, peer: str) -> None:
         fid = fields[F_FLOW]
         self.counts["received"] += 1
-        self.recv_records[fid] = Received(fid, t_end, HEADER_LEN + fields[F_LEN], fields[F_TSEND],
-                                          peer, True, "")  # fmt: skip
+        self.recv_records[fid] = Received(
+            fid, t_end, HEADER_LEN + fields[F_LEN], fields[F_TSEND], peer, True, ""
+        )
         self._emit(["r", fid, t_end, fields[F_TSEND]])
 
     def partial(self, fields: tuple, got: int, total: int, peer: str, why: str) -> None:
@@ -435,8 +459,9 @@ def thread_priority(priority: str) -> Iterator[None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m traffic.agents.worker",
-                                description=__doc__.split("\n")[0])  # fmt: skip
+    p = argparse.ArgumentParser(
+        prog="python -m traffic.agents.worker", description=__doc__.split("\n")[0]
+    )
     p.add_argument(
         "--hosts",
         required=True,
@@ -451,9 +476,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--control", help="Unix socket path for control")
-    where.add_argument("--control-tcp", metavar="ADDRESS:PORT",
-                       help="control over TCP on this cluster address (port 0: any), "
-                       "authenticated with the secret read from stdin")  # fmt: skip
+    where.add_argument(
+        "--control-tcp",
+        metavar="ADDRESS:PORT",
+        help="control over TCP on this cluster address (port 0: any), "
+        "authenticated with the secret read from stdin",
+    )
     p.add_argument(
         "--handshake-timeout-s",
         type=float,
@@ -465,8 +493,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--spill", help="append finished records to this file during the run")
     p.add_argument("--spill-s", type=float, default=SPILL_S, help="seconds between spills")
     p.add_argument("--log-level", default="INFO")
-    p.add_argument("--priority", default="normal", choices=PRIORITIES,
-                   help="normal; nice (-10); rt (SCHED_FIFO 1): prompter wake-ups")  # fmt: skip
+    p.add_argument(
+        "--priority",
+        default="normal",
+        choices=PRIORITIES,
+        help="normal; nice (-10); rt (SCHED_FIFO 1): prompter wake-ups",
+    )
     args = p.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s: %(message)s")
     control: str | TcpControl = args.control

@@ -121,8 +121,14 @@ def build_serving(
     return _build(workload, fabric, seed, first_flow_id, base_dir, overrides)
 
 
-def _build(workload: ServingSection, fabric: Fabric, seed: int, first_flow_id: int,
-           base_dir: Path | None, overrides: dict[str, Any]) -> ServingDriver:  # fmt: skip
+def _build(
+    workload: ServingSection,
+    fabric: Fabric,
+    seed: int,
+    first_flow_id: int,
+    base_dir: Path | None,
+    overrides: dict[str, Any],
+) -> ServingDriver:
     model = presets.model(workload.model)
     gpu = presets.gpu(workload.gpu)
     presets.dtype_bytes(workload.kv_dtype)

@@ -434,9 +434,14 @@ class ServingDriver(TieredDecode):
                         continue
                     size = self._head_bytes(n * BLOCK_TOKENS, int(ov[i, j])) * self.model.layers
                     fid = self._send(
-                        "cache_fetch", holder.hosts[i], p.inst.hosts[j], size, now, r,
+                        "cache_fetch",
+                        holder.hosts[i],
+                        p.inst.hosts[j],
+                        size,
+                        now,
+                        r,
                         request_id=r.rid,
-                    )  # fmt: skip
+                    )
                     r.fetch_flows.add(fid)
                     r.network_bytes += size
                     self.cache.bytes_fetched += size
@@ -549,9 +554,16 @@ class ServingDriver(TieredDecode):
                 size = self._head_bytes(r.input_tokens, int(ov[i, j]))
                 size *= self.model.layers if layer is None else 1
                 fid = self._send(
-                    kind, src.hosts[i], dst.hosts[j], size, t, r,
-                    request_id=r.rid, layer=lay, chunk=lay,
-                )  # fmt: skip
+                    kind,
+                    src.hosts[i],
+                    dst.hosts[j],
+                    size,
+                    t,
+                    r,
+                    request_id=r.rid,
+                    layer=lay,
+                    chunk=lay,
+                )
                 r.kv_flows.add(fid)
                 r.kv_sent_ns[fid] = t
                 r.network_bytes += size
@@ -581,9 +593,14 @@ class ServingDriver(TieredDecode):
         e.batch = list(e.active)
         context = sum(r.context_tokens for r in e.batch)
         dur = compute.decode_step_time_s(
-            self.model, self.gpu, context, e.inst.tp, kv_dtype=self.kv_dtype,
-            efficiency=self.efficiency, batch=len(e.batch),
-        )  # fmt: skip
+            self.model,
+            self.gpu,
+            context,
+            e.inst.tp,
+            kv_dtype=self.kv_dtype,
+            efficiency=self.efficiency,
+            batch=len(e.batch),
+        )
         end = now + round(dur * 1e9)
         tp = e.inst.tp
         if tp == 1:
@@ -592,9 +609,15 @@ class ServingDriver(TieredDecode):
         size = compute.allreduce_bytes_per_rank(self.model, len(e.batch), tp)
         for rank in range(tp):
             fid = self._send(
-                "collective", e.inst.hosts[rank], e.inst.hosts[(rank + 1) % tp], size, end, e,
-                step=e.step, chunk=rank,
-            )  # fmt: skip
+                "collective",
+                e.inst.hosts[rank],
+                e.inst.hosts[(rank + 1) % tp],
+                size,
+                end,
+                e,
+                step=e.step,
+                chunk=rank,
+            )
             e.step_flows.add(fid)
         for r in e.batch:
             r.network_bytes += size * tp / len(e.batch)

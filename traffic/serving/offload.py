@@ -78,14 +78,20 @@ class TieredDecode:
             self.tier_space["flash"] = TierSpace(self.storage, tiers.flash.capacity_gb * 1e9)
             self.tier_blocks["flash"] = TierBlocks(self.storage)
             self.hosts = sorted(set(self.hosts) | set(self.storage))
-            hops = {(h, s): len(fabric.shortest_paths(h, s)[0]) for h in self.tier_server
-                    for s in self.storage}  # fmt: skip
+            hops = {
+                (h, s): len(fabric.shortest_paths(h, s)[0])
+                for h in self.tier_server
+                for s in self.storage
+            }
             self.tier_nearest = {
                 h: sorted(self.storage, key=lambda s, h=h: (hops[(h, s)], fabric.node(s).number))
                 for h in self.tier_server
             }
-            self.tier_path_gbps = {(h, s): self._path_gbps(fabric, h, s)
-                                   for h in self.tier_server for s in self.storage}  # fmt: skip
+            self.tier_path_gbps = {
+                (h, s): self._path_gbps(fabric, h, s)
+                for h in self.tier_server
+                for s in self.storage
+            }
             self.tier_storage_gbps = {s: fabric.links_of(s)[0].real_gbps for s in self.storage}
         self.tier_stand_in = 0
         if self.cache is not None and self.kv_tiers.lower:
@@ -133,8 +139,9 @@ class TieredDecode:
         heads = self.model.kv_heads // len(hosts)
         return [(h, self._head_bytes(tokens, heads) * self.model.layers) for h in hosts]
 
-    def _flash_move(self, job: TierJob, hosts: tuple[str, ...], tokens: int, t_ns: int,
-                    to_storage: bool) -> None:  # fmt: skip
+    def _flash_move(
+        self, job: TierJob, hosts: tuple[str, ...], tokens: int, t_ns: int, to_storage: bool
+    ) -> None:
         for host, size in self._shards(hosts, tokens):
             src, dst = (host, job.place) if to_storage else (job.place, host)
             rid = job.request.rid if job.request is not None else -1
@@ -219,8 +226,9 @@ class TieredDecode:
             if tier == "cxl":
                 self._timer(self._cxl_done(place, now, nbytes), "tier_back", job)
             else:
-                self._flash_move(job, v.decode.hosts, tokens, now + self._latency_ns(tier),
-                                 to_storage=False)  # fmt: skip
+                self._flash_move(
+                    job, v.decode.hosts, tokens, now + self._latency_ns(tier), to_storage=False
+                )
         return False
 
     def _rejoin(self, e, v: Request, now: int) -> None:
@@ -248,8 +256,9 @@ class TieredDecode:
                 if r is not None:
                     r.tier_offload[tier] = r.tier_offload.get(tier, 0) + self.tier_block_bytes
                 if tier == "flash":
-                    job = TierJob("demote", r, None, tier, place, self.tier_block_bytes,
-                                  block=block)  # fmt: skip
+                    job = TierJob(
+                        "demote", r, None, tier, place, self.tier_block_bytes, block=block
+                    )
                     self._flash_move(job, host, BLOCK_TOKENS, self.tier_now, to_storage=True)
                 return
 
@@ -279,8 +288,13 @@ class TieredDecode:
                 r.fetch_flows.add(self.tier_stand_in)
                 self._timer(self._cxl_done(place, now, nbytes), "tier_prefix", job)
             else:
-                self._flash_move(job, p.inst.hosts, n * BLOCK_TOKENS,
-                                 now + self._latency_ns(tier), to_storage=False)  # fmt: skip
+                self._flash_move(
+                    job,
+                    p.inst.hosts,
+                    n * BLOCK_TOKENS,
+                    now + self._latency_ns(tier),
+                    to_storage=False,
+                )
                 r.fetch_flows |= job.flows
         r.tier_hit_blocks = sum(found.values())
         return r.tier_hit_blocks
@@ -354,5 +368,7 @@ class TieredDecode:
 
     def tier_stats(self) -> dict:
         """What the lower tiers hold at the end (bytes per place)."""
-        return {tier: {str(p): u for p, u in space.used.items()}
-                for tier, space in self.tier_space.items()}  # fmt: skip
+        return {
+            tier: {str(p): u for p, u in space.used.items()}
+            for tier, space in self.tier_space.items()
+        }

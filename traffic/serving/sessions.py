@@ -103,10 +103,15 @@ def session_arrivals(
     if n < 1 or not rate_per_s > 0:
         raise ValueError(f"sessions need n >= 1 and rate_per_s > 0, got {n}, {rate_per_s}")
     rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
-    dists = {k: TokenDist.parse(v) for k, v in (
-        ("turns", turns), ("context_tokens", context_tokens),
-        ("growth_tokens", growth_tokens), ("output_tokens", output_tokens),
-    )}  # fmt: skip
+    dists = {
+        k: TokenDist.parse(v)
+        for k, v in (
+            ("turns", turns),
+            ("context_tokens", context_tokens),
+            ("growth_tokens", growth_tokens),
+            ("output_tokens", output_tokens),
+        )
+    }
     delay = _delay(tool_ms)
     starts = np.cumsum(rng.exponential(1.0 / rate_per_s, size=n)) * 1e3
     rows: list[tuple] = []
@@ -128,13 +133,23 @@ def session_arrivals(
             ids = ids[:kept] + list(range(next_id, next_id + fresh))
             next_id += fresh
             check_context(
-                prompt + int(outs[k]), "context_tokens" if k == 0 else "turns",
-                max_context_tokens, model, f"session {s} turn {k} ",
-            )  # fmt: skip
-            rows.append((
-                float(starts[s]) if k == 0 else math.nan, prompt, int(outs[k]), list(ids),
-                s, k, math.nan if k == 0 else float(waits[k]),
-            ))  # fmt: skip
+                prompt + int(outs[k]),
+                "context_tokens" if k == 0 else "turns",
+                max_context_tokens,
+                model,
+                f"session {s} turn {k} ",
+            )
+            rows.append(
+                (
+                    float(starts[s]) if k == 0 else math.nan,
+                    prompt,
+                    int(outs[k]),
+                    list(ids),
+                    s,
+                    k,
+                    math.nan if k == 0 else float(waits[k]),
+                )
+            )
     frame = pd.DataFrame(rows, columns=SESSION_COLUMNS)
     for col in ("input_tokens", "output_tokens", "session_id", "turn"):
         frame[col] = frame[col].astype("int64")

@@ -29,11 +29,24 @@ class ScheduleDriver:
         for fid in fids:
             r = self.rows[fid]
             self._open.add(fid)
-            out.append(Message(flow_id=fid, kind=r.kind, src=r.src, dst=r.dst, bytes=int(r.bytes),
-                               t_ns=t_ns + int(r.t_sched_ns), tenant=str(r.tenant),
-                               request_id=int(r.request_id), layer=int(r.layer),
-                               chunk=int(r.chunk), step=int(r.step), dscp=int(r.dscp),
-                               proto=r.proto, scaled=bool(r.scaled)))  # fmt: skip
+            out.append(
+                Message(
+                    flow_id=fid,
+                    kind=r.kind,
+                    src=r.src,
+                    dst=r.dst,
+                    bytes=int(r.bytes),
+                    t_ns=t_ns + int(r.t_sched_ns),
+                    tenant=str(r.tenant),
+                    request_id=int(r.request_id),
+                    layer=int(r.layer),
+                    chunk=int(r.chunk),
+                    step=int(r.step),
+                    dscp=int(r.dscp),
+                    proto=r.proto,
+                    scaled=bool(r.scaled),
+                )
+            )
         return out
 
     def start(self, t0_ns: int) -> list[Message]:

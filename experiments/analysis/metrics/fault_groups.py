@@ -23,9 +23,15 @@ def fault_groups(applied: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str,
     groups: list[list[Mapping[str, Any]]] = []
     for f in applied:
         kind = kind_of(f)
-        same = next((g for g in reversed(groups) if kind_of(g[0]) == kind
-                     and (kind != "link_flap" or sorted(g[0]["link"]) == sorted(f["link"]))),
-                    None)  # fmt: skip
+        same = next(
+            (
+                g
+                for g in reversed(groups)
+                if kind_of(g[0]) == kind
+                and (kind != "link_flap" or sorted(g[0]["link"]) == sorted(f["link"]))
+            ),
+            None,
+        )
         if same is not None and (
             (kind in SWITCH_FAULTS and _same_switch_op(same, f))
             or (kind == "link_flap" and _continues_flap(same, f))
@@ -57,8 +63,12 @@ def kind_of(f: Mapping[str, Any]) -> str:
     return str(f.get("fault") or f["event"])
 
 
-UNDO = {"link_down": "link_up", "switch_down": "switch_up",
-        "controller_down": "controller_up", "link_degrade": "link_degrade"}  # fmt: skip
+UNDO = {
+    "link_down": "link_up",
+    "switch_down": "switch_up",
+    "controller_down": "controller_up",
+    "link_degrade": "link_degrade",
+}
 
 
 def undone_by(groups: Sequence[Group], i: int) -> Group | None:

@@ -42,9 +42,17 @@ DEFAULT_WINDOW_NS = 1_000_000_000
 TOP_ERRORS = 3
 
 
-def impact(row: dict[str, Any], t0: int, horizon: int | None, end: int | None, fabric: Any,
-           *, flows: pd.DataFrame | None, links: pd.DataFrame | None,
-           requests: pd.DataFrame | None) -> dict[str, Any]:  # fmt: skip
+def impact(
+    row: dict[str, Any],
+    t0: int,
+    horizon: int | None,
+    end: int | None,
+    fabric: Any,
+    *,
+    flows: pd.DataFrame | None,
+    links: pd.DataFrame | None,
+    requests: pd.DataFrame | None,
+) -> dict[str, Any]:
     """The data-plane figures of the fault ``row`` (see the module doc) with time zero
     ``t0``, the next fault's at ``horizon`` and its own end at ``end`` (None: unknown)."""
     end = end if end is not None else t0 + DEFAULT_WINDOW_NS
@@ -72,8 +80,11 @@ def probe_recovery(flows: pd.DataFrame | None, t0: int, horizon: int | None) -> 
     lost = ~ok & after & (sent < (np.inf if horizon is None else horizon))
     if not lost.any():
         first = sent[ok & after]
-        return {"first_probe_ms": ms_after(t0, first.min() if first.size else None),
-                "probes_lost": 0, "probe_pairs_hit": 0}  # fmt: skip
+        return {
+            "first_probe_ms": ms_after(t0, first.min() if first.size else None),
+            "probes_lost": 0,
+            "probe_pairs_hit": 0,
+        }
     hit = sorted(set(pair[lost]))
     ends = []
     for p in hit:
@@ -81,12 +92,16 @@ def probe_recovery(flows: pd.DataFrame | None, t0: int, horizon: int | None) -> 
         through = sent[ok & (pair == p) & (sent > last_lost)]
         ends.append(through.min() if through.size else None)
     worst = None if None in ends else max(ends)
-    return {"first_probe_ms": ms_after(t0, worst), "probes_lost": int(lost.sum()),
-            "probe_pairs_hit": len(hit)}  # fmt: skip
+    return {
+        "first_probe_ms": ms_after(t0, worst),
+        "probes_lost": int(lost.sum()),
+        "probe_pairs_hit": len(hit),
+    }
 
 
-def affected(flows: pd.DataFrame | None, requests: pd.DataFrame | None,
-             t0: int, end: int) -> dict[str, Any]:  # fmt: skip
+def affected(
+    flows: pd.DataFrame | None, requests: pd.DataFrame | None, t0: int, end: int
+) -> dict[str, Any]:
     """The flows and requests the window [``t0``, ``end``) touched (module doc)."""
     out: dict[str, Any] = dict.fromkeys(("flows", "bytes", "failed", "errors"))
     work = _workload(flows)
@@ -94,8 +109,12 @@ def affected(flows: pd.DataFrame | None, requests: pd.DataFrame | None,
         start, stop = _start_ns(work), _end_ns(work)
         hit = work[(start < end) & (stop >= t0)]
         failed = hit[~ok_mask(hit)]
-        out |= {"flows": len(hit), "bytes": int(hit["bytes"].sum()), "failed": len(failed),
-                "errors": _errors(failed)}  # fmt: skip
+        out |= {
+            "flows": len(hit),
+            "bytes": int(hit["bytes"].sum()),
+            "failed": len(failed),
+            "errors": _errors(failed),
+        }
     out |= dict.fromkeys(("requests", "requests_failed", "ttft_p50_ms", "others_ttft_p50_ms"))
     if requests is not None and "arrival_ns" in requests and "ttft_ms" in requests:
         arrival = requests["arrival_ns"].to_numpy(dtype=float)
@@ -106,8 +125,12 @@ def affected(flows: pd.DataFrame | None, requests: pd.DataFrame | None,
         unserved = ~np.isfinite(ttft)
         if "served" in requests:
             unserved |= ~requests["served"].fillna(False).astype(bool).to_numpy()
-        out |= {"requests": int(hit.sum()), "requests_failed": int((hit & unserved).sum()),
-                "ttft_p50_ms": _p50(ttft[hit]), "others_ttft_p50_ms": _p50(ttft[~hit])}  # fmt: skip
+        out |= {
+            "requests": int(hit.sum()),
+            "requests_failed": int((hit & unserved).sum()),
+            "ttft_p50_ms": _p50(ttft[hit]),
+            "others_ttft_p50_ms": _p50(ttft[~hit]),
+        }
     return out
 
 
@@ -126,8 +149,11 @@ def _host_flows(flows: pd.DataFrame | None, node: Any, t0: int) -> dict[str, Any
     mine = flows[(flows["src"] == node) | (flows["dst"] == node)]
     after = mine[_end_ns(mine) >= t0]
     failed = after[~ok_mask(after)]
-    return {"host_flows": len(after), "host_flows_failed": len(failed),
-            "host_errors": _errors(failed)}  # fmt: skip
+    return {
+        "host_flows": len(after),
+        "host_flows_failed": len(failed),
+        "host_errors": _errors(failed),
+    }
 
 
 def ms_after(t0: int, t: Any) -> float | None:

@@ -66,14 +66,16 @@ def fault_timings(
         if row["fault"] == "controller_down":
             ready = undo and undo[0].get("ready_ns")
             row["no_controller_ms"] = ms_after(starts[i], ready)
-        row |= impact(row, starts[i], horizon, end, fabric,
-                      flows=flows, links=links, requests=requests)  # fmt: skip
+        row |= impact(
+            row, starts[i], horizon, end, fabric, flows=flows, links=links, requests=requests
+        )
         out.append(row)
     return out
 
 
-def _same_links_next(groups: Sequence[Sequence[Mapping[str, Any]]], starts: Sequence[int],
-                     i: int) -> int | None:  # fmt: skip
+def _same_links_next(
+    groups: Sequence[Sequence[Mapping[str, Any]]], starts: Sequence[int], i: int
+) -> int | None:
     """When the next fault on any of group ``i``'s links starts: its port events are
     the control plane's until then, even if another fault came between (a controller
     restarted while the link was down learns of it later)."""
@@ -89,11 +91,13 @@ def _describe(group: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     links = [list(f["link"]) for f in group if f.get("link")]
     unique = [lk for i, lk in enumerate(links) if lk not in links[:i]]
     row: dict[str, Any] = {
-        "fault": kind, "event": first["event"] if len(group) == 1 else kind,
-        "at_s": first.get("at_s"), "link": unique[0] if len(unique) == 1 else None,
+        "fault": kind,
+        "event": first["event"] if len(group) == 1 else kind,
+        "at_s": first.get("at_s"),
+        "link": unique[0] if len(unique) == 1 else None,
         "links": unique,
         "clock": "t_start_ns" if all("t_start_ns" in f for f in group) else "t_ns",
-    }  # fmt: skip
+    }
     if kind in SWITCH_FAULTS:
         row["switch"] = first["link"][0]
     if kind == "link_flap":
@@ -104,18 +108,34 @@ def _describe(group: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return row
 
 
-def _control_plane(group: Sequence[Mapping[str, Any]], t0: int, horizon: int | None,
-                   events: Sequence[Mapping[str, Any]], fabric: Any) -> dict[str, Any]:  # fmt: skip
+def _control_plane(
+    group: Sequence[Mapping[str, Any]],
+    t0: int,
+    horizon: int | None,
+    events: Sequence[Mapping[str, Any]],
+    fabric: Any,
+) -> dict[str, Any]:
     wanted = {PORT_EVENT[f["event"]] for f in group if f["event"] in PORT_EVENT}
     links = {tuple(sorted(f["link"])) for f in group if f.get("link")}
     ends = _ends(links, fabric)
-    ports = [e for e in events if e.get("event") in wanted and e["t_ns"] >= t0
-             and (horizon is None or e["t_ns"] < horizon) and _on(e, ends)]  # fmt: skip
+    ports = [
+        e
+        for e in events
+        if e.get("event") in wanted
+        and e["t_ns"] >= t0
+        and (horizon is None or e["t_ns"] < horizon)
+        and _on(e, ends)
+    ]
     reroute = None
     if ports:
         lo, hi = ports[0]["t_ns"], ports[-1]["t_ns"]
-        reroutes = [e for e in events if e.get("event") in ("reroute", "install")
-                    and e["t_ns"] >= lo and (horizon is None or e["t_ns"] < horizon)]  # fmt: skip
+        reroutes = [
+            e
+            for e in events
+            if e.get("event") in ("reroute", "install")
+            and e["t_ns"] >= lo
+            and (horizon is None or e["t_ns"] < horizon)
+        ]
         within = [e for e in reroutes if e["t_ns"] <= hi]
         reroute = within[-1] if within else next(iter(reroutes), None)
         if reroute is not None and reroute["event"] == "install":
@@ -134,8 +154,9 @@ def _control_plane(group: Sequence[Mapping[str, Any]], t0: int, horizon: int | N
 def _as_reroute(install: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> dict:
     """A (restarted) controller's whole install as the reroute that carried the fault:
     sent when it was computed, acknowledged when the controller was next ready."""
-    ready = next((e for e in events if e.get("event") == "ready"
-                  and e["t_ns"] >= install["t_ns"]), None)  # fmt: skip
+    ready = next(
+        (e for e in events if e.get("event") == "ready" and e["t_ns"] >= install["t_ns"]), None
+    )
     return {"t_last_sent_ns": install["t_ns"], "t_installed_ns": ready and ready["t_ns"]}
 
 

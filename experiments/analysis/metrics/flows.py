@@ -187,8 +187,10 @@ def ideal_fct_ms(flows: pd.DataFrame, fabric: Fabric, scale: Scale) -> np.ndarra
     def path(src: str, dst: str) -> tuple[float, float]:
         if (src, dst) not in cache:
             hops = fabric.shortest_paths(src, dst)[0]
-            rates = [scale.emulated_bps(fabric.link_between(a, b).real_gbps)
-                     for a, b in zip(hops, hops[1:], strict=False)]  # fmt: skip
+            rates = [
+                scale.emulated_bps(fabric.link_between(a, b).real_gbps)
+                for a, b in zip(hops, hops[1:], strict=False)
+            ]
             slowest = min(rates)
             forward = sum(frame * 8 / r for r in rates) - frame * 8 / slowest
             cache[(src, dst)] = (slowest, forward)
@@ -209,5 +211,6 @@ def fct_slowdown(flows: pd.DataFrame, fabric: Fabric, scale: Scale) -> Stats:
     done = flows[ok_mask(flows) & (flows["proto"] == "tcp")] if "proto" in flows else flows
     if done.empty:
         return latency_stats([])
-    return latency_stats(done["fct_ms"].to_numpy(dtype=np.float64) /
-                         ideal_fct_ms(done, fabric, scale))  # fmt: skip
+    return latency_stats(
+        done["fct_ms"].to_numpy(dtype=np.float64) / ideal_fct_ms(done, fabric, scale)
+    )

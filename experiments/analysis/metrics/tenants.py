@@ -46,16 +46,23 @@ def inside(times: np.ndarray, intervals: np.ndarray) -> np.ndarray:
     return out
 
 
-def noisy_neighbour(flows: pd.DataFrame, tokens: pd.DataFrame | None,
-                    requests: pd.DataFrame | None, victim: str,
-                    aggressor: str) -> dict[str, Any]:  # fmt: skip
+def noisy_neighbour(
+    flows: pd.DataFrame,
+    tokens: pd.DataFrame | None,
+    requests: pd.DataFrame | None,
+    victim: str,
+    aggressor: str,
+) -> dict[str, Any]:
     """The victim's latency with and without the aggressor active, and the slowdown
     (p99 and p50 ratios; 1.0 is perfect isolation, None without data on a side)."""
     intervals = active_intervals(flows, aggressor)
     serving = (
-        tokens is not None and len(tokens) and requests is not None and len(requests)
+        tokens is not None
+        and len(tokens)
+        and requests is not None
+        and len(requests)
         and (requests["tenant"] == victim).any()
-    )  # fmt: skip
+    )
     if serving:
         ids = requests.loc[requests["tenant"] == victim, "request_id"]
         mine = tokens[tokens["request_id"].isin(ids)].dropna(subset=["itl_ms"])
@@ -68,9 +75,12 @@ def noisy_neighbour(flows: pd.DataFrame, tokens: pd.DataFrame | None,
     with_active = latency_stats(values.to_numpy(float)[hit])
     without = latency_stats(values.to_numpy(float)[~hit])
     return {
-        "victim": victim, "aggressor": aggressor, "metric": metric,
+        "victim": victim,
+        "aggressor": aggressor,
+        "metric": metric,
         "aggressor_active_s": float((intervals[:, 1] - intervals[:, 0]).sum() / 1e9),
-        "with_aggressor": with_active, "without_aggressor": without,
+        "with_aggressor": with_active,
+        "without_aggressor": without,
         "slowdown_p99": slowdown(with_active, without, "p99"),
         "slowdown_p50": slowdown(with_active, without, "p50"),
-    }  # fmt: skip
+    }
