@@ -51,8 +51,9 @@ INITIAL_WINDOW_PKTS = 10  # Linux initcwnd
 MIN_RTO_MS = 200.0  # Linux TCP_RTO_MIN: does not scale with the bandwidth scale
 
 
-def estimate(config: RunConfig, fabric: Fabric) -> dict[str, Any] | None:
-    """The analytic prediction for a run, or None."""
+def estimate(config: RunConfig, fabric: Fabric, driver: Any = None) -> dict[str, Any] | None:
+    """The analytic prediction for a run, or None. ``driver``: an unused copy of the run's
+    serving driver (``TrafficPlan.spare_driver``) to simulate instead of building one."""
     scale = config.scale.bandwidth
     out: dict[str, Any] = {}
     what: list[str] = []
@@ -68,7 +69,7 @@ def estimate(config: RunConfig, fabric: Fabric) -> dict[str, Any] | None:
             out.setdefault("alltoall", []).append(alltoall_estimate(w, fabric))
             what.append("all-to-all step bytes and lower bound")
         elif isinstance(w, ServingWorkload):
-            out["serving"] = serving_estimate(config, i, fabric)
+            out["serving"] = serving_estimate(config, i, fabric, driver)
             what.append("serving TTFT/ITL from the fluid simulator and the compute model")
     if not out:
         return None
@@ -289,8 +290,11 @@ def _stats(values: Any) -> dict[str, float] | None:
     }
 
 
-def serving_estimate(config: RunConfig, index: int, fabric: Fabric) -> dict[str, Any]:
-    """The fluid simulator's prediction for serving workload ``index`` of ``config``."""
+def serving_estimate(
+    config: RunConfig, index: int, fabric: Fabric, driver: Any = None
+) -> dict[str, Any]:
+    """The fluid simulator's prediction for serving workload ``index`` of ``config``, run
+    on ``driver`` (an unused driver of that workload) or on one built here."""
     from experiments.analysis.metrics.bursts import peak_second_metrics
     from experiments.analysis.metrics.kv import pipelining_metrics, prefix_cache_metrics
     from experiments.analysis.metrics.sessions import session_metrics
@@ -302,7 +306,8 @@ def serving_estimate(config: RunConfig, index: int, fabric: Fabric) -> dict[str,
 
     w = config.workloads[index]
     assert isinstance(w, ServingWorkload)
-    driver = build_serving(w, fabric, workload_seed(config.seed, index))
+    if driver is None:
+        driver = build_serving(w, fabric, workload_seed(config.seed, index))
     arrivals_n = len(driver.requests)
     until = int((config.duration_s + 5.0) * 1e9)  # the run's length plus its drain
     res = simulate(driver, fabric_rate(fabric), until_ns=until)

@@ -153,15 +153,8 @@ def traffic_plan(
     if serving is None:
         return TrafficPlan(schedule, None, demand, chosen, over, fabric)
     driver = serving[1]
-    _number_from(driver, int(schedule["flow_id"].max()) + 1 if len(schedule) else 0)
+    driver.number_flows_from(int(schedule["flow_id"].max()) + 1 if len(schedule) else 0)
     return TrafficPlan(schedule, driver, demand, chosen, over, fabric, unused_copy(driver, fabric))
-
-
-def _number_from(driver: Any, first: int) -> None:
-    """The flow ids of a driver not yet run start at ``first`` (after the schedule's):
-    what building it with ``first_flow_id=first`` gives (nothing it has built depends on
-    its flow ids before it runs)."""
-    driver.first_flow_id = driver._next_id = first
 
 
 def _serving(config: RunConfig, fabric: Fabric, base_dir: Path | None) -> tuple[int, Driver] | None:

@@ -688,7 +688,7 @@ def _finish(
         metrics = {}
         rec.error = rec.error or f"metrics could not be computed: {exc}"
     try:
-        predicted = estimate(config, p.fabric)
+        predicted = estimate(config, p.fabric, p.plan.spare_driver())
     except Exception as exc:  # an estimate must never cost a run its results
         log.warning("analytic estimate failed: %s", exc)
         predicted = {"error": str(exc)}

@@ -173,3 +173,23 @@ def test_no_estimate_without_a_modelled_workload(tmp_path):
         )
         is None
     )
+
+
+def test_the_run_s_spare_driver_gives_the_estimate_a_fresh_build_gives():
+    """The runner simulates an unused copy of the plan's driver instead of building a
+    third one: the same prediction."""
+    from experiments.orchestration.plan import traffic_plan
+    from experiments.spec.load import find_bundled
+    from traffic.serving.instances import ServingError
+
+    run = expand(load_spec(find_bundled("serving-basic")))[0]
+    fabric = run.fabric()
+    plan = traffic_plan(run.config, fabric, None)
+    assert estimate(run.config, fabric, plan.spare_driver()) == estimate(run.config, fabric)
+    used = plan.spare_driver()
+    sent = used.start(0)
+    while not sent and used.next_timer_ns() is not None:  # until its first message
+        sent = used.on_timer(used.next_timer_ns())
+    assert sent
+    with pytest.raises(ServingError, match="already numbered"):
+        used.number_flows_from(5)

@@ -234,6 +234,14 @@ class ServingDriver(TieredDecode):
     def _overlap(self, src: Instance, dst: Instance):
         return shard_overlap(self.model.kv_heads, src.tp, dst.tp)
 
+    def number_flows_from(self, first: int) -> None:
+        """Number this driver's flows from ``first`` (after a schedule's): what building it
+        with ``first_flow_id=first`` gives. Only before it has sent anything: a flow id
+        already handed out cannot be taken back."""
+        if self._next_id != self.first_flow_id:
+            raise ServingError("the driver has already numbered flows: renumber it before it runs")
+        self.first_flow_id = self._next_id = first
+
     def _head_bytes(self, tokens: int, heads: int) -> int:
         """KV bytes of ``tokens`` tokens × ``heads`` heads for one layer."""
         elem = presets.dtype_bytes(self.kv_dtype)
