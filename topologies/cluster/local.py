@@ -406,11 +406,11 @@ def down(rec: ClusterRecord, say: Callable[[str], None] = log.info) -> list[str]
     for p in procs:
         with contextlib.suppress(psutil.Error):
             p.send_signal(signal.SIGTERM)
-    _, alive = psutil.wait_procs(procs, timeout=5)
-    for p in alive:
+    _, still_running = psutil.wait_procs(procs, timeout=5)
+    for p in still_running:
         with contextlib.suppress(psutil.Error):
             p.kill()
-    psutil.wait_procs(alive, timeout=5)
+    psutil.wait_procs(still_running, timeout=5)
     if procs:
         removed.append(f"{len(procs)} processes of cluster {rec.prefix}")
     for s in rec.servers:
