@@ -46,14 +46,16 @@ def test_incast_goodput_collapses_with_many_senders_and_a_shallow_buffer(tmp_pat
         "incast-collapse",
         "duration_s=5",
         "workloads.0.rounds=6",
-        "fabric.hosts_per_leaf=5",
         "sweep.fabric.buffer_pkts=[16]",
-        "sweep.workloads.0.senders=[2, 8]",
+        "sweep.workloads.0.senders=[2, 14]",
     )
     goodput = {
         k: v["summary"]["metrics"]["incast"]["goodput_mbps"]["mean"] for k, v in runs.items()
     }
-    assert goodput["buffer_pkts=16,senders=8"] < goodput["buffer_pkts=16,senders=2"], goodput
+    # 14 senders (the spec's own fabric: 16 hosts), as the handout's collapse; at 8 senders
+    # only 1-2 rounds in 20 hit the minimum RTO here, and a busy machine's stall in a
+    # 2-sender round could outweigh them (seen once in a full suite: 8.18 vs 8.38 Mbit/s)
+    assert goodput["buffer_pkts=16,senders=14"] < goodput["buffer_pkts=16,senders=2"], goodput
 
 
 def test_layer_pipelined_kv_transfer_gives_a_lower_ttft_for_long_prompts(tmp_path):
