@@ -9,6 +9,7 @@ This is the only module of ``topologies`` that imports Mininet.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import subprocess
@@ -172,6 +173,9 @@ class FabricNetwork:
                     self.net.stop()
                 except Exception as exc:  # fall through to the scoped sweep
                     log.warning("Mininet stop failed (%s); sweeping by prefix", exc)
+                for node in self.net.controllers:  # RemoteController.stop leaves its shell
+                    with contextlib.suppress(Exception):
+                        node.terminate()
                 self.net = None
             if self._ssl_set:
                 run(["ovs-vsctl", "del-ssl"])

@@ -34,6 +34,7 @@ import pandas as pd
 
 from experiments.measurement.tcpcount import UNMODELLED_PLACES
 from experiments.spec.config import Fidelity
+from experiments.spec.typed import default_section
 from topologies.fabric import Fabric, FabricError
 from topologies.shaping import (
     DEFAULT_MTU,
@@ -44,7 +45,7 @@ from topologies.shaping import (
 )
 
 # the thresholds of a verdict without a spec (calibration, trials): the spec's defaults
-DEFAULT_THRESHOLDS = Fidelity(lateness_p99_ms=2.0, cpu_max_pct=90.0, dequeue_rate_tolerance=0.05)
+DEFAULT_THRESHOLDS: Fidelity = default_section("fidelity")  # the schema's defaults
 CPU_QUANTILE = 0.95
 # a core this busy (%) for this long (s) without a break starves what runs on it (OVS's
 # one main thread, an agent worker), even when the machine-wide p95 looks fine

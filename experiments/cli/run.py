@@ -243,12 +243,11 @@ def _print_cluster(p: Any) -> None:
     from experiments.orchestration.cluster import cluster_placement, with_placeholders
     from experiments.orchestration.crossing import plan_cross_traffic
     from experiments.spec.cluster import AUTO, servers_of
-    from experiments.spec.typed import resolved_of
 
     config = p.run.config
     cluster = with_placeholders(config.cluster)
     placement = cluster_placement(cluster, p.fabric, p.deployment.scale, p.envelope)
-    servers = ", ".join(str(s) for s in servers_of(resolved_of(cluster)))
+    servers = ", ".join(str(s) for s in servers_of(cluster))
     say(
         f"cluster: {len(cluster.servers)} servers ({escape(servers)}), cut links over "
         f"{cluster.link}; each judged by this machine's envelope"

@@ -19,7 +19,6 @@ from experiments.orchestration.envelope import Envelope
 from experiments.spec.cluster import AUTO, servers_of
 from experiments.spec.config import Cluster, RunConfig, ServerAddress
 from experiments.spec.schema import SpecError
-from experiments.spec.typed import resolved_of
 from topologies import Fabric, FabricError
 from topologies.cluster.ssh import Server
 from topologies.placement import MachineShare, Placement, place, placement_of
@@ -88,7 +87,7 @@ def run_cluster(
     cluster = config.cluster
     if cluster is None or not cluster.servers:
         return None
-    servers = servers_of(resolved_of(cluster))
+    servers = servers_of(cluster)
     if len(servers) == 1 and servers[0].is_local:
         return None
     if envelope is None:

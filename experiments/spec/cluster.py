@@ -224,10 +224,11 @@ CLUSTER = section(
 )
 
 
-def servers_of(cluster: dict[str, Any]) -> tuple[Server, ...]:
-    """The servers of a resolved ``cluster`` section, in order, with its ssh config."""
-    config = Path(cluster["ssh_config"]) if cluster["ssh_config"] else None
-    return tuple(Server(s["host"], s["user"], config) for s in cluster["servers"])
+def servers_of(cluster: Any) -> tuple[Server, ...]:
+    """The servers of a run configuration's ``cluster`` section (``config.Cluster``), in
+    order, with its ssh config."""
+    config = Path(cluster.ssh_config) if cluster.ssh_config else None
+    return tuple(Server(s.host, s.user, config) for s in cluster.servers)
 
 
 def cluster_override(argument: str) -> str:

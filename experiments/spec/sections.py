@@ -295,147 +295,139 @@ SWEEP_KEY = text(
     r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*", "a dotted key path such as workloads.0.senders"
 )
 
-SPEC = section(
-    {
-        "name": Field(name_text(), doc="the experiment's name: results go to <out>/<name>/"),
-        "seed": Field(integer(0), 1, "seed of every random draw (a run's seed: seed + repeat)"),
-        "duration_s": Field(
-            remember("duration_s", number(gt=0)), doc="how long the traffic runs, s"
+SPEC_FIELDS: dict[str, Field] = {
+    "name": Field(name_text(), doc="the experiment's name: results go to <out>/<name>/"),
+    "seed": Field(integer(0), 1, "seed of every random draw (a run's seed: seed + repeat)"),
+    "duration_s": Field(remember("duration_s", number(gt=0)), doc="how long the traffic runs, s"),
+    "scale": Field(
+        section(
+            {
+                "bandwidth": Field(
+                    number(gt=0, le=1),
+                    DEFAULT_BANDWIDTH_SCALE,
+                    "emulated ÷ real rate and bytes (1e-4: 400 Gbit/s runs at 40 Mbit/s)",
+                ),
+                "mtu": Field(
+                    integer(DEFAULT_MTU, MAX_MTU),
+                    DEFAULT_MTU,
+                    "every interface's MTU, bytes; above 1500 (jumbo frames) each packet "
+                    "carries more and the switches forward fewer, at a coarser grain: "
+                    "one packet stands for (mtu + 14) ÷ scale.bandwidth real bytes; "
+                    "buffers keep their bytes",
+                ),
+            }
         ),
-        "scale": Field(
-            section(
-                {
-                    "bandwidth": Field(
-                        number(gt=0, le=1),
-                        DEFAULT_BANDWIDTH_SCALE,
-                        "emulated ÷ real rate and bytes (1e-4: 400 Gbit/s runs at 40 Mbit/s)",
-                    ),
-                    "mtu": Field(
-                        integer(DEFAULT_MTU, MAX_MTU),
-                        DEFAULT_MTU,
-                        "every interface's MTU, bytes; above 1500 (jumbo frames) each packet "
-                        "carries more and the switches forward fewer, at a coarser grain: "
-                        "one packet stands for (mtu + 14) ÷ scale.bandwidth real bytes; "
-                        "buffers keep their bytes",
-                    ),
-                }
-            ),
-            {},
-            "the emulation's scale",
+        {},
+        "the emulation's scale",
+    ),
+    "fabric": Field(_fabric(), doc="the topology: kind and its generator's parameters"),
+    "cluster": Field(
+        optional(CLUSTER),
+        None,
+        "several machines emulating the fabric together (default: this one alone)",
+    ),
+    "controller": Field(
+        remember("controller", CONTROLLER), {}, "routing policy, tenants and QoS classes"
+    ),
+    "agents": Field(
+        section(
+            {
+                "cc": Field(
+                    choice(CONGESTION_CONTROLS), "cubic", "the hosts' TCP congestion control"
+                ),
+                "connection": Field(
+                    choice(CONNECTIONS),
+                    "persistent",
+                    "one TCP connection per host pair, or one per flow",
+                ),
+                "processes": Field(
+                    either(choice(["auto", "per_host"]), integer(1)),
+                    "auto",
+                    "agent worker processes: one per CPU (auto), one per host, or N",
+                ),
+                "flush_s": Field(
+                    number(gt=0, le=3600),
+                    2.0,
+                    "seconds between saves of the finished flows, requests and tokens to "
+                    "the run folder while it runs (a killed run keeps them)",
+                ),
+            }
         ),
-        "fabric": Field(_fabric(), doc="the topology: kind and its generator's parameters"),
-        "cluster": Field(
-            optional(CLUSTER),
-            None,
-            "several machines emulating the fabric together (default: this one alone)",
+        {},
+        "the processes that send and receive every host's traffic",
+    ),
+    "sampler": Field(
+        section(
+            {
+                "rate_hz": Field(
+                    number(gt=0, le=10_000), 200.0, "queue samples per second per shaped egress"
+                ),
+                "flush_s": Field(
+                    number(gt=0, le=3600),
+                    1.0,
+                    "seconds between saves of the samples to the run folder while it runs "
+                    "(a killed run keeps them)",
+                ),
+            }
         ),
-        "controller": Field(
-            remember("controller", CONTROLLER), {}, "routing policy, tenants and QoS classes"
+        {},
+        "the switch-queue sampler",
+    ),
+    "fidelity": Field(
+        section(
+            {
+                "lateness_p99_ms": Field(
+                    number(gt=0), 2.0, "the agents' issue lateness p99 a faithful run keeps"
+                ),
+                "cpu_max_pct": Field(
+                    number(gt=0, le=100), 90.0, "machine CPU p95 a faithful run stays under, %"
+                ),
+                "dequeue_rate_tolerance": Field(
+                    number(gt=0, le=1),
+                    0.05,
+                    "how far a busy egress may dequeue above or below its configured rate",
+                ),
+            }
         ),
-        "agents": Field(
-            section(
-                {
-                    "cc": Field(
-                        choice(CONGESTION_CONTROLS), "cubic", "the hosts' TCP congestion control"
-                    ),
-                    "connection": Field(
-                        choice(CONNECTIONS),
-                        "persistent",
-                        "one TCP connection per host pair, or one per flow",
-                    ),
-                    "processes": Field(
-                        either(choice(["auto", "per_host"]), integer(1)),
-                        "auto",
-                        "agent worker processes: one per CPU (auto), one per host, or N",
-                    ),
-                    "flush_s": Field(
-                        number(gt=0, le=3600),
-                        2.0,
-                        "seconds between saves of the finished flows, requests and tokens to "
-                        "the run folder while it runs (a killed run keeps them)",
-                    ),
-                }
-            ),
-            {},
-            "the processes that send and receive every host's traffic",
+        {},
+        "the verdict's thresholds",
+    ),
+    "capture": Field(
+        section(
+            {
+                "at": Field(
+                    list_of(capture_point(), distinct=True),
+                    [],
+                    "hosts or switch ports to tcpdump (gpu0_0, leaf0:3, leaf0:spine1)",
+                ),
+                "snaplen": Field(integer(64, 65535), 65535, "bytes kept of each packet"),
+                "max_mb": Field(number(gt=0, le=10_000), 20.0, "size limit of each capture, MB"),
+                "window_s": Field(
+                    optional(list_of(number(ge=0), 2, 2)),
+                    None,
+                    "[from, to] s of traffic to capture (default: all)",
+                ),
+            }
         ),
-        "sampler": Field(
-            section(
-                {
-                    "rate_hz": Field(
-                        number(gt=0, le=10_000), 200.0, "queue samples per second per shaped egress"
-                    ),
-                    "flush_s": Field(
-                        number(gt=0, le=3600),
-                        1.0,
-                        "seconds between saves of the samples to the run folder while it runs "
-                        "(a killed run keeps them)",
-                    ),
-                }
-            ),
-            {},
-            "the switch-queue sampler",
-        ),
-        "fidelity": Field(
-            section(
-                {
-                    "lateness_p99_ms": Field(
-                        number(gt=0), 2.0, "the agents' issue lateness p99 a faithful run keeps"
-                    ),
-                    "cpu_max_pct": Field(
-                        number(gt=0, le=100), 90.0, "machine CPU p95 a faithful run stays under, %"
-                    ),
-                    "dequeue_rate_tolerance": Field(
-                        number(gt=0, le=1),
-                        0.05,
-                        "how far a busy egress may dequeue above or below its configured rate",
-                    ),
-                }
-            ),
-            {},
-            "the verdict's thresholds",
-        ),
-        "capture": Field(
-            section(
-                {
-                    "at": Field(
-                        list_of(capture_point(), distinct=True),
-                        [],
-                        "hosts or switch ports to tcpdump (gpu0_0, leaf0:3, leaf0:spine1)",
-                    ),
-                    "snaplen": Field(integer(64, 65535), 65535, "bytes kept of each packet"),
-                    "max_mb": Field(
-                        number(gt=0, le=10_000), 20.0, "size limit of each capture, MB"
-                    ),
-                    "window_s": Field(
-                        optional(list_of(number(ge=0), 2, 2)),
-                        None,
-                        "[from, to] s of traffic to capture (default: all)",
-                    ),
-                }
-            ),
-            {},
-            "packet captures into the run's captures/",
-        ),
-        "faults": Field(
-            list_of(FAULT), [], "link, switch, controller and agent failures at run times"
-        ),
-        "workloads": Field(
-            one_serving(list_of(workload())),
-            [],
-            "the traffic: each entry's kind picks its parameters",
-        ),
-        "noisy_neighbour": Field(
-            list_of(PAIR), [], "tenant pairs whose interference the summary measures"
-        ),
-        "sweep": Field(
-            mapping(SWEEP_KEY, list_of(anything(), 1)),
-            {},
-            "key path -> values: one run per point of the grid",
-        ),
-    },
-    _spec_post,
-)
+        {},
+        "packet captures into the run's captures/",
+    ),
+    "faults": Field(list_of(FAULT), [], "link, switch, controller and agent failures at run times"),
+    "workloads": Field(
+        one_serving(list_of(workload())),
+        [],
+        "the traffic: each entry's kind picks its parameters",
+    ),
+    "noisy_neighbour": Field(
+        list_of(PAIR), [], "tenant pairs whose interference the summary measures"
+    ),
+    "sweep": Field(
+        mapping(SWEEP_KEY, list_of(anything(), 1)),
+        {},
+        "key path -> values: one run per point of the grid",
+    ),
+}
+SPEC = section(SPEC_FIELDS, _spec_post)
 
 
 def validate(raw: Any, base_dir: Path) -> dict[str, Any]:

@@ -10,20 +10,22 @@ so ``resolved_of(config_of(r)) == r``.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import types
 import typing
 from collections.abc import Mapping
 from functools import cache
+from pathlib import Path
 from typing import Any, Literal, Union
 
 from experiments.spec import config as generated
 from experiments.spec.config import RunConfig
-from experiments.spec.schema import left_out
-from experiments.spec.sections import build_fabric
+from experiments.spec.schema import Ctx, left_out
+from experiments.spec.sections import SPEC_FIELDS, build_fabric
 from topologies import Fabric
 
-__all__ = ["ConfigError", "RunConfig", "config_of", "fabric_of", "resolved_of"]
+__all__ = ["ConfigError", "RunConfig", "config_of", "default_section", "fabric_of", "resolved_of"]
 
 
 class ConfigError(TypeError):
@@ -154,3 +156,13 @@ def resolved_of(config: Any) -> Any:
 def fabric_of(config: RunConfig) -> Fabric:
     """The ``Fabric`` of a run's configuration (cached: fabrics are immutable)."""
     return build_fabric(resolved_of(config.fabric))
+
+
+def default_section(key: str) -> Any:
+    """The typed section a spec gets when it leaves top-level section ``key`` out
+    (``default_section("fidelity")``): its defaults as the schema declares them, so code
+    that needs them outside a run does not declare them again."""
+    field = SPEC_FIELDS[key]
+    raw = copy.deepcopy(field.default)
+    resolved = field.check(raw, key, Ctx(base_dir=Path.cwd()))
+    return _build(_hints(RunConfig)[key], resolved, key)

@@ -397,3 +397,28 @@ def test_set_policy_at_run_time_rewrites_the_tables_and_refuses_a_bad_name(run_d
         failed = ping_until_all(net, within_s=3)
         assert not failed, f"under shortest_path after the change, unreachable: {failed[:5]}"
         assert proc.errors() == []
+
+
+def _controller_shells() -> set[int]:
+    """Our child processes that are a Mininet controller node's shell (``mininet:c0``),
+    zombies left out (ended, only not yet reaped)."""
+    import psutil
+
+    found = set()
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE and "mininet:c0" in " ".join(p.cmdline()):
+                found.add(p.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_stopping_the_fabric_ends_its_controller_node_s_shell(run_dir):
+    """Mininet's ``RemoteController.stop`` does nothing, so a run that built one fabric
+    per sweep point kept one idle shell per point until it exited; the builder ends it."""
+    before = _controller_shells()
+    fabric = spine_leaf(spines=1, leaves=2, hosts_per_leaf=1)
+    with fabric_with_controller(fabric, "shortest_path", run_dir):
+        assert _controller_shells() - before  # the node's shell, while the fabric is up
+    assert not _controller_shells() - before

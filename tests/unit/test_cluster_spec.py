@@ -261,8 +261,9 @@ def test_servers_as_text_or_mappings_resolve_alike_and_round_trip(tmp_path):
         {"host": "10.0.0.2", "user": "root"},
     ]
     assert cluster["ssh_config"] == str((tmp_path / "ssh_config").resolve())
-    assert [s.dest for s in servers_of(cluster)] == ["kv@10.0.0.1", "root@10.0.0.2"]
-    assert servers_of(cluster)[0].ssh_args()[1:3] == ["-F", cluster["ssh_config"]]
+    servers = servers_of(spec.config.cluster)
+    assert [s.dest for s in servers] == ["kv@10.0.0.1", "root@10.0.0.2"]
+    assert servers[0].ssh_args()[1:3] == ["-F", cluster["ssh_config"]]
     assert load_spec(resolved_yaml(spec)).resolved == spec.resolved
 
 

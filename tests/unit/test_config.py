@@ -190,3 +190,12 @@ def test_the_walk_finds_a_string_key_read(source: str) -> None:
 
 def test_the_walk_lets_typed_reads_pass() -> None:
     assert not spec_reads("mtu = run.config.scale.mtu\nfor w in config.workloads: w.kind")
+
+
+def test_a_section_s_default_is_what_a_spec_that_leaves_it_out_gets() -> None:
+    from experiments.spec.typed import default_section
+
+    run = expand(load_spec(INCAST))[0]
+    for key in ("scale", "agents", "sampler", "fidelity", "capture", "controller"):
+        assert default_section(key) == getattr(run.config, key), key
+    assert default_section("scale") == Scale()
