@@ -69,8 +69,9 @@ class Scale:
         return real_gbps * 1e3 * self.bandwidth
 
     def real_gbps(self, emulated_mbps: float) -> float:
-        """What an emulated rate of ``emulated_mbps`` stands for on the real fabric."""
-        return emulated_mbps / 1e3 / self.bandwidth
+        """What an emulated rate of ``emulated_mbps`` stands for on the real fabric, Gbit/s
+        (a number or an array)."""
+        return emulated_mbps / self.bandwidth / 1e3
 
     # ---- bytes -----------------------------------------------------------------------
 
@@ -80,6 +81,7 @@ class Scale:
         return real_bytes * self.bandwidth
 
     def real_bytes(self, emulated_bytes: float) -> float:
+        """The real bytes ``emulated_bytes`` stand for (a number or an array)."""
         return emulated_bytes / self.bandwidth
 
     # ---- times -----------------------------------------------------------------------

@@ -48,6 +48,7 @@ from experiments.analysis.metrics.tiers import tier_metrics
 from experiments.spec.config import RunConfig, ServingWorkload
 from experiments.spec.typed import fabric_of
 from topologies import Fabric
+from topologies.scale import Scale
 from topologies.shaping import queue_frames
 
 __all__ = ["HOTTEST_PORTS", "QUEUE_THRESHOLD_FRACTION", "real_gbps", "summarize"]
@@ -83,14 +84,14 @@ def summarize(
     (``metrics.faults.fault_timings``, from ``events``: the run's events.json, with
     the data-plane side of ``metrics.fault_impact`` from the flows, links and requests).
     """
-    scale = config.scale.bandwidth
+    scale = config.scale
     flows, requests, tokens, queues, links = map(
         _plain_numbers, (flows, requests, tokens, queues, links)
     )
-    out: dict[str, Any] = {"scale": scale}
+    out: dict[str, Any] = {"scale": scale.bandwidth}
     if _has_rows(flows):
         out |= _flow_metrics(flows, scale)
-        out["fct_slowdown"] = fct_slowdown(flows, _fabric(config), config.scale)
+        out["fct_slowdown"] = fct_slowdown(flows, _fabric(config), scale)
     if _has_rows(queues):
         out |= _queue_metrics(queues, _threshold_pkts(config))
     if _has_rows(links):
@@ -115,11 +116,11 @@ def summarize(
     return to_jsonable(out)
 
 
-def real_gbps(emulated_mbps: float | None, scale: float) -> float | None:
+def real_gbps(emulated_mbps: float | None, scale: Scale) -> float | None:
     """A real-equivalent rate in Gbit/s from an emulated rate in Mbit/s."""
     if emulated_mbps is None or not np.isfinite(emulated_mbps):
         return None
-    return emulated_mbps / scale / 1e3
+    return scale.real_gbps(emulated_mbps)
 
 
 # ---- flows ---------------------------------------------------------------------------------
@@ -130,7 +131,7 @@ def _fabric(config: RunConfig) -> Fabric:
     return fabric_of(config)
 
 
-def _flow_metrics(flows: pd.DataFrame, scale: float) -> dict[str, Any]:
+def _flow_metrics(flows: pd.DataFrame, scale: Scale) -> dict[str, Any]:
     ok = ok_mask(flows)
     fct = fct_by_kind(flows)
     errors = Counter(str(e) for e in flows.loc[~ok, "error"].fillna("no error recorded"))
@@ -175,17 +176,19 @@ def _flow_metrics(flows: pd.DataFrame, scale: float) -> dict[str, Any]:
     return out
 
 
-def _real_bytes(flows: pd.DataFrame, ok: pd.Series, scale: float) -> int:
+def _real_bytes(flows: pd.DataFrame, ok: pd.Series, scale: Scale) -> int:
     """Delivered real-equivalent bytes: the recorded ``bytes_real`` where the engine
     wrote it (probes are not scaled), else emulated bytes / scale."""
     if "bytes_real" in flows:
-        real = flows["bytes_real"].astype(float).fillna(flows["bytes"].astype(float) / scale)
+        real = (
+            flows["bytes_real"].astype(float).fillna(scale.real_bytes(flows["bytes"].astype(float)))
+        )
     else:
-        real = flows["bytes"].astype(float) / scale
+        real = scale.real_bytes(flows["bytes"].astype(float))
     return int(round(float(real[ok].sum())))
 
 
-def _tenant_metrics(flows: pd.DataFrame, scale: float) -> dict[str, Any]:
+def _tenant_metrics(flows: pd.DataFrame, scale: Scale) -> dict[str, Any]:
     tenants: dict[str, Any] = {}
     for tenant, group in flows.groupby("tenant", sort=True, dropna=False):
         ok = ok_mask(group)
@@ -205,9 +208,9 @@ def _tenant_metrics(flows: pd.DataFrame, scale: float) -> dict[str, Any]:
     return out
 
 
-def _incast(flows: pd.DataFrame, scale: float) -> dict[str, Any]:
+def _incast(flows: pd.DataFrame, scale: Scale) -> dict[str, Any]:
     table, stats = incast_goodput(flows)
-    table["goodput_real_gbps"] = table["goodput_mbps"] / scale / 1e3
+    table["goodput_real_gbps"] = scale.real_gbps(table["goodput_mbps"])
     by_senders = {}
     for senders, group in table.groupby("senders", sort=True):
         by_senders[str(int(senders))] = {
@@ -280,7 +283,7 @@ def link_rates(links: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def _link_metrics(links: pd.DataFrame, scale: float) -> dict[str, Any]:
+def _link_metrics(links: pd.DataFrame, scale: Scale) -> dict[str, Any]:
     rates = link_rates(links)
     rows = []
     for (node, port), g in links.groupby(["node", "port"], sort=True):
