@@ -63,6 +63,10 @@ def test_two_servers_each_with_its_own_sshd_and_open_vswitch_and_nothing_after_d
     try:
         names = [_ssh(rec, i, "hostname").stdout.strip() for i in (0, 1)]
         assert names == [f"{rec.prefix}-s1", f"{rec.prefix}-s2"]
+        # a fresh server's shell: none of this machine's ~/.bashrc (pyenv's rehash lock,
+        # left by a session a power_off killed, hung every later session for 60 s)
+        rc = _ssh(rec, 0, 'wc -c < "$HOME/.bashrc" 2>/dev/null || echo none')
+        assert rc.stdout.strip() in ("0", "none"), rc.stdout
         made = _ssh(
             rec,
             0,

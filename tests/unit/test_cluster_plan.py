@@ -82,7 +82,10 @@ def test_a_server_mounts_its_own_ovs_folders_before_starting_ovs_and_ends_as_ssh
     lines = server_init_script(plan.servers[0], "/ovs-ctl", "/sshd").splitlines()
     mounts = [i for i, line in enumerate(lines) if "mount --bind" in line]
     start = next(i for i, line in enumerate(lines) if "/ovs-ctl start" in line)
-    assert len(mounts) == 4 and max(mounts) < start  # /etc/hosts and 3 of Open vSwitch's
+    # /etc/hosts, an empty ~root/.bashrc (a fresh server's shell runs none of this
+    # machine's) and 3 of Open vSwitch's folders
+    assert len(mounts) == 5 and max(mounts) < start
+    assert any('mount --bind /run/c/kcab/s1/bashrc "$home/.bashrc"' in line for line in lines)
     assert lines[-1].startswith("exec /sshd -D")  # sshd holds the namespaces
     assert lines[1] == "hostname kcab-s1"
 

@@ -200,14 +200,21 @@ def known_hosts_text(plan: LocalClusterPlan, public_keys: dict[int, str]) -> str
 
 def server_init_script(server: LocalServer, ovs_ctl: str, sshd: str) -> str:
     """What runs inside a server's new mount + UTS namespace: its hostname (and an
-    ``/etc/hosts`` naming it), private Open vSwitch folders, its Open vSwitch, then
-    sshd in the foreground (the process that holds the namespaces)."""
+    ``/etc/hosts`` naming it), an empty ``~root/.bashrc``, private Open vSwitch folders,
+    its Open vSwitch, then sshd in the foreground (the process that holds the namespaces).
+
+    A fresh server's shell would not run this machine's ``.bashrc`` (here: pyenv's init,
+    which rehashes under a lock file; a ``power_off`` that killed a session mid-rehash
+    left the lock, and every later ssh session into any server waited 60 s on it)."""
     hosts = server.directory / "hosts"  # its own name resolves (sudo asks for it)
+    rc = server.directory / "bashrc"
     lines = [
         "set -e",
         f"hostname {server.hostname}",
         f"cp /etc/hosts {hosts} && echo '127.0.1.1 {server.hostname}' >> {hosts}",
         f"mount --bind {hosts} /etc/hosts",
+        'home="$(getent passwd root | cut -d: -f6)"',
+        f'if [ -f "$home/.bashrc" ]; then : > {rc} && mount --bind {rc} "$home/.bashrc"; fi',
     ]
     for target, source in server.ovs_dirs.items():
         lines.append(f"mkdir -p {target} && mount --bind {source} {target}")
