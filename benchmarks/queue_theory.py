@@ -74,7 +74,7 @@ def htb_bucket_bytes(rate_bps: int) -> int:
 def measure(net, rho: float, seconds: float, seed: int) -> dict:
     fabric = net.fabric
     link = fabric.link_between("leaf0", "spine0")
-    rate_bps = SCALE.emulated_bps(link.real_gbps)
+    rate_bps = SCALE.link_bps(link.real_gbps)
     service_s = MTU_BYTES * 8 / rate_bps
     instants = poisson_instants(rho / service_s, seconds, np.random.default_rng(seed))
     n = len(instants)
@@ -135,7 +135,7 @@ def run(quick: bool = False) -> dict:
         rows = [measure(net, rho, seconds, seed=i) for i, rho in enumerate(RHOS)]
     worst = max(rows, key=lambda r: r["error_vs_md1"])
     met = all(r["error_vs_md1"] <= 0.25 for r in rows)
-    rate = SCALE.emulated_bps(10)
+    rate = SCALE.link_bps(10)
     limit = (
         ""
         if met

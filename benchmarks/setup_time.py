@@ -70,7 +70,7 @@ def mininet_times(fabric) -> tuple[float, float]:
         else:
             topo.addSwitch(name[node.name], dpid=f"{0xB0000 + i:016x}")
     for link in fabric.links:
-        mbps = SCALE.emulated_bps(link.real_gbps) / 1e6
+        mbps = SCALE.link_bps(link.real_gbps) / 1e6
         topo.addLink(name[link.a], name[link.b], bw=mbps)
     datapath = "kernel" if ovs_kernel_datapath() else "user"
     t0 = time.monotonic()

@@ -384,7 +384,7 @@ class FabricNetwork:
         (real-equivalent), as a port that trained down to a lower speed: only the HTB
         classes change (``tc class replace``), so the queues and what they hold stay."""
         link = self.fabric.link_between(a, b)
-        rate = self.scale.emulated_bps(gbps)
+        rate = self.scale.link_bps(gbps)
         for eg in self.plan:
             if eg.link != link:
                 continue

@@ -129,7 +129,7 @@ def place(
             f"{len(groups)} machines",
             "servers",
         )
-    mbps = {k: scale.emulated_mbps(v) for k, v in switch_work_gbps(fabric).items()}
+    mbps = {k: scale.link_mbps(v) for k, v in switch_work_gbps(fabric).items()}
     loads = [sum(mbps.get(n, 0.0) for n in group) for group in groups]
     _check_servers_fit(fabric, groups, loads, machines)
     index = {name: i for i, group in enumerate(groups) for name in group}
@@ -154,7 +154,7 @@ def placement_of(
     """The ``Placement`` of a given assignment (every node of ``fabric`` to one of
     ``machines`` by name): its cut and each machine's switch-hop demand, as ``place``
     reports its own. The caller checks the assignment (``server_domains`` kept whole)."""
-    mbps = {k: scale.emulated_mbps(v) for k, v in switch_work_gbps(fabric).items()}
+    mbps = {k: scale.link_mbps(v) for k, v in switch_work_gbps(fabric).items()}
     total = sum(mbps.values())
     out = []
     for m in machines:

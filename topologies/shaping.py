@@ -84,7 +84,7 @@ def egress_plan(fabric: Fabric, scale: Scale) -> list[Egress]:
     max_rate = max_rate_bps()
     plan: list[Egress] = []
     for link in fabric.links:
-        rate = scale.emulated_bps(link.real_gbps)
+        rate = scale.link_bps(link.real_gbps)
         where = f"link {link.a}-{link.b} ({link.real_gbps:g} Gbit/s at scale {scale.bandwidth:g})"
         if rate < MIN_RATE_BPS:
             raise FabricError(
@@ -184,4 +184,4 @@ def switch_capacity_mbps() -> float:
 def switching_demand_mbps(fabric: Fabric, scale: Scale) -> float:
     """Switch-hop work if every host sent at its emulated line rate: the sum of
     host link rates times the mean number of switches a flow crosses."""
-    return scale.emulated_mbps(fabric.host_capacity_gbps()) * fabric.mean_switch_hops()
+    return scale.link_mbps(fabric.host_capacity_gbps()) * fabric.mean_switch_hops()

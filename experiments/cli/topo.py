@@ -128,8 +128,7 @@ def cmd_topo(args: argparse.Namespace) -> int:
     info.update(
         scale=scale.bandwidth,
         emulated_mbps_by_real_gbps={
-            f"{g:g}": scale.emulated_bps(g) / 1e6
-            for g in sorted({lk.real_gbps for lk in fabric.links})
+            f"{g:g}": scale.link_bps(g) / 1e6 for g in sorted({lk.real_gbps for lk in fabric.links})
         },
         switching_demand_mbps=round(demand, 1),
         switch_capacity_mbps=capacity,

@@ -120,7 +120,7 @@ def print_placement(
     for lk in placement.cut:
         ends = sorted((placement.machine_of[lk.a], placement.machine_of[lk.b]))
         groups[(ends[0], ends[1], lk.kind, lk.real_gbps)].append(f"{lk.a}-{lk.b}")
-    emulated = placement.scale.emulated_mbps(placement.cut_gbps)
+    emulated = placement.scale.link_mbps(placement.cut_gbps)
     cut = Table(
         title=f"cut: {len(placement.cut)} links, {placement.cut_gbps:g} Gbit/s real "
         f"({emulated:g} Mbit/s at scale {scale:g})"

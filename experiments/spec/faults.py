@@ -211,13 +211,14 @@ def faults_post(faults: list[dict[str, Any]], fabric: Fabric, scale: Scale) -> N
         event = _event(f)
         where = f"faults.{i}.{event}"
         if event == "link_degrade":
-            rate = scale.emulated_bps(f[event]["gbps"])
+            rate = scale.link_bps(f[event]["gbps"])
             if rate < MIN_RATE_BPS:
-                least = MIN_RATE_BPS / scale.bandwidth / 1e9
+                least = MIN_RATE_BPS * scale.d / scale.bandwidth / 1e9
                 raise bad(
                     f"{where}.gbps",
                     f[event]["gbps"],
-                    f"at least {least:g} Gbit/s at scale {scale.bandwidth:g}",
+                    f"at least {least:g} Gbit/s at scale {scale.bandwidth:g}"
+                    + (f", time dilation {scale.d:g}" if scale.d != 1 else ""),
                     f"{rate / 1e6:.3f} Mbit/s emulated is below the {MIN_RATE_BPS / 1e6:g}"
                     " Mbit/s this emulation shapes faithfully",
                 )

@@ -50,7 +50,13 @@ from experiments.spec.workloads import workload
 from topologies import Fabric
 from topologies.fabric import FabricError
 from topologies.generators import GENERATORS, PARAM_DOCS, defaults, make_fabric
-from topologies.scale import DEFAULT_BANDWIDTH_SCALE, DEFAULT_MTU, MAX_MTU, Scale
+from topologies.scale import (
+    DEFAULT_BANDWIDTH_SCALE,
+    DEFAULT_MTU,
+    MAX_MTU,
+    MAX_TIME_DILATION,
+    Scale,
+)
 from topologies.shaping import MAX_BUFFER_PKTS
 from traffic.wire import CONNECTIONS
 
@@ -275,7 +281,9 @@ def _spec_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
     """Checks across sections: the fault timeline as a whole, noisy-neighbour tenants
     (one serving workload per spec: ``serving.one_serving``)."""
     assert ctx.fabric is not None
-    faults_post(out["faults"], ctx.fabric, Scale(out["scale"]["bandwidth"], out["scale"]["mtu"]))
+    scale = Scale(**out["scale"])
+    # at auto, the smallest dilation (1): the planner checks the rates again at its choice
+    faults_post(out["faults"], ctx.fabric, scale.dilated(1) if scale.auto else scale)
     _tenants_post(out, path, ctx)
 
 
@@ -314,6 +322,16 @@ SPEC_FIELDS: dict[str, Field] = {
                     "carries more and the switches forward fewer, at a coarser grain: "
                     "one packet stands for (mtu + 14) ÷ scale.bandwidth real bytes; "
                     "buffers keep their bytes",
+                ),
+                "time_dilation": Field(
+                    either(number(ge=1, le=MAX_TIME_DILATION), choice(["auto"])),
+                    1,
+                    "wall seconds per real-equivalent second, d: links run at real × "
+                    "scale.bandwidth ÷ d and every time (schedules, compute, timers, "
+                    "duration_s) lasts × d on the wall clock, while every reported time "
+                    "and rate reads in real-equivalent units; auto: the smallest of 1, 2, "
+                    "4, 8, … at which the run fits this machine's envelope "
+                    "(kvfabric run --max-dilation caps it)",
                 ),
             }
         ),

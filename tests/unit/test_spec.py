@@ -195,7 +195,7 @@ def test_good_specs_load_and_fill_every_default(spec):
         "cpu_max_pct": 90.0,
         "dequeue_rate_tolerance": 0.05,
     }
-    assert r["scale"] == {"bandwidth": 1.0e-4, "mtu": 1500}
+    assert r["scale"] == {"bandwidth": 1.0e-4, "mtu": 1500, "time_dilation": 1}
     assert loaded.fabric().kind == spec["fabric"]["kind"]
 
 
