@@ -10,7 +10,11 @@ the session's; this module decodes, sends and polls on deadlines.
 
 Configured by the JSON file named in ``KVFABRIC_CONTROLLER_CONFIG``:
 ``{"fabric": <Fabric dict>, "policy": str, "params": {...}, "socket": path,
-"poll_s": float}`` (``params["poll_s"]``, if given, wins over ``poll_s``).
+"poll_s": float, "time_dilation": float}`` (``params["poll_s"]``, if given, wins over
+``poll_s``). Times in the configuration are real-equivalent; under time dilation d
+(``scale.time_dilation``) the polling period and detection delays last ``× d`` on the
+wall clock, as every other time of the run. (Rules' ``idle_timeout_s`` are OpenFlow's
+whole wall seconds and are not dilated.)
 
 Every ERROR-or-worse log record goes into ``ErrorLog`` (installed by
 ``controller.main``), which ``status`` reports as ``errors``.
@@ -90,7 +94,8 @@ class KvFabricController(app_manager.OSKenApp):
             cfg = json.load(fh)
         params: dict = cfg.get("params") or {}
         poll_s = params.get("poll_s", cfg.get("poll_s", adaptive.MAX_POLL_S))
-        self.poll_s = adaptive.poll_interval({"poll_s": poll_s})
+        dilation = float(cfg.get("time_dilation", 1.0))
+        self.poll_s = adaptive.poll_interval({"poll_s": poll_s}) * dilation  # wall seconds
         self.lock = threading.RLock()
         self.datapaths: dict[str, Any] = {}  # switch name -> its os-ken datapath
         self.errors = ErrorLog.install()  # every ERROR record of the process
@@ -98,7 +103,9 @@ class KvFabricController(app_manager.OSKenApp):
         self.session = ControllerSession(fabric, cfg["policy"], params)  # bad params fail here
         # (switch, port) -> s: port events heard there are acted on this much later, as a
         # real switch's loss-of-signal or BFD timers would report them
-        self.detect_s = {(sw, int(port)): ms / 1e3 for sw, port, ms in cfg.get("detect_ms", [])}
+        self.detect_s = {
+            (sw, int(port)): ms / 1e3 * dilation for sw, port, ms in cfg.get("detect_ms", [])
+        }
         self.channel = ChannelServer(cfg["socket"], self.handle_request)
         self.channel.start()
         self.poller = hub.spawn(self._poll_ports)

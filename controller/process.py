@@ -55,6 +55,7 @@ class ControllerProcess:
         detect_ms: dict[tuple[str, int], float] | None = None,
         tls: TlsFiles | None = None,
         listen_host: str = "127.0.0.1",
+        time_dilation: float = 1.0,
     ) -> None:
         params = plain_params(dict(params or {}))  # JSON, as the process reads them
         compute(fabric, policy, params=params)  # a bad policy fails here, before any process starts
@@ -67,6 +68,7 @@ class ControllerProcess:
         self.socket = self.run_dir / "controller.sock"
         self.log = self.run_dir / "controller.log"
         self.poll_s = poll_s
+        self.time_dilation = float(time_dilation)  # wall seconds per real-equivalent one
         self.detect_ms = dict(detect_ms or {})
         self.tls = tls  # a run's PKI: OpenFlow over TLS only (controller.tls)
         if tls is None and not listen_host.startswith("127."):
@@ -102,6 +104,7 @@ class ControllerProcess:
                     "params": self.params,
                     "socket": str(self.socket),
                     "poll_s": self.poll_s,
+                    "time_dilation": self.time_dilation,
                     "detect_ms": [
                         [sw, port, ms] for (sw, port), ms in sorted(self.detect_ms.items())
                     ],

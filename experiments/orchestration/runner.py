@@ -37,6 +37,7 @@ from experiments.measurement.capture import Captures
 from experiments.measurement.sampler_process import SamplerProcess
 from experiments.measurement.samplers import SamplerError
 from experiments.measurement.server_samplers import ClusterSamplers
+from experiments.measurement.timebase import WALL_TABLES, real_time_events, real_time_table
 from experiments.orchestration.cluster import (
     agents_where,
     clock_offset_ns,
@@ -61,6 +62,7 @@ from topologies import Fabric
 from topologies.builder import Controller, FabricNetwork
 from topologies.cleanup import scratch_dir
 from topologies.qos import class_plan
+from topologies.scale import Scale
 from traffic.agents import AgentFleet
 
 log = logging.getLogger("kvfabric.runner")
@@ -272,6 +274,7 @@ def fabric_up(
     ctl = config.controller
     params = controller_params(ctl)
     qos = class_plan(ctl.qos.classes, ctl.qos.default_class) if ctl.qos.classes else None
+    scale = deployment.scale
     detect = detect_delays(resolved_of(config.faults), fabric)
     with contextlib.ExitStack() as stack:
         local = config.cluster.local if config.cluster is not None else None
@@ -301,6 +304,7 @@ def fabric_up(
                 scratch / "controller",
                 params,
                 detect_ms=detect,
+                time_dilation=scale.d,  # its timers run d times slower, as the run's
                 tls=tls,
                 listen_host=host,
             )
@@ -316,7 +320,6 @@ def fabric_up(
             "qos": qos,
             "plan": list(deployment.plan),
         }
-        scale = deployment.scale
         if cluster:
             from topologies.cluster.network import ClusterNetwork
 
@@ -417,6 +420,8 @@ def _traffic(
     clock: Mapping[str, Any] | None = None,
 ) -> None:
     cfg = p.run.config
+    scale = deployed.scale  # d: every wall-clock time below is the real one x d
+    sampler_hz = cfg.sampler.rate_hz / scale.d  # as many samples per real-equivalent second
     ports = {
         net.intf(e.node, e.port): (e.node, e.port)
         for e in net.plan
@@ -431,7 +436,7 @@ def _traffic(
         samplers: Any = ClusterSamplers(
             net,
             scratch / "samplers",
-            cfg.sampler.rate_hz,
+            sampler_hz,
             chunks_dir=run_dir,
             flush_s=cfg.sampler.flush_s,
             offsets_ns=offsets,
@@ -440,18 +445,18 @@ def _traffic(
         samplers = SamplerProcess(
             scratch / "samplers",
             ports,
-            cfg.sampler.rate_hz,
+            sampler_hz,
             chunks_dir=run_dir,
             flush_s=cfg.sampler.flush_s,
             link_ports=ports,
         )
-    faults = FaultInjector(net, cfg.faults, controller)
+    faults = FaultInjector(net, cfg.faults, controller, scale=scale)
     cap = cfg.capture
-    window = tuple(cap.window_s) if cap.window_s else None
+    window = tuple(scale.wall_s(t) for t in cap.window_s) if cap.window_s else None
     captures = Captures(
         net, run_dir / "captures", targets(p.fabric, list(cap.at)), cap.snaplen, cap.max_mb, window
     )
-    duration = cfg.duration_s
+    duration = scale.wall_s(cfg.duration_s)  # wall seconds, for the progress bar
     try:
         samplers.start()
         if window is None:
@@ -508,7 +513,7 @@ def _traffic(
             sw_before = tcpcount.fabric_switch_counters(net, intfs)
             try:
                 rec.tables["flows"] = fleet.run(
-                    timeout_s=duration + DRAIN_S,
+                    timeout_s=scale.wall_s(cfg.duration_s + DRAIN_S),
                     should_stop=should_stop,
                     on_start=started,
                     agent_kills=agent_kills(cfg.faults),
@@ -524,7 +529,7 @@ def _traffic(
                     {"hosts": tcp_after, "switches": tcpcount.fabric_switch_counters(net, intfs)},
                 )
                 faults.stop()
-                rec.events["faults"] = applied_faults(faults.applied, fleet)
+                rec.events["faults"] = applied_faults(faults.applied, fleet, scale)
                 if cap.at:
                     rec.events["captures"] = captures.stop()
                 rec.events["t0_ns"] = fleet.t0_ns
@@ -569,12 +574,16 @@ class ServerWatch:
         return self.seen
 
 
-def applied_faults(injected: list[dict[str, Any]], fleet: AgentFleet) -> list[dict[str, Any]]:
-    """The injector's rows and the coordinator's agent kills, as one timeline."""
+def applied_faults(
+    injected: list[dict[str, Any]], fleet: AgentFleet, scale: Scale
+) -> list[dict[str, Any]]:
+    """The injector's rows and the coordinator's agent kills, as one timeline (``at_s``:
+    real-equivalent, as the spec gives it; the rest on the wall clock until the tables
+    are written)."""
     t0 = fleet.t0_ns or 0
     kills = [
         {
-            "at_s": (k["due_ns"] - t0) / 1e9,
+            "at_s": scale.real_s((k["due_ns"] - t0) / 1e9),
             "event": "agent_kill",
             "fault": "agent_kill",
             "node": k["node"],
@@ -621,22 +630,36 @@ def _keep_logs(scratch: Path, run_dir: Path) -> None:
         shutil.copy2(path, logs / f"samplers-{where}.log")
 
 
-def write_tables(run_dir: Path, rec: Recorded) -> dict[str, str]:
+def write_tables(run_dir: Path, rec: Recorded, scale: Scale | None = None) -> dict[str, str]:
     """Each table of the run: the complete one if the run has it (its chunks, saved as the
     run went, are then dropped), else what its chunks hold, gathered into the table (the
     run stopped before it had the complete one: an error, a second Ctrl-C, a sampler
     process that died). Returns table -> ``complete`` or ``recovered``; a table with
-    neither is left out."""
+    neither is left out. At a time dilation (``scale``), the tables measured on the wall
+    clock and the events are written in real-equivalent time
+    (``experiments.measurement.timebase``), and ``rec`` holds them so."""
     sources: dict[str, str] = {}
+    t0 = rec.events.get("t0_ns")
+    dilated = scale is not None and scale.d != 1 and t0 is not None
     for name in TABLES:
         table = rec.tables.get(name)
         if table is not None and (len(table) or not chunks.chunk_paths(run_dir, name)):
-            results.write_table(run_dir, name, table)
             sources[name] = "complete"
         elif chunks.compact(run_dir, name) is not None:
-            rec.tables[name] = results.read_table(run_dir, name)
+            table = results.read_table(run_dir, name)
             sources[name] = "recovered"
+        else:
+            chunks.discard(run_dir, name)
+            continue
+        convert = dilated and name in WALL_TABLES
+        if convert:
+            table = real_time_table(table, scale, t0)
+        rec.tables[name] = table
+        if convert or sources[name] == "complete":  # a recovered one is written already
+            results.write_table(run_dir, name, table)
         chunks.discard(run_dir, name)
+    if dilated:
+        rec.events = real_time_events(rec.events, scale, t0)
     return sources
 
 
@@ -645,11 +668,13 @@ def _finish(
 ) -> dict[str, Any]:
     """Write the tables, judge fidelity, compute metrics, write summary and report."""
     config = p.run.config
-    sources = write_tables(run_dir, rec)
+    scale = p.deployment.scale
+    sources = write_tables(run_dir, rec, scale)
     results.write_json(run_dir, "events", rec.events)
     empty = pd.DataFrame()
     t = {name: rec.tables.get(name, empty) for name in TABLES}
-    rates = p.deployment.rates_bps  # the plan the fabric was shaped by
+    # the plan the fabric was shaped by, per real-equivalent second as the tables read
+    rates = {port: bps * scale.d for port, bps in p.deployment.rates_bps.items()}
     partial = rec.interrupted or bool(stop) or bool(rec.error)
     try:
         cpu = traffic_window(t["cpu"], rec.events)  # not agent start-up or teardown
@@ -664,7 +689,8 @@ def _finish(
             rates,
             p.fabric,
             config.fidelity,
-            capacity_mbps=p.envelope.capacity_mbps,
+            # the machine's switching capacity per real-equivalent second: d x its wall rate
+            capacity_mbps=lambda hops: p.envelope.capacity_mbps(hops) * scale.d,
             tcp=tcp,
             mtu=p.deployment.scale.mtu,
             rate_changes=rate_changes(rec.events.get("faults") or [], p.fabric, p.deployment.scale),

@@ -22,6 +22,7 @@ from typing import Any
 from experiments.orchestration.faults import FaultOp, fault_ops
 from experiments.spec.config import Fault
 from topologies.cleanup import STATE_DIR
+from topologies.scale import DEFAULT_SCALE, Scale
 
 
 class RunBusy(RuntimeError):
@@ -115,11 +116,14 @@ class FaultInjector:
     """Applies ``faults`` (the run's ``config.faults``, ``experiments.orchestration.faults``)
     at ``t0 + at_s`` on a running ``FabricNetwork`` (and its ``ControllerProcess``),
     from a thread; records when each operation took effect and which fault it was
-    part of. ``agent_kill`` is the agents' coordinator's to carry out (``agent_kills``)."""
+    part of. ``agent_kill`` is the agents' coordinator's to carry out (``agent_kills``).
+    ``scale``: ``at_s`` is real-equivalent; it falls at ``t0 + at_s × d`` on the wall
+    clock."""
 
     net: Any
     faults: Sequence[Fault]
     controller: Any = None
+    scale: Scale = DEFAULT_SCALE
     applied: list[dict[str, Any]] = field(default_factory=list)
     _cancel: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -134,7 +138,7 @@ class FaultInjector:
 
     def _run(self, t0_ns: int, ops: list[FaultOp]) -> None:
         for op in ops:
-            due = t0_ns + int(op.at_s * 1e9)
+            due = t0_ns + round(self.scale.wall_s(op.at_s) * 1e9)
             if self._cancel.wait(max(0.0, (due - time.monotonic_ns()) / 1e9)):
                 return
             if op.event == "controller_up":  # a restart takes a second: the timeline goes on

@@ -54,7 +54,7 @@ import pandas as pd
 
 from topologies.scale import Scale
 
-from ..driver import Driver
+from ..driver import Driver, dilated
 from ..wire import CONNECTIONS
 from ..workloads.deps import DependencyTracker
 from ..workloads.schedule import validate_schedule
@@ -303,7 +303,8 @@ class AgentFleet:
         until all flows are settled, ``timeout_s`` passed or ``should_stop()`` is true;
         collect and return the merged flows table. ``on_start(t0_ns)`` is called once
         t0 is fixed (fault injection times itself from it). ``agent_kills``: ``(at_s,
-        host)`` — that host's agent dies at t0 + at_s (``killed`` records each)."""
+        host)`` — that host's agent dies at t0 + at_s real-equivalent seconds (``killed``
+        records each). ``timeout_s`` is wall time."""
         if self.flows is not None:
             raise FleetError("a fleet runs its schedule once; make a new AgentFleet")
         if self.workers is None:
@@ -318,14 +319,16 @@ class AgentFleet:
             scale=self.scale,
             tenants=self.tenants,
             ips=self.ips,
-            driver=self.driver,
+            driver=dilated(self.driver, self.scale),
             timer_lead_ns=self.timer_lead_ns,
             udp_grace_ns=int(self.udp_grace_s * 1e9),
             stopped=self.stopped,
         )
         self.coordinator = coord
         t0 = self.t0_ns = time.monotonic_ns() + int(self.start_delay_s * 1e9)
-        coord.kills = sorted((t0 + int(at * 1e9), host) for at, host in agent_kills)
+        coord.kills = sorted(
+            (t0 + round(self.scale.wall_s(at) * 1e9), host) for at, host in agent_kills
+        )
         if on_start is not None:
             on_start(t0)
         cpu0 = time.thread_time()

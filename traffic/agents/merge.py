@@ -86,10 +86,13 @@ def plan(
     schedule: pd.DataFrame, scale: Scale, tenants: dict[str, int] | None = None
 ) -> pd.DataFrame:
     """The schedule with what agents need: ``bytes_emulated`` (scaled, header included),
-    ``kind_code`` and ``tenant_code`` (``tenants``, default: ``tenant_codes``)."""
+    ``kind_code`` and ``tenant_code`` (``tenants``, default: ``tenant_codes``), and
+    ``t_sched_ns`` on the wall clock (``× scale.d``: the schedule is real-equivalent)."""
     if not isinstance(scale, Scale):
         raise TypeError(f"scale={scale!r}; must be a topologies.scale.Scale")
     out = schedule.copy()
+    if scale.d != 1:
+        out["t_sched_ns"] = np.ceil(out["t_sched_ns"].to_numpy() * scale.d).astype("int64")
     out["bytes_emulated"] = [
         scale_bytes(int(b), bool(s), scale)
         for b, s in zip(out["bytes"], out["scaled"], strict=True)
