@@ -220,6 +220,7 @@ def execute(p: Prepared, out_root: Path, stop: StopFlag, progress: Any = None) -
         "seed": run.seed,
         "point": run.point,
         "scale": config.scale.bandwidth,
+        "time_dilation": p.deployment.scale.d,  # wall seconds per real-equivalent second
         "started": started.isoformat(timespec="seconds"),
     }
     results.write_json(

@@ -316,6 +316,13 @@ def _spec_lines(run: Run) -> list[str]:
             f"a 400 Gbit/s link for {frame * 8 / (400e9 * scale) * 1e3:.2g} ms, the grain of "
             "every queue and transfer time"
         )
+    d = s.get("time_dilation") or 1
+    if d != 1:
+        lines.append(
+            f"- time dilation {d:g}: the emulation ran {d:g} times slower than the real "
+            f"fabric (links at real × scale ÷ {d:g}, every time × {d:g} on the wall clock); "
+            "every time and rate in this report is real-equivalent"
+        )
     if c is not None:
         lines.append(f"- policy: **{c.controller.policy}**")
         for i, (w, params) in enumerate(zip(c.workloads, written_workloads, strict=True)):
