@@ -18,6 +18,15 @@ from experiments.cli.topo_placement import parse_servers, placement_info, print_
 from experiments.orchestration import envelope
 from topologies import Fabric, FabricError, defaults, make_fabric
 from topologies.generators import GENERATORS, parse_param
+from topologies.grain import (
+    BaseRtt,
+    QueueGrain,
+    base_rtt,
+    dilation_sentence,
+    limits_sentence,
+    queue_grain,
+    rtt_sentence,
+)
 from topologies.placement import MachineShare, Placement, place
 from topologies.scale import Scale
 from topologies.shaping import switching_demand_mbps
@@ -136,6 +145,14 @@ def cmd_topo(args: argparse.Namespace) -> int:
         fits=problem is None,
         problem=problem,
     )
+    rtt = base_rtt(fabric, scale)
+    grain = queue_grain(fabric, scale, rtt)
+    info["grain"] = {
+        "time_dilation": scale.time_dilation,
+        "base_rtt_us": rtt.rtt_us if rtt else None,
+        "base_rtt_path": list(rtt.path) if rtt else None,
+        "queues": [row.to_dict() for row in grain],
+    }
     placed = None
     if args.servers is not None:
         machines = parse_servers(args.servers, capacity)
@@ -167,12 +184,55 @@ def cmd_topo(args: argparse.Namespace) -> int:
         "fits this machine", f"{fits} ({demand:.0f} of {capacity:.0f} Mbit/s switch-hop capacity)"
     )
     console.print(table)
+    _print_grain(grain, rtt, scale)
     say(f"envelope: {escape(env.source)}")
     if problem:
         say(f"[red]does not fit[/red]: {escape(problem)}")
     if placed is not None:
         print_placement(fabric, *placed)
     return EXIT_OK
+
+
+def _print_grain(grain: list[QueueGrain], rtt: BaseRtt | None, scale: Scale) -> None:
+    """The grain of the fabric's queues (``topologies.grain``) as a table and three lines."""
+    per_packet = f"{scale.real_bytes_per_packet:,.0f}"
+    table = Table(
+        title=f"grain of the fabric's queues: a packet is {per_packet} real bytes",
+        caption="real-equivalent µs; buffer B are emulated bytes",
+    )
+    for name in (
+        "egress",
+        "ports",
+        "Gbit/s",
+        "buffer pkts",
+        "buffer B",
+        "buffer µs real",
+        "BDP pkts",
+        "wall Mbit/s",
+    ):
+        table.add_column(
+            name, justify="left" if name == "egress" else "right", no_wrap=name == "egress"
+        )
+    for row in grain:
+        table.add_row(
+            "\n".join(row.directions),
+            str(row.n_ports),
+            f"{row.real_gbps:g}",
+            str(row.buffer_pkts),
+            f"{row.buffer_bytes:,}",
+            f"{row.buffer_real_us:,.4g}"
+            if row.buffer_real_us < 1e4
+            else f"{row.buffer_real_us:,.0f}",
+            "–" if row.bdp_pkts is None else f"{row.bdp_pkts:.3g}",
+            "–" if row.wall_mbps is None else _rate_text(row.wall_mbps),
+        )
+    console.print(table)
+    for line in (rtt_sentence(rtt), dilation_sentence(scale), limits_sentence(scale)):
+        say(escape(line))
+
+
+def _rate_text(mbps: float) -> str:
+    return f"{mbps:,.0f}" if mbps >= 100 else f"{mbps:.3g}"
 
 
 def _placed(

@@ -38,6 +38,7 @@ from experiments.output.formatting import (
     units_note,
     write_text,
 )
+from experiments.output.grain import grain_lines
 from experiments.output.metric_rows import (
     LATENCY_ROWS,
     PLOTS,
@@ -89,6 +90,7 @@ def _write_single(run: Run, out: Path) -> Path:
     lines += _fault_lines(m)
     lines += _capture_lines(run)
     lines += _spec_lines(run)
+    lines += grain_lines(run.config, at_path(m, ("queue_pkts", "hottest")) or [])
     lines += _metric_lines(m)
     lines += _estimate_lines(run.summary.get("estimate"))
     lines += _plot_lines(run, out)

@@ -19,6 +19,22 @@ def test_topo_show_json_has_the_contract_keys(capsys):
     assert info["emulated_mbps_by_real_gbps"] == {"100": 10.0}
 
 
+def test_topo_show_states_the_grain_of_each_queue_class(capsys):
+    # incast-collapse: 100 Gbit/s host ports and 400 Gbit/s uplinks, 16-packet buffers
+    assert main(["topo", "show", "incast-collapse", "--json"]) == EXIT_OK
+    grain = json.loads(capsys.readouterr().out)["grain"]
+    assert grain["base_rtt_path"] == ["h0", "leaf0", "spine0", "leaf1", "h8"]
+    host, uplink = grain["queues"]
+    assert (host["real_gbps"], host["ports"], host["buffer_pkts"]) == (100, 32, 16)
+    assert host["real_bytes_per_packet"] == pytest.approx(15.14e6)
+    assert host["buffer_real_us"] == pytest.approx(19_379.2)  # 16 × 15.14 MB at 100 Gbit/s
+    assert (host["bdp_pkts"], uplink["bdp_pkts"]) == (pytest.approx(5), pytest.approx(20))
+    assert main(["topo", "show", "incast-collapse"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "a packet is 15,140,000 real bytes" in out and "19,379" in out
+    assert "not RDMA over lossless Ethernet" in out
+
+
 def test_topo_show_says_whether_the_fabric_fits(capsys):
     main(["topo", "show", "spine_leaf", "--json"])
     small = json.loads(capsys.readouterr().out)

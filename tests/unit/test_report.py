@@ -490,3 +490,20 @@ def test_a_stored_spec_the_schema_cannot_read_leaves_the_configuration_unknown(t
     text = write_report([run_dir]).read_text()
     assert "- experiment: incast-basic," in text and "- fabric:" not in text
     assert "- scale: 0.0001" in text  # summary.json's
+
+
+def test_the_report_states_the_grain_of_every_queue(tmp_path):
+    """SPEC's spine_leaf 2 × 2 × 4 at scale 1e-4: 100 and 400 Gbit/s ports, 64-packet
+    buffers; the canned run's hottest queue (leaf0 eth2) is a 100 Gbit/s one."""
+    text = write_report([canned_run(tmp_path)]).read_text()
+    section = text.split("### Grain of the fabric's queues")[1].split("## Key metrics")[0]
+    assert (
+        "| gpu→leaf, leaf→gpu | 16 | 100 | 15,140,000 | 64 | 96,896 | 77,517 | 5 | 10 "
+        "| leaf0:2 (mean 21.92, max 45 packets) |" in section
+    )
+    assert (
+        "| leaf→spine, spine→leaf | 8 | 400 | 15,140,000 | 64 | 96,896 | 19,379 | 20 | 40 | – |"
+        in section
+    )
+    assert "both ways: 6,056 µs real-equivalent" in section
+    assert "Time dilation d = 1" in section and "not RDMA over lossless Ethernet" in section
