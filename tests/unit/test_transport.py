@@ -4,6 +4,7 @@ warnings a user reads before a dilated run."""
 import pytest
 
 from topologies import rail_optimized, spine_leaf
+from topologies.builder import FabricNetwork
 from topologies.hostconfig import host_routes, ip_commands
 from topologies.scale import Scale
 from topologies.transport import (
@@ -134,3 +135,11 @@ def test_kernel_rto_min_and_delayed_ack_are_named_at_d_above_1():
     assert "transport.rto_min_ms: 200" in lines[0]
     assert "10–50 ms real-equivalent" in lines[1]
     assert "transport.delayed_ack: false" in lines[1]
+
+
+def test_the_builder_refuses_a_minimum_rto_before_building_anything():
+    f = spine_leaf(spines=1, leaves=2, hosts_per_leaf=2)
+    with pytest.raises(ValueError, match="is 160000 ms of wall time"):
+        FabricNetwork(f, at(8), rules=object(), transport=Transport(rto_min_ms=20_000))
+    net = FabricNetwork(f, at(4), rules=object(), transport=Transport(rto_min_ms=5))
+    assert net.names is None  # not started: nothing was built
