@@ -1,6 +1,6 @@
 """Fabrics as pure data (``fabric``, ``generators``, ``naming``, ``scale``, ``shaping``,
-``qos``, ``hostconfig``, ``placement``, ...: no root, no Mininet; the package exports
-the fabric and its generators) and the modules that act on machines: ``builder`` (a
+``qos``, ``hostconfig``, ``transport``, ``placement``, ...: no root, no Mininet; the
+package exports the fabric and its generators) and the modules that act on machines: ``builder`` (a
 fabric built as a Mininet network on this machine), ``machine`` (what this machine can
 emulate), ``processes`` (commands and helper processes), ``cleanup`` and ``ovs_tx``;
 ``cluster`` spreads a fabric over several machines (Mininet in its ``network`` and

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from .cleanup import RunRecord, remove_prefix, taken_prefixes
 from .fabric import Fabric, port_mac
-from .hostconfig import ip_commands
+from .hostconfig import host_address, ip_commands
 from .machine import ovs_kernel_datapath, preflight
 from .naming import RunNames, new_prefix
 from .ovs_tx import PIDFILE, TxBuffer, needed_bytes, packet_truesize
@@ -38,6 +38,7 @@ from .shaping import (
     frame_bytes,
     htb_commands,
 )
+from .transport import TransportSettings, route_commands, route_options
 
 log = logging.getLogger("kvfabric.builder")
 
@@ -86,6 +87,8 @@ class FabricNetwork:
     and switch ports); link buffers keep their bytes (``topologies.shaping.queue_frames``).
     ``plan``: the egress plan of ``fabric`` at ``scale`` when the caller has it
     (``egress_plan``, computed once per run), else it is computed here.
+    ``transport``: TCP's minimum RTO (real-equivalent, stretched by the time dilation)
+    and delayed ACKs on every host route (``topologies.transport``; None: the kernel's).
     """
 
     def __init__(
@@ -98,6 +101,7 @@ class FabricNetwork:
         rules: RuleInstaller | None = None,
         qos: ClassPlan | None = None,
         plan: list[Egress] | None = None,
+        transport: TransportSettings | None = None,
     ) -> None:
         if not isinstance(scale, Scale):
             raise TypeError(f"FabricNetwork: scale={scale!r} must be a topologies.scale.Scale")
@@ -116,6 +120,8 @@ class FabricNetwork:
         self.qos = qos
         # errors first
         self.plan: list[Egress] = egress_plan(fabric, scale) if plan is None else list(plan)
+        route_options(transport, scale)  # refuses a minimum RTO the kernel cannot honour
+        self.transport = transport
         self.names: RunNames | None = None
         self.net: Any = None
         self.record: RunRecord | None = None
@@ -225,7 +231,7 @@ class FabricNetwork:
         for node in self.fabric.nodes:
             name = self.names.node(node)
             if node.is_host:
-                net.addHost(name, ip=f"{node.ip}/8", mac=None)
+                net.addHost(name, ip=host_address(self.fabric, node.name), mac=None)
             else:
                 net.addSwitch(name, dpid=f"{node.dpid:016x}")
         self._add_links(net)
@@ -279,6 +285,7 @@ class FabricNetwork:
                 )
             self._check(mn.pexec("sysctl", "-q", "-w", *HOST_SYSCTLS), f"sysctl on {host.name}")
             cmds = ip_commands(self.fabric, host.name, self.intf)
+            cmds += route_commands(self.fabric, host.name, self.intf, self.transport, self.scale)
             if self.mtu != DEFAULT_MTU:
                 cmds = [
                     ["link", "set", "dev", self.intf(host.name, port), "mtu", str(self.mtu)]
@@ -286,7 +293,7 @@ class FabricNetwork:
                 ] + cmds
             self._check(
                 self.host_exec(host.name, ["ip", "-batch", "-"], batch_text(cmds)),
-                f"static ARP/routes on {host.name}",
+                f"static ARP/routes/TCP timers on {host.name}",
             )
         for place, switches in self.by_place(sw.name for sw in self.fabric.switches).items():
             # Best effort: some offloads are fixed on veth; the qdisc sees MTU packets anyway.
@@ -376,8 +383,24 @@ class FabricNetwork:
             args = ["ip", "link", "set", "dev", self.intf(node, port), state]
             if self.fabric.node(node).is_host:
                 self._check(self.host_exec(node, args), f"link {state} on {node}")
+                if up:
+                    self._retime_routes(node, self.intf(node, port))
             else:
                 self._check(self.run_at(self.place_of(node), args), f"link {state} on {node}")
+
+    def _retime_routes(self, host: str, dev: str) -> None:
+        """The transport options again on ``host``'s routes over ``dev``: a link down
+        removes its routes, and the one its address makes comes back without them."""
+        cmds = [
+            c
+            for c in route_commands(self.fabric, host, self.intf, self.transport, self.scale)
+            if c[c.index("dev") + 1] == dev
+        ]
+        if cmds:
+            self._check(
+                self.host_exec(host, ["ip", "-batch", "-"], batch_text(cmds)),
+                f"TCP timers on {host}'s routes over {dev}",
+            )
 
     def set_rate(self, a: str, b: str, gbps: float) -> None:
         """Shape both egresses of the link between ``a`` and ``b`` to ``gbps``

@@ -146,6 +146,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         prepared = prepare(spec, runs, force=True)
         for p in prepared:
             _print_demand(p, console)
+            _print_transport([(p.run.config, p.deployment.scale)], console, p.run.label)
             c = p.run.config.cluster
             if c is not None and (c.servers or c.local):
                 _print_cluster(p)
@@ -157,6 +158,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     if not args.quiet:
         console.print(f"[bold]{spec.name}[/bold]: {len(runs)} run(s) → {args.out}/{spec.name}/")
+        _print_transport([(r.config, r.config.scale) for r in runs], err)
 
     def announce(name: str) -> None:
         err.print(
@@ -235,6 +237,21 @@ def _print_demand(p: Any, console: Console) -> None:
     console.print(table)
     for line in plan.exceeded:
         console.print(f"[red]exceeded[/red]: {escape(line)}", soft_wrap=True)
+
+
+def _print_transport(runs: list[tuple[Any, Any]], out: Console, label: str = "") -> None:
+    """What of TCP does not dilate at each run's time dilation (``topologies.transport``):
+    each line once, however many runs it applies to. A dilation still ``auto`` is
+    judged when the planner has chosen it."""
+    from topologies.transport import dilation_warnings
+
+    lines = {}
+    for config, scale in runs:
+        if not scale.auto:
+            lines |= dict.fromkeys(dilation_warnings(config.agents.cc, config.transport, scale))
+    where = f"{label}: " if label else ""
+    for line in lines:
+        out.print(f"[yellow]{escape(where)}transport[/yellow]: {escape(line)}", soft_wrap=True)
 
 
 def _print_cluster(p: Any) -> None:

@@ -320,6 +320,7 @@ def fabric_up(
             "controller": Controller(host=host, port=proc.port, tls=switch_tls),
             "qos": qos,
             "plan": list(deployment.plan),
+            "transport": config.transport,  # TCP timers x the dilation (topologies.transport)
         }
         if cluster:
             from topologies.cluster.network import ClusterNetwork

@@ -36,6 +36,8 @@ class RunConfig:
     controller: Controller
     # the processes that send and receive every host's traffic
     agents: Agents
+    # TCP's timers in every host, real-equivalent: stretched × scale.time_dilation
+    transport: Transport
     # the switch-queue sampler
     sampler: Sampler
     # the verdict's thresholds
@@ -217,7 +219,7 @@ class QosClass:
 class Agents:
     """the processes that send and receive every host's traffic (``agents``)."""
 
-    # the hosts' TCP congestion control
+    # the hosts' TCP congestion control (transport.congestion is another name for it)
     cc: Literal['cubic', 'reno', 'bbr']
     # one TCP connection per host pair, or one per flow
     connection: Literal['persistent', 'per_flow']
@@ -226,6 +228,24 @@ class Agents:
     # seconds between saves of the finished flows, requests and tokens to the run folder while it
     # runs (a killed run keeps them)
     flush_s: float
+
+
+@dataclass(frozen=True)
+class Transport:
+    """TCP's timers in every host, real-equivalent: stretched × scale.time_dilation
+    (``transport``).
+    """
+
+    # the hosts' TCP congestion control, another name for agents.cc: set either (both only to the
+    # same value); null: agents.cc decides; the resolved spec holds the one in use in both
+    congestion: Literal['cubic', 'reno', 'bbr'] | None
+    # TCP's minimum retransmission timeout, real-equivalent ms: every host route gets rto_min of
+    # this × scale.time_dilation wall ms (at most 120 s); null: the kernel's 200 ms of wall time,
+    # which does not dilate
+    rto_min_ms: float | None
+    # the kernel's delayed ACKs (40–200 ms of wall time, which do not dilate); false: quickack on
+    # every host route, an ACK per segment
+    delayed_ack: bool
 
 
 @dataclass(frozen=True)
@@ -732,6 +752,7 @@ SECTIONS = (
     Qos,
     QosClass,
     Agents,
+    Transport,
     Sampler,
     Fidelity,
     Capture,

@@ -400,6 +400,17 @@ def remember(name: str, check: Check) -> Check:
     return Check(fn, check.allowed, check.accepts, check.json)
 
 
+def given_keys(name: str, check: Check) -> Check:
+    """``check`` of a section, and keep the keys the spec wrote in it in
+    ``ctx.extra[f"{name} given"]``, for rules between a key and another's alias."""
+
+    def fn(value: Any, path: str, ctx: Ctx) -> Any:
+        ctx.extra[f"{name} given"] = frozenset(value) if isinstance(value, dict) else frozenset()
+        return check(value, path, ctx)
+
+    return Check(fn, check.allowed, check.accepts, check.json)
+
+
 def divides(path: str, tp: int, whole: int, what: str) -> None:
     """``tp`` must divide ``whole`` (KV heads, GPUs of an instance, hosts of a list)."""
     if whole % tp:

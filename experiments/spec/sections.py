@@ -28,6 +28,7 @@ from experiments.spec.schema import (
     capture_point,
     choice,
     either,
+    given_keys,
     host,
     integer,
     join,
@@ -58,6 +59,7 @@ from topologies.scale import (
     Scale,
 )
 from topologies.shaping import MAX_BUFFER_PKTS
+from topologies.transport import RTO_MAX_MS
 from traffic.wire import CONNECTIONS
 
 POLICIES = tuple(known_policies())  # the controller's registry: a new policy is a spec value
@@ -285,6 +287,32 @@ def _spec_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
     # at auto, the smallest dilation (1): the planner checks the rates again at its choice
     faults_post(out["faults"], ctx.fabric, scale.dilated(1) if scale.auto else scale)
     _tenants_post(out, path, ctx)
+    _transport_post(out, path, ctx, scale)
+
+
+def _transport_post(out: dict[str, Any], path: str, ctx: Ctx, scale: Scale) -> None:
+    """transport.congestion and agents.cc name one setting: a spec sets either, or both
+    to the same value; the resolved spec holds the one in use in both. The minimum RTO
+    must fit the kernel's range at the dilation (at auto, checked again when built)."""
+    transport, agents = out["transport"], out["agents"]
+    given = transport["congestion"]
+    if given is not None:
+        if "cc" in ctx.extra.get("agents given", ()) and agents["cc"] != given:
+            raise bad(
+                join(path, "transport.congestion"),
+                given,
+                f"agents.cc's value ({agents['cc']}) or null: the two keys name one setting",
+            )
+        agents["cc"] = given
+    transport["congestion"] = agents["cc"]
+    rto_min = transport["rto_min_ms"]
+    if rto_min is not None and not scale.auto and rto_min * scale.d > RTO_MAX_MS:
+        raise bad(
+            join(path, "transport.rto_min_ms"),
+            rto_min,
+            f"at most {RTO_MAX_MS / scale.d:g} at scale.time_dilation {scale.d:g}",
+            f"{rto_min * scale.d:g} ms of wall time is above the kernel's {RTO_MAX_MS} ms cap",
+        )
 
 
 def _tenants_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
@@ -348,31 +376,66 @@ SPEC_FIELDS: dict[str, Field] = {
         remember("controller", CONTROLLER), {}, "routing policy, tenants and QoS classes"
     ),
     "agents": Field(
+        given_keys(
+            "agents",
+            section(
+                {
+                    "cc": Field(
+                        choice(CONGESTION_CONTROLS),
+                        "cubic",
+                        "the hosts' TCP congestion control (transport.congestion is another "
+                        "name for it)",
+                    ),
+                    "connection": Field(
+                        choice(CONNECTIONS),
+                        "persistent",
+                        "one TCP connection per host pair, or one per flow",
+                    ),
+                    "processes": Field(
+                        either(choice(["auto", "per_host"]), integer(1)),
+                        "auto",
+                        "agent worker processes: one per CPU (auto), one per host, or N",
+                    ),
+                    "flush_s": Field(
+                        number(gt=0, le=3600),
+                        2.0,
+                        "seconds between saves of the finished flows, requests and tokens to "
+                        "the run folder while it runs (a killed run keeps them)",
+                    ),
+                }
+            ),
+        ),
+        {},
+        "the processes that send and receive every host's traffic",
+    ),
+    "transport": Field(
         section(
             {
-                "cc": Field(
-                    choice(CONGESTION_CONTROLS), "cubic", "the hosts' TCP congestion control"
+                "congestion": Field(
+                    optional(choice(CONGESTION_CONTROLS)),
+                    None,
+                    "the hosts' TCP congestion control, another name for agents.cc: set "
+                    "either (both only to the same value); null: agents.cc decides; the "
+                    "resolved spec holds the one in use in both",
                 ),
-                "connection": Field(
-                    choice(CONNECTIONS),
-                    "persistent",
-                    "one TCP connection per host pair, or one per flow",
+                "rto_min_ms": Field(
+                    optional(number(ge=1, le=RTO_MAX_MS)),
+                    None,
+                    "TCP's minimum retransmission timeout, real-equivalent ms: every "
+                    "host route gets rto_min of this × scale.time_dilation wall ms (at "
+                    "most 120 s); null: the kernel's 200 ms of wall time, which does not "
+                    "dilate",
                 ),
-                "processes": Field(
-                    either(choice(["auto", "per_host"]), integer(1)),
-                    "auto",
-                    "agent worker processes: one per CPU (auto), one per host, or N",
-                ),
-                "flush_s": Field(
-                    number(gt=0, le=3600),
-                    2.0,
-                    "seconds between saves of the finished flows, requests and tokens to "
-                    "the run folder while it runs (a killed run keeps them)",
+                "delayed_ack": Field(
+                    boolean(),
+                    True,
+                    "the kernel's delayed ACKs (40–200 ms of wall time, which do not "
+                    "dilate); false: quickack on every host route, an ACK per segment",
                 ),
             }
         ),
         {},
-        "the processes that send and receive every host's traffic",
+        "TCP's timers in every host, real-equivalent: stretched × scale.time_dilation",
     ),
     "sampler": Field(
         section(

@@ -128,3 +128,4 @@ def test_fabric_up_builds_by_the_deployments_plan_and_yields_it(prepared, tmp_pa
     assert deployed == d and deployed.cluster is None
     assert built["scale"] == d.scale and built["plan"] == list(d.plan)
     assert "mtu" not in built  # the MTU travels in the Scale
+    assert built["transport"] == prepared.run.config.transport  # its times x the Scale's d

@@ -50,6 +50,22 @@ def test_dry_run_lists_every_sweep_point_without_building(capsys):
     assert "senders=1,seed=7: 5 scheduled" in out and "senders=7,seed=7: 35 scheduled" in out
 
 
+def test_dry_run_names_what_of_tcp_does_not_dilate(tmp_path, capsys):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(SPEC)
+    assert main(["run", str(path), "--dry-run"]) == 0
+    assert "transport" not in capsys.readouterr().out  # d = 1: every timer is real
+    assert main(["run", str(path), "--dry-run", "--set", "scale.time_dilation=4"]) == 0
+    out = capsys.readouterr().out
+    assert "seed=1: transport: congestion control cubic at time dilation 4" in out
+    assert "200 ms minimum RTO is wall time: 50 ms real-equivalent" in out
+    assert "10–50 ms real-equivalent" in out
+    faithful = "transport={congestion: reno, rto_min_ms: 200, delayed_ack: false}"
+    args = ["run", str(path), "--dry-run", "--set", "scale.time_dilation=4", "--set", faithful]
+    assert main(args) == 0
+    assert "transport" not in capsys.readouterr().out  # reno and stretched timers dilate
+
+
 @pytest.mark.parametrize(
     "args, says",
     [

@@ -180,6 +180,7 @@ def test_good_specs_load_and_fill_every_default(spec):
         "cluster",
         "controller",
         "agents",
+        "transport",
         "sampler",
         "fidelity",
         "capture",
@@ -187,6 +188,11 @@ def test_good_specs_load_and_fill_every_default(spec):
         "workloads",
         "noisy_neighbour",
     ]
+    assert r["transport"] == {
+        "congestion": r["agents"]["cc"],
+        "rto_min_ms": None,
+        "delayed_ack": True,
+    }
     assert r["capture"] == {"at": [], "snaplen": 65535, "max_mb": 20.0, "window_s": None}
     assert r["cluster"] is None  # this machine alone
     assert r["sampler"]["rate_hz"] == 200.0
@@ -368,6 +374,20 @@ BAD = [
         ["controller.qos.classes:", "at most 1"],
     ),
     ("cc", "incast", "agents.cc", "vegas", ["agents.cc:", "'vegas'", "cubic, reno, bbr"]),
+    (
+        "transport cc unknown",
+        "incast",
+        "transport.congestion",
+        "vegas",
+        ["transport.congestion:", "'vegas'", "cubic, reno, bbr"],
+    ),
+    (
+        "rto_min below 1 ms",
+        "incast",
+        "transport.rto_min_ms",
+        0.5,
+        ["transport.rto_min_ms:", "0.5", ">= 1"],
+    ),
     ("connection", "incast", "agents.connection", "pool", ["agents.connection:", "per_flow"]),
     ("sampler rate", "incast", "sampler.rate_hz", 0, ["sampler.rate_hz:", "> 0"]),
     ("cpu threshold", "incast", "fidelity.cpu_max_pct", 150, ["fidelity.cpu_max_pct:", "<= 100"]),
@@ -962,6 +982,51 @@ def test_a_combination_that_fails_is_reported_at_expansion():
     )
     with pytest.raises(SpecError, match=r"sweep point hosts_per_leaf=1,senders=3: .*1\.\.1"):
         expand(spec)
+
+
+# ---- transport: TCP's timers and the congestion control's two names -------------------------
+
+
+@pytest.mark.parametrize(
+    ("given", "cc"),
+    [
+        ({}, "cubic"),
+        ({"transport.congestion": "reno"}, "reno"),
+        ({"agents.cc": "bbr"}, "bbr"),
+        ({"agents.cc": "reno", "transport.congestion": "reno"}, "reno"),
+    ],
+)
+def test_congestion_is_agents_cc_by_another_name(given, cc):
+    spec = INCAST
+    for path, value in given.items():
+        spec = _with(spec, path, value)
+    r = _load(spec).resolved
+    assert r["agents"]["cc"] == r["transport"]["congestion"] == cc
+    again = load_spec(resolved_yaml(expand(_load(spec))[0]))  # both written, equal: accepted
+    assert again.resolved == r
+
+
+def test_two_congestion_controls_are_refused():
+    spec = _with(_with(INCAST, "agents.cc", "bbr"), "transport.congestion", "reno")
+    with pytest.raises(SpecError) as info:
+        _load(spec)
+    assert info.value.path == "transport.congestion"
+    assert "'reno'" in str(info.value) and "agents.cc's value (bbr) or null" in str(info.value)
+    sweep = _with(_with(INCAST, "transport.congestion", "reno"), "sweep", {"agents.cc": ["bbr"]})
+    with pytest.raises(SpecError, match=r"sweep\.agents\.cc\.0: .*transport\.congestion"):
+        _load(sweep)
+
+
+def test_rto_min_must_fit_the_kernels_cap_at_the_dilation():
+    spec = _with(_with(INCAST, "scale.time_dilation", 4), "transport.rto_min_ms", 40_000)
+    with pytest.raises(SpecError) as info:
+        _load(spec)
+    assert info.value.path == "transport.rto_min_ms"
+    assert "at most 30000 at scale.time_dilation 4" in str(info.value)
+    ok = _load(_with(spec, "transport.rto_min_ms", 30_000)).resolved["transport"]
+    assert ok == {"congestion": "cubic", "rto_min_ms": 30_000.0, "delayed_ack": True}
+    # at auto the planner's dilation is not known yet: the builder checks it again
+    assert _load(_with(spec, "scale.time_dilation", "auto")).resolved["transport"]
 
 
 # ---- resolved round trip and bundled specs -------------------------------------------------

@@ -28,6 +28,7 @@ from typing import Any
 
 from ..builder import BuildError, FabricNetwork
 from ..fabric import Fabric
+from ..hostconfig import host_address
 from ..scale import Scale
 from .local import local_cluster_of
 from .ssh import Server
@@ -161,7 +162,7 @@ class ClusterNetwork(FabricNetwork):
             name = self.names.node(node)
             where = self._node_params(node.name)
             if node.is_host:
-                net.addHost(name, ip=f"{node.ip}/8", mac=None, **where)
+                net.addHost(name, ip=host_address(self.fabric, node.name), mac=None, **where)
             else:
                 net.addSwitch(name, dpid=f"{node.dpid:016x}", **where)
         self._add_links(net)
