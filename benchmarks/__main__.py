@@ -33,8 +33,9 @@ BENCHMARKS = {  # name -> module (each has run(quick) -> record)
     "controller-timing": "controller_timing",
     "scale-64": "scale",
     "soak": "soak",
+    "dilation": "dilation",
 }
-ON_REQUEST = {"soak"}  # too long for "all": run only when named
+ON_REQUEST = {"soak", "dilation"}  # too long for "all": run only when named
 TIMED = {"soak"}  # take --minutes
 
 

@@ -111,3 +111,32 @@ def test_write_refuses_a_record_without_the_required_keys(tmp_path):
 def test_clean_and_shell_times():
     assert clean({"a": (np.int64(2), float("inf"))}) == {"a": [2, None]}
     assert shell_times_s("0m0.010s 0m0.000s\n1m2.500s 0m0.250s\n") == pytest.approx(62.75)
+
+
+def test_the_dilation_benchmark_reads_headline_figures_and_judges_agreement_by_the_seeds():
+    from benchmarks.dilation import agreement, figures
+
+    summary = {
+        "metrics": {
+            "ttft_ms": {"p50": 100.0, "p99": 150.0},
+            "incast": {"goodput_mbps": {"mean": 9.0}},
+            "fct_ms": {"p50": 20.0, "p99": 40.0},
+        }
+    }
+    got = figures(summary)
+    assert got == {
+        "ttft_ms_p50": 100.0,
+        "ttft_ms_p99": 150.0,
+        "incast_goodput_mbps": 9.0,
+        "fct_ms_p50": 20.0,
+        "fct_ms_p99": 40.0,
+    }
+    by_d = {
+        1: [{"x": 10.0}, {"x": 12.0}, {"x": 11.0}],  # mean 11, sd 1, range 2
+        2: [{"x": 12.5}, {"x": 13.5}],  # mean 13: within max(2 sd, range) = 2
+        4: [{"x": 14.0}, {"x": 14.2}],  # mean 14.1: outside
+    }
+    rows = {r["d"]: r for r in agreement(by_d)}
+    assert rows[2]["agrees"] and not rows[4]["agrees"]
+    assert rows[2]["n_1"] == 3 and rows[4]["ratio"] == 14.1 / 11
+    assert agreement({1: [{"x": 1.0}], 2: [{"x": 5.0}]}) == []  # one seed has no spread
