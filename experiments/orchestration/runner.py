@@ -13,14 +13,13 @@ complete summary only at the end, so nothing half-written looks complete.
 from __future__ import annotations
 
 import contextlib
-import copy
 import logging
 import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -194,7 +193,7 @@ def prepare(
         )
         plan.exceeded = list(dilation.exceeded)  # judged at the chosen d
         if deployment is None:
-            run = at_dilation(run, dilation.d)
+            run = run.at_time_dilation(dilation.d)
             deployment = Deployment.of(fabric, run.config.scale)
         forced = force and bool(plan.exceeded)
         out.append(Prepared(run, fabric, plan, deployment, env, why, forced, dilation))
@@ -202,13 +201,6 @@ def prepare(
     if over and not force:
         raise EnvelopeExceeded(over)
     return out
-
-
-def at_dilation(run: RunSpec, d: float) -> RunSpec:
-    """``run`` with its ``scale.time_dilation`` set to ``d`` (an integer where it is one)."""
-    resolved = copy.deepcopy(run.resolved)
-    resolved["scale"]["time_dilation"] = int(d) if float(d).is_integer() else float(d)
-    return replace(run, resolved=resolved)
 
 
 def check_writable(root: Path) -> None:
