@@ -30,6 +30,7 @@ from .fabric import FabricError
 DEFAULT_BANDWIDTH_SCALE = 1.0e-4  # 400 Gbit/s runs at 40 Mbit/s
 DEFAULT_MTU = 1500
 MAX_TIME_DILATION = 1024.0  # a 10 s run would take 2.8 h of wall time
+DEFAULT_MAX_DILATION = 64.0  # the largest auto picks unless told: 10 s take 11 min
 MAX_MTU = 9000  # jumbo frames: veth and the userspace datapath carry 9000
 ETHERNET_HEADER_BYTES = 14
 

@@ -2,7 +2,8 @@
 runs), ``kvfabric list`` and ``kvfabric cli``: the commands that build fabrics
 from specs. ``--cluster user@host,...`` sets a spec's ``cluster.servers``; ``--dry-run``
 then shows the placement on them. Exit codes: 0 every run complete, 1 a run failed,
-was interrupted or could not start (a multi-server build, in this version), 2 bad input."""
+was interrupted or could not start (a multi-server build, in this version) or, with
+``--dry-run``, would be refused; 2 bad input."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from experiments.spec.load import (
     load_spec,
     locate,
 )
+from topologies.scale import DEFAULT_MAX_DILATION, MAX_TIME_DILATION
 
 ROOT = SPECS_DIR.parents[1]
 FLAGSHIP = "topology-aware-placement"  # kvfabric demo, make demo
@@ -106,6 +108,26 @@ def _run_options(r: argparse.ArgumentParser) -> None:
         help="run even where the plan exceeds this machine's envelope; the "
         "results then say 'envelope: exceeded'",
     )
+    r.add_argument(
+        "--max-dilation",
+        type=_max_dilation,
+        default=DEFAULT_MAX_DILATION,
+        metavar="N",
+        help="the largest time dilation scale.time_dilation: auto may choose (default "
+        f"{DEFAULT_MAX_DILATION:g}): a run at d takes d times its duration of wall time",
+    )
+
+
+def _max_dilation(text: str) -> float:
+    """``--max-dilation`` checked, as argparse reports bad input (exit 2)."""
+    from experiments.orchestration.dilation import check_max_dilation
+
+    try:
+        return check_max_dilation(float(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not allowed: must be a number from 1 to {MAX_TIME_DILATION:g}"
+        ) from None
 
 
 def _spec_and_runs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
@@ -141,19 +163,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     spec, runs = _spec_and_runs(args)
     if args.dry_run:
-        from experiments.orchestration.runner import prepare
-
-        prepared = prepare(spec, runs, force=True)
-        for p in prepared:
-            _print_demand(p, console)
-            _print_transport([(p.run.config, p.deployment.scale)], console, p.run.label)
-            c = p.run.config.cluster
-            if c is not None and (c.servers or c.local):
-                _print_cluster(p)
-        console.print(
-            f"envelope: {prepared[0].envelope.source}" if prepared else "no runs", soft_wrap=True
-        )
-        return EXIT_OK
+        return _dry_run(spec, runs, args.force, args.max_dilation)
     if not _require_engine(runs):
         return EXIT_FAILED
     if not args.quiet:
@@ -186,9 +196,17 @@ def cmd_run(args: argparse.Namespace) -> int:
                     progress=progress,
                     announce=announce,
                     force=args.force,
+                    max_dilation=args.max_dilation,
                 )
         else:
-            outcomes = run_spec(spec, runs, Path(args.out), announce=announce, force=args.force)
+            outcomes = run_spec(
+                spec,
+                runs,
+                Path(args.out),
+                announce=announce,
+                force=args.force,
+                max_dilation=args.max_dilation,
+            )
     except RunBusy as exc:
         err.print(f"[red]refused:[/red] {escape(str(exc))}", soft_wrap=True)
         return EXIT_FAILED
@@ -214,9 +232,42 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK if complete else EXIT_FAILED
 
 
+def _dry_run(spec: Any, runs: list[Any], force: bool, max_dilation: float) -> int:
+    """Each run's demand, time dilation and wall time, built nothing; exit 1 when the
+    run itself would be refused (a run over the envelope, without ``--force``)."""
+    from experiments.orchestration.runner import prepare
+
+    prepared = prepare(spec, runs, force=True, max_dilation=max_dilation)
+    for p in prepared:
+        _print_demand(p, console)
+        _print_transport([(p.run.config, p.deployment.scale)], console, p.run.label)
+        c = p.run.config.cluster
+        if c is not None and (c.servers or c.local):
+            _print_cluster(p)
+    console.print(
+        f"envelope: {prepared[0].envelope.source}" if prepared else "no runs", soft_wrap=True
+    )
+    if prepared:
+        wall = sum(p.chosen.wall_s for p in prepared)
+        say(f"wall time of the traffic, all runs: {wall:g} s")
+    over = [p.run.label for p in prepared if p.forced]
+    if not over:
+        return EXIT_OK
+    if force:
+        say(f"{len(over)} run(s) exceed the envelope; --force runs them anyway")
+        return EXIT_OK
+    err.print(
+        f"[red]would be refused:[/red] {len(over)} of {len(prepared)} run(s) do not fit "
+        f"this machine ({escape(', '.join(over))}); --force runs them anyway",
+        soft_wrap=True,
+    )
+    return EXIT_FAILED
+
+
 def _print_demand(p: Any, console: Console) -> None:
-    """A run's demand table: each figure's peak over 100 ms windows against the envelope."""
-    from experiments.orchestration.envelope import figures
+    """A run's demand table: each figure's peak over 100 ms windows against the envelope,
+    per wall second at the run's time dilation, and what the dilation costs."""
+    from experiments.orchestration.envelope import figures, window_text
 
     plan = p.plan
     what = f"{len(plan.schedule)} scheduled messages" + (
@@ -226,7 +277,8 @@ def _print_demand(p: Any, console: Console) -> None:
     table = Table(title=f"{p.run.label}: {what}" + (f"; {ks}" if ks else ""))
     for col in ("figure", "peak (100 ms)", "limit", "unit", "fits"):
         table.add_column(col, justify="right" if col in ("peak (100 ms)", "limit") else "left")
-    for f in figures(plan.demand, p.envelope):
+    d = p.deployment.scale.d
+    for f in figures(plan.demand, p.envelope, d):
         table.add_row(
             f.name,
             f"{f.peak:,.4g}",
@@ -235,6 +287,7 @@ def _print_demand(p: Any, console: Console) -> None:
             "[green]yes[/green]" if f.ok else "[red]no[/red]",
         )
     console.print(table)
+    say(p.chosen.describe() + ("" if d == 1 else f"; figures per wall second {window_text(d)}"))
     for line in plan.exceeded:
         console.print(f"[red]exceeded[/red]: {escape(line)}", soft_wrap=True)
 

@@ -10,10 +10,16 @@ judges a run only on that same machine. Without one, ``DEFAULT`` applies: the
 2-core development VM's measured figures, rounded down, and every output says
 that the envelope is not this machine's own.
 
-``fit(demand, envelope)`` compares a run's demand (``experiments.orchestration.demand``, each
-figure the peak over 100 ms windows) with the envelope: the machine load of a
-window is the sum of its figures' shares (switching and messages use the same
-two cores) is reported beside them; a run fits when every figure stays ≤ its limit.
+``figures(demand, envelope, dilation)`` compares a run's demand
+(``experiments.orchestration.demand``, each figure the peak over 100 ms windows) with the
+envelope: the machine load of a window is the sum of its figures' shares (switching and
+messages use the same two cores) is reported beside them; a run fits when every figure
+stays ≤ its limit (``exceeded``).
+
+At time dilation ``d`` the emulation runs ``d`` times slower, so the figures the machine
+does per wall second (``PER_WALL_SECOND``: switch-hop Mbit/s, message-hops/s, the load
+they add up to) are the real-equivalent ones ÷ ``d``; connections open at once are not
+a rate and do not change.
 """
 
 from __future__ import annotations
@@ -157,11 +163,25 @@ class Figure:
         return self.share <= 1.0
 
 
-def figures(demand: Demand, env: Envelope) -> list[Figure]:
-    """The run's figures, each its peak over 100 ms windows against the envelope:
-    switch-hop work, message-hops/s, connections; and, reported but not judged, the machine
-    load (their shares summed per window: bursty runs were faithful above 1)."""
-    window_s = WINDOW_NS / 1e9
+PER_WALL_SECOND = ("switch_hop_mbps", "messages_per_s", "machine_load")  # ÷ d at dilation d
+
+
+def figures(demand: Demand, env: Envelope, dilation: float = 1.0) -> list[Figure]:
+    """The run's figures at time dilation ``dilation``, each its peak over 100 ms windows
+    against the envelope: switch-hop work, message-hops/s, connections; and, reported but
+    not judged, the machine load (their shares summed per window: bursty runs were
+    faithful above 1)."""
+    # The demand's windows are 100 ms of real-equivalent time; at dilation d each lasts
+    # d x 100 ms of wall time, and its figure / d is exactly the machine's mean rate over
+    # that wall window. The envelope was measured over 100 ms wall windows, and the mean
+    # over a longer window smooths bursts: it is never above the window's busiest 100 ms
+    # of wall time, which a burst shorter than 100 ms real-equivalent can fill with up to
+    # d times the mean. At d = 1 the windows already hide bursts shorter than 100 ms; at d
+    # they hide bursts shorter than d x 100 ms of wall time. So the divided figure judges
+    # the load the machine sustains, not the peak of its shortest bursts: bursts that
+    # short are what its queues absorb (runs 1.4-2.2x over at 100 ms ran faithful, issue
+    # 28), and the fidelity verdict judges what they did.
+    window_s = WINDOW_NS / 1e9 * dilation  # wall seconds of one demand window
     n = demand.windows
     load = np.zeros(n)
     hop_mbps = np.zeros(n)
@@ -187,22 +207,35 @@ def figures(demand: Demand, env: Envelope) -> list[Figure]:
     ]
 
 
+DILATE = "a larger scale.time_dilation (or auto: the smallest that fits)"
 FIXES = {
-    "switch_hop_mbps": "a smaller scale.bandwidth, fewer or slower hosts, or a shorter burst",
+    "switch_hop_mbps": "a smaller scale.bandwidth, fewer or slower hosts, a shorter burst, "
+    f"or {DILATE}",
     "messages_per_s": "a larger flow_size_scale for background workloads, fewer hosts, "
-    "or fewer messages (monolithic KV transfer instead of layer_pipelined)",
-    "connections": "agents.connection: per_flow, or fewer host pairs",
+    "fewer messages (monolithic KV transfer instead of layer_pipelined), "
+    f"or {DILATE}",
+    "connections": "agents.connection: per_flow, or fewer host pairs (time dilation "
+    "does not lower it)",
     "machine_load": "any of the fixes above",
 }
 
 
-def exceeded(demand: Demand, env: Envelope) -> list[str]:
-    """One line per figure over its limit: the figure, the limit and the fixes."""
+def window_text(dilation: float = 1.0) -> str:
+    """The windows a figure is the peak over, as a report says it."""
+    if dilation == 1:
+        return "over 100 ms"
+    return f"over 100 ms ({dilation * 100:g} ms of wall time at time dilation {dilation:g})"
+
+
+def exceeded(demand: Demand, env: Envelope, dilation: float = 1.0) -> list[str]:
+    """One line per figure over its limit at time dilation ``dilation``: the figure, the
+    limit and the fixes."""
     out = []
-    for f in figures(demand, env):
+    for f in figures(demand, env, dilation):
         if not f.ok and f.name != "machine_load":
+            per = " per wall second" if dilation != 1 and f.name in PER_WALL_SECOND else ""
             out.append(
-                f"{f.name} peaks at {f.peak:,.4g} {f.unit} over 100 ms, above the "
-                f"envelope's {f.limit:,.4g} ({f.share:.1f}x): {FIXES[f.name]}"
+                f"{f.name} peaks at {f.peak:,.4g} {f.unit}{per} {window_text(dilation)}, "
+                f"above the envelope's {f.limit:,.4g} ({f.share:.1f}x): {FIXES[f.name]}"
             )
     return out

@@ -11,7 +11,10 @@ estimate) runs an unused copy of it (``TrafficPlan.spare_driver``).
 
 A ``background`` workload whose ``flow_size_scale`` is ``auto`` is fitted into
 the envelope: the smallest k of ``FLOW_SIZE_LADDER`` whose plan fits is taken
-(``TrafficPlan.flow_size_scale`` records it); when none fits, the largest.
+(``TrafficPlan.flow_size_scale`` records it); when none fits, the largest. The ladder is
+judged at the spec's time dilation, at 1 when it is ``auto``: a coarser flow size is
+tried before a slower run, and the dilation (``experiments.orchestration.dilation``)
+takes what the largest k leaves over.
 """
 
 from __future__ import annotations
@@ -126,11 +129,16 @@ def auto_scaled(config: RunConfig) -> list[int]:
 
 
 def traffic_plan(
-    config: RunConfig, fabric: Fabric, base_dir: Path | None, envelope: Envelope | None = None
+    config: RunConfig,
+    fabric: Fabric,
+    base_dir: Path | None,
+    envelope: Envelope | None = None,
+    dilation: float = 1.0,
 ) -> TrafficPlan:
     """The schedule, the serving workload's driver (if any), the run's demand, and
     the flow-size scale of ``auto`` background workloads fitted into ``envelope``
-    (default: ``envelope.DEFAULT``)."""
+    (default: ``envelope.DEFAULT``) at time dilation ``dilation``; ``exceeded`` is the
+    plan judged at it."""
     env = envelope or DEFAULT
     scale = config.scale.bandwidth
     connection = config.agents.connection
@@ -147,7 +155,7 @@ def traffic_plan(
         chosen = dict.fromkeys(autos, float(k))
         schedule, workload_of = _network_parts(config, fabric, chosen)
         demand = schedule_demand(schedule, fabric, scale, connection, workload_of) + serving_demand
-        over = exceeded(demand, env)
+        over = exceeded(demand, env, dilation)
         if not over:
             break
     if serving is None:

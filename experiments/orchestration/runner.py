@@ -46,6 +46,12 @@ from experiments.orchestration.cluster import (
     with_local_servers,
 )
 from experiments.orchestration.deployment import Deployment
+from experiments.orchestration.dilation import (
+    DEFAULT_MAX_DILATION,
+    Dilation,
+    choose_dilation,
+    shaped_rates,
+)
 from experiments.orchestration.envelope import DEFAULT, Envelope, figures, machine_identity
 from experiments.orchestration.envelope import load as load_envelope
 from experiments.orchestration.faults import agent_kills, rate_changes
@@ -63,6 +69,7 @@ from topologies.builder import Controller, FabricNetwork
 from topologies.cleanup import scratch_dir
 from topologies.qos import class_plan
 from topologies.scale import Scale
+from topologies.shaping import max_rate_bps
 from traffic.agents import AgentFleet
 
 log = logging.getLogger("kvfabric.runner")
@@ -76,8 +83,10 @@ class RunFailed(RuntimeError):
 
 
 class EnvelopeExceeded(RuntimeError):
-    """A planned run asks more of this machine than it emulates faithfully (exit code 1);
-    ``lines``: one per figure over its limit, with the fixes."""
+    """A planned run asks more of this machine than it emulates faithfully at the time
+    dilation it may run at (exit code 1); ``lines``: one per figure over its limit, with
+    the fixes (and, for ``time_dilation: auto``, why no allowed dilation fits: the one that
+    would, and its wall time)."""
 
     def __init__(self, lines: list[str]) -> None:
         super().__init__("\n".join(lines))
@@ -86,18 +95,35 @@ class EnvelopeExceeded(RuntimeError):
 
 @dataclass
 class Prepared:
-    """A run checked and planned, before anything is built."""
+    """A run checked and planned, before anything is built. ``run`` is the run as it will
+    be carried out: a spec's ``scale.time_dilation: auto`` is resolved in it (its
+    ``spec.yaml`` gives the number; ``dilation.auto`` says it was chosen)."""
 
     run: RunSpec
     fabric: Fabric
-    plan: TrafficPlan
+    plan: TrafficPlan  # its ``exceeded`` judged at the chosen dilation
     deployment: Deployment  # the scale and egress plan, built once here; the cluster later
     envelope: Envelope = DEFAULT
     envelope_why: str = ""
     forced: bool = False
+    dilation: Dilation | None = None  # None: the spec's, judged as given
+
+    @property
+    def config(self) -> RunConfig:
+        """The run's configuration, its time dilation resolved (the deployment's scale)."""
+        return self.run.config
+
+    @property
+    def chosen(self) -> Dilation:
+        """The run's time dilation and its wall time."""
+        if self.dilation is not None:
+            return self.dilation
+        return Dilation(self.deployment.scale.d, False, self.run.config.duration_s)
 
     def envelope_record(self) -> dict[str, Any]:
-        """What summary.json says of the envelope that judged this run."""
+        """What summary.json says of the envelope that judged this run (its figures per
+        wall second at the run's time dilation) and of that dilation."""
+        d = self.deployment.scale.d
         return {
             "source": self.envelope.source,
             "calibrated": self.envelope.calibrated,
@@ -108,8 +134,9 @@ class Prepared:
             "flow_size_scale": {f"workloads.{i}": k for i, k in self.plan.flow_size_scale.items()},
             "figures": {
                 f.name: {"peak": f.peak, "limit": f.limit, "unit": f.unit}
-                for f in figures(self.plan.demand, self.envelope)
+                for f in figures(self.plan.demand, self.envelope, d)
             },
+            "time_dilation": self.chosen.record(),
         }
 
 
@@ -141,25 +168,37 @@ def prepare(
     runs: list[RunSpec],
     force: bool = False,
     envelope: tuple[Envelope, str] | None = None,
+    max_dilation: float = DEFAULT_MAX_DILATION,
 ) -> list[Prepared]:
-    """Fabric, traffic and demand of every run, so a bad sweep point, or one this machine
-    cannot emulate faithfully, fails before any build (``EnvelopeExceeded``, unless
-    ``force``: then each such run is marked). ``envelope``: (envelope, why) to judge by,
-    default this machine's own or ``envelope.DEFAULT``."""
+    """Fabric, traffic, demand and time dilation of every run, so a bad sweep point, or
+    one this machine cannot emulate faithfully, fails before any build
+    (``EnvelopeExceeded``, unless ``force``: then each such run is marked). A
+    ``time_dilation: auto`` run gets the smallest dilation up to ``max_dilation`` at which
+    it fits (``dilation.choose_dilation``); a number is judged as given. ``envelope``:
+    (envelope, why) to judge by, default this machine's own or ``envelope.DEFAULT``."""
     out, over = [], []
     for run in runs:
         fabric, config = run.fabric(), run.config
-        deployment = Deployment.of(fabric, config.scale)  # rates and buffers in range
-        env, why = envelope or load_envelope(machine_identity(mtu=deployment.scale.mtu))
+        auto = config.scale.auto
+        # rates and buffers in range, before planning when the spec gives the dilation
+        deployment = None if auto else Deployment.of(fabric, config.scale)
+        env, why = envelope or load_envelope(machine_identity(mtu=config.scale.mtu))
         ctl = config.controller
         compute(fabric, ctl.policy, params=controller_params(ctl))  # policy parameters
         try:
-            plan = traffic_plan(config, fabric, spec.base_dir, env)
+            plan = traffic_plan(config, fabric, spec.base_dir, env, 1.0 if auto else config.scale.d)
         except ValueError as exc:
             raise ValueError(f"run {run.label}: {exc}") from exc
-        out.append(
-            Prepared(run, fabric, plan, deployment, env, why, forced=force and bool(plan.exceeded))
+        rates = shaped_rates(fabric, config.faults)
+        dilation = choose_dilation(
+            plan.demand, env, config.scale, rates, config.duration_s, max_dilation, max_rate_bps()
         )
+        plan.exceeded = list(dilation.exceeded)  # judged at the chosen d
+        if deployment is None:
+            run = run.at_time_dilation(dilation.d)
+            deployment = Deployment.of(fabric, run.config.scale)
+        forced = force and bool(plan.exceeded)
+        out.append(Prepared(run, fabric, plan, deployment, env, why, forced, dilation))
         over += [f"run {run.label}: {line}" for line in plan.exceeded]
     if over and not force:
         raise EnvelopeExceeded(over)
@@ -186,11 +225,13 @@ def run_spec(
     progress: Any = None,
     announce: Callable[[str], None] | None = None,
     force: bool = False,
+    max_dilation: float = DEFAULT_MAX_DILATION,
 ) -> list[Outcome]:
     """Carry out ``runs`` one after the other; returns each run's outcome. Raises
     ``RunBusy`` if another run holds the machine and ``EnvelopeExceeded`` if a run does
-    not fit it (unless ``force``), before building anything."""
-    prepared = prepare(spec, runs, force)
+    not fit it (unless ``force``; ``time_dilation: auto`` up to ``max_dilation``), before
+    building anything."""
+    prepared = prepare(spec, runs, force, max_dilation=max_dilation)
     out_root = Path(out_root)
     check_writable(out_root)
     from topologies.machine import preflight

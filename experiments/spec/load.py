@@ -20,7 +20,7 @@ import itertools
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -139,6 +139,13 @@ class RunSpec:
 
     def fabric(self) -> Fabric:
         return fabric_of(self.config)
+
+    def at_time_dilation(self, d: float) -> RunSpec:
+        """This run with ``scale.time_dilation`` set to ``d`` (an integer where it is one):
+        a spec's ``auto`` as the planner resolved it."""
+        resolved = copy.deepcopy(self.resolved)
+        resolved["scale"]["time_dilation"] = int(d) if float(d).is_integer() else float(d)
+        return replace(self, resolved=resolved)
 
 
 # ---- overrides -----------------------------------------------------------------------------
