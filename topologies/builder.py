@@ -38,7 +38,7 @@ from .shaping import (
     frame_bytes,
     htb_commands,
 )
-from .transport import TransportSettings, route_commands, route_options
+from .transport import TransportSettings, host_sysctls, route_commands, route_options
 
 log = logging.getLogger("kvfabric.builder")
 
@@ -283,7 +283,8 @@ class FabricNetwork:
                     mn.pexec("ethtool", "-K", self.intf(host.name, port), *HOST_OFFLOADS),
                     f"ethtool on {host.name}",
                 )
-            self._check(mn.pexec("sysctl", "-q", "-w", *HOST_SYSCTLS), f"sysctl on {host.name}")
+            sysctls = [*HOST_SYSCTLS, *host_sysctls(self.transport)]
+            self._check(mn.pexec("sysctl", "-q", "-w", *sysctls), f"sysctl on {host.name}")
             cmds = ip_commands(self.fabric, host.name, self.intf)
             cmds += route_commands(self.fabric, host.name, self.intf, self.transport, self.scale)
             if self.mtu != DEFAULT_MTU:

@@ -13,6 +13,13 @@ do not dilate by themselves. What this module turns into commands, per host name
   (no sysctl; ``TCP_DELACK_MAX_US`` at most 200,000 µs), so at d > 1 turning it off is
   the faithful choice when ACK timing matters.
 
+- ``tail_loss_probe: false``: ``net.ipv4.tcp_early_retrans=0`` in the host's namespace
+  (a per-namespace sysctl: measured, a throwaway namespace took 0 while the machine
+  kept 3). The tail-loss probe fires after two smoothed RTTs with wall-time floors (at
+  least two timer ticks, 8 ms at HZ 250, and the delayed-ACK allowance with one segment
+  in flight), so at d > 1 its probes come sooner in real-equivalent time and resend
+  segments that were only queued; the kernels of the classic incast studies had none.
+
 ``route_commands`` returns ``ip -batch`` argument lists (``route replace <route>
 <options>``) for every route ``hostconfig.host_routes`` lists; an empty list when the
 settings change nothing, so a fabric built without them is the one built before.
@@ -83,14 +90,27 @@ class TransportSettings(Protocol):
     @property
     def delayed_ack(self) -> bool: ...
 
+    @property
+    def tail_loss_probe(self) -> bool: ...
+
 
 @dataclass(frozen=True)
 class Transport:
     """Transport settings outside a spec (tests, ``kvfabric cli``): real-equivalent
-    ``rto_min_ms`` (None: the kernel's), ``delayed_ack`` (False: quickack)."""
+    ``rto_min_ms`` (None: the kernel's), ``delayed_ack`` (False: quickack),
+    ``tail_loss_probe`` (False: none)."""
 
     rto_min_ms: float | None = None
     delayed_ack: bool = True
+    tail_loss_probe: bool = True
+
+
+def host_sysctls(settings: TransportSettings | None) -> list[str]:
+    """``sysctl -w`` arguments for each host's namespace: none unless the tail-loss
+    probe is turned off."""
+    if settings is None or settings.tail_loss_probe:
+        return []
+    return ["net.ipv4.tcp_early_retrans=0"]
 
 
 def wall_rto_min_ms(rto_min_ms: float, scale: Scale) -> int:
@@ -170,5 +190,12 @@ def dilation_warnings(
             f"delayed ACKs wait {lo}–{hi} ms of wall time, {lo / d:g}–{hi / d:g} ms "
             f"real-equivalent at time dilation {d:g}, and the kernel cannot stretch "
             "them past 200 ms (transport.delayed_ack: false acknowledges every segment)"
+        )
+    if settings is None or settings.tail_loss_probe:
+        out.append(
+            "the tail-loss probe's timer has wall-time floors (two timer ticks, the "
+            f"delayed-ACK allowance): its probes come up to {d:g} times sooner in "
+            "real-equivalent time and resend queued segments (transport.tail_loss_probe: "
+            "false turns it off)"
         )
     return out

@@ -246,6 +246,9 @@ class Transport:
     # the kernel's delayed ACKs (40–200 ms of wall time, which do not dilate); false: quickack on
     # every host route, an ACK per segment
     delayed_ack: bool
+    # the kernel's tail-loss probe (its timer has wall-time floors, so at a time dilation it probes
+    # sooner in real-equivalent time); false: net.ipv4.tcp_early_retrans=0 in every host
+    tail_loss_probe: bool
 
 
 @dataclass(frozen=True)

@@ -432,6 +432,13 @@ SPEC_FIELDS: dict[str, Field] = {
                     "the kernel's delayed ACKs (40–200 ms of wall time, which do not "
                     "dilate); false: quickack on every host route, an ACK per segment",
                 ),
+                "tail_loss_probe": Field(
+                    boolean(),
+                    True,
+                    "the kernel's tail-loss probe (its timer has wall-time floors, so at "
+                    "a time dilation it probes sooner in real-equivalent time); false: "
+                    "net.ipv4.tcp_early_retrans=0 in every host",
+                ),
             }
         ),
         {},

@@ -21,9 +21,15 @@ def _routes(net: FabricNetwork, host: str) -> list[str]:
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
+def _early_retrans(net: FabricNetwork, host: str) -> str:
+    out, err, rc = net.host_exec(host, ["sysctl", "-n", "net.ipv4.tcp_early_retrans"])
+    assert rc == 0, err
+    return out.strip()
+
+
 def test_rto_min_is_dilated_and_quickack_is_on_every_host_route():
     fabric = rail_optimized(servers=2, gpus_per_server=2, spines=1)
-    transport = Transport(rto_min_ms=5, delayed_ack=False)
+    transport = Transport(rto_min_ms=5, delayed_ack=False, tail_loss_probe=False)
     with FabricNetwork(
         fabric, Scale(time_dilation=4), rules=StaticRules(), transport=transport
     ) as net:
@@ -38,6 +44,7 @@ def test_rto_min_is_dilated_and_quickack_is_on_every_host_route():
             assert "quickack 1" in route, route
         for host in fabric.hosts:
             assert all("rto_min lock 20ms" in r for r in _routes(net, host.name)), host.name
+            assert _early_retrans(net, host.name) == "0", host.name  # no tail-loss probe
         reach = all_pairs_ping(net)
         assert all(reach.values()), [pair for pair, ok in reach.items() if not ok]
 
@@ -53,5 +60,6 @@ def test_without_transport_the_routes_keep_the_kernels_timers():
     fabric = rail_optimized(servers=2, gpus_per_server=2, spines=1)
     with FabricNetwork(fabric, Scale(time_dilation=4), rules=StaticRules()) as net:
         routes = _routes(net, "gpu0_0")
+        assert _early_retrans(net, "gpu0_0") != "0"  # the kernel's tail-loss probe stays
     assert len(routes) == 2, routes
     assert not [r for r in routes if "rto_min" in r or "quickack" in r], routes

@@ -60,7 +60,10 @@ def test_dry_run_names_what_of_tcp_does_not_dilate(tmp_path, capsys):
     assert "seed=1: transport: congestion control cubic at time dilation 4" in out
     assert "200 ms minimum RTO is wall time: 50 ms real-equivalent" in out
     assert "10–50 ms real-equivalent" in out
-    faithful = "transport={congestion: reno, rto_min_ms: 200, delayed_ack: false}"
+    assert "tail-loss probe's timer has wall-time floors" in out
+    faithful = (
+        "transport={congestion: reno, rto_min_ms: 200, delayed_ack: false, tail_loss_probe: false}"
+    )
     args = ["run", str(path), "--dry-run", "--set", "scale.time_dilation=4", "--set", faithful]
     assert main(args) == 0
     assert "transport" not in capsys.readouterr().out  # reno and stretched timers dilate

@@ -192,6 +192,7 @@ def test_good_specs_load_and_fill_every_default(spec):
         "congestion": r["agents"]["cc"],
         "rto_min_ms": None,
         "delayed_ack": True,
+        "tail_loss_probe": True,
     }
     assert r["capture"] == {"at": [], "snaplen": 65535, "max_mb": 20.0, "window_s": None}
     assert r["cluster"] is None  # this machine alone
@@ -1024,7 +1025,12 @@ def test_rto_min_must_fit_the_kernels_cap_at_the_dilation():
     assert info.value.path == "transport.rto_min_ms"
     assert "at most 30000 at scale.time_dilation 4" in str(info.value)
     ok = _load(_with(spec, "transport.rto_min_ms", 30_000)).resolved["transport"]
-    assert ok == {"congestion": "cubic", "rto_min_ms": 30_000.0, "delayed_ack": True}
+    assert ok == {
+        "congestion": "cubic",
+        "rto_min_ms": 30_000.0,
+        "delayed_ack": True,
+        "tail_loss_probe": True,
+    }
     # at auto the planner's dilation is not known yet: the builder checks it again
     assert _load(_with(spec, "scale.time_dilation", "auto")).resolved["transport"]
 

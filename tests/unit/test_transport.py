@@ -108,7 +108,7 @@ def test_no_warnings_without_dilation():
 
 
 def test_reno_with_stretched_timers_dilates_exactly():
-    settings = Transport(rto_min_ms=200, delayed_ack=False)
+    settings = Transport(rto_min_ms=200, delayed_ack=False, tail_loss_probe=False)
     assert dilation_warnings("reno", settings, at(4)) == []
 
 
@@ -117,24 +117,36 @@ def test_reno_with_stretched_timers_dilates_exactly():
     [("cubic", "C·(t−K)³"), ("bbr", "2.5 s real-equivalent"), ("htcp", "250 ms")],
 )
 def test_congestion_controls_with_wall_time_constants_are_named(cc, names):
-    (line,) = dilation_warnings(cc, Transport(rto_min_ms=200, delayed_ack=False), at(4))
+    (line,) = dilation_warnings(
+        cc, Transport(rto_min_ms=200, delayed_ack=False, tail_loss_probe=False), at(4)
+    )
     assert line.startswith(f"congestion control {cc} at time dilation 4 does not dilate")
     assert names in line
     assert "reno is ACK-clocked" in line
 
 
 def test_an_unknown_congestion_control_is_not_assumed_to_dilate():
-    (line,) = dilation_warnings("vegas", Transport(rto_min_ms=200, delayed_ack=False), at(2))
+    (line,) = dilation_warnings(
+        "vegas", Transport(rto_min_ms=200, delayed_ack=False, tail_loss_probe=False), at(2)
+    )
     assert "not known to kvfabric" in line
 
 
 def test_kernel_rto_min_and_delayed_ack_are_named_at_d_above_1():
     lines = dilation_warnings("reno", Transport(), at(4))
-    assert len(lines) == 2
+    assert len(lines) == 3
     assert "200 ms minimum RTO is wall time: 50 ms real-equivalent" in lines[0]
     assert "transport.rto_min_ms: 200" in lines[0]
     assert "10–50 ms real-equivalent" in lines[1]
     assert "transport.delayed_ack: false" in lines[1]
+    assert "tail-loss probe" in lines[2] and "up to 4 times sooner" in lines[2]
+
+
+def test_the_tail_loss_probe_is_turned_off_in_each_host_only_when_asked():
+    from topologies.transport import host_sysctls
+
+    assert host_sysctls(None) == [] and host_sysctls(Transport()) == []
+    assert host_sysctls(Transport(tail_loss_probe=False)) == ["net.ipv4.tcp_early_retrans=0"]
 
 
 def test_the_builder_refuses_a_minimum_rto_before_building_anything():
