@@ -180,13 +180,55 @@ def grain(senders: list[int], rtos: list[float], rounds: int) -> list[dict[str, 
     return rows
 
 
+SIZES = [(4, 4), (8, 8), (16, 8), (32, 8)]  # servers x GPUs per server: 16 ... 256 GPUs
+SIZE_REPEATS = {16: 1, 64: 5, 128: 3, 256: 3}
+
+
+def size(sizes: list[tuple[int, int]], repeats: dict[int, int], duration: float) -> list[dict]:
+    """The scale-64 benchmark's serving specs at ``time_dilation: auto``: per run, the d
+    the planner chose, the verdict and the wall seconds per real-equivalent second."""
+    from . import scale
+
+    rows = []
+    for servers, gpus in sizes:
+        half = servers // 2
+        text = scale.SPEC.format(
+            duration=duration,
+            servers=servers,
+            gpus=gpus,
+            processes="auto",
+            prefill=list(range(half)),
+            decode=list(range(half, servers)),
+            n=24,
+        ).replace("scale: {bandwidth: 1.0e-4}", "scale: {bandwidth: 1.0e-4, time_dilation: auto}")
+        for i in range(repeats.get(servers * gpus, 1)):
+            s, wall = run_one(text, [], seed=1 + i)
+            dil = (s.get("envelope") or {}).get("time_dilation") or {}
+            served = ((s.get("metrics") or {}).get("serving") or {}).get("served")
+            rows.append(
+                {
+                    "gpus": servers * gpus,
+                    "seed": s.get("seed"),
+                    "d": s.get("time_dilation"),
+                    "auto": dil.get("auto"),
+                    "verdict": _verdict(s),
+                    "served": served,
+                    "wall_s": wall,
+                    "wall_per_real_s": wall / duration,
+                }
+            )
+    return rows
+
+
 def run(quick: bool = False) -> dict:
     if quick:
         inv = invariance(["incast-collapse"], (1, 2), 2)
         grains = grain([1, 16], [200, 1], 10)
+        sizes: list[dict] = []
     else:
         inv = invariance(list(INVARIANCE), DILATIONS, SEEDS)
         grains = grain([1, 4, 8, 16, 32], [200, 1], 10)
+        sizes = size(SIZES, SIZE_REPEATS, 12.0)
     rows = [r for spec in inv.values() for r in spec["agreement"]]
     agree = sum(r["agrees"] for r in rows)
     collapsed = {r["senders"]: r["goodput_mbps"] for r in grains if r["rto_min_ms"] == 200}
@@ -205,6 +247,7 @@ def run(quick: bool = False) -> dict:
         invariance=inv,
         agreement=f"{agree} of {len(rows)} figures agree",
         grain=grains,
+        size=sizes,
     )
     show(
         record,
@@ -240,4 +283,21 @@ def run(quick: bool = False) -> dict:
             for r in grains
         ],
     )
+    if sizes:
+        show(
+            record,
+            ["GPUs", "seed", "d", "verdict", "served", "wall s", "wall s per real s"],
+            [
+                [
+                    r["gpus"],
+                    r["seed"],
+                    r["d"],
+                    r["verdict"],
+                    r["served"],
+                    r["wall_s"],
+                    r["wall_per_real_s"],
+                ]
+                for r in sizes
+            ],
+        )
     return record
