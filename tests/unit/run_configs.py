@@ -38,4 +38,6 @@ def serving_config(duration_s: float = 10.0, *, cache: bool = False, **changes: 
     w = dataclasses.replace(
         w, transfer="monolithic", kv_tiers=None, prefix_cache=prefix_cache, **changes
     )
-    return dataclasses.replace(config, duration_s=float(duration_s), workloads=(w,))
+    return dataclasses.replace(
+        config, duration_s=float(duration_s), workloads=(w,), scale=config.scale.dilated(1)
+    )

@@ -172,11 +172,12 @@ def default_envelope(monkeypatch, tmp_path):
 
 def test_dry_run_exits_1_when_the_run_would_be_refused(default_envelope, capsys):
     # serving-basic's layer-pipelined KV peaks at 1.4x the default envelope's messages
-    assert main(["run", "serving-basic", "--dry-run"]) == 1
+    at_1 = ["--set", "scale.time_dilation=1"]  # as written it is auto, and fits at 2
+    assert main(["run", "serving-basic", "--dry-run", *at_1]) == 1
     out, err = capsys.readouterr()
     assert "time dilation 1: 60 s of real-equivalent traffic take 60 s of wall time" in out
     assert "would be refused" in err and "--force" in err
-    assert main(["run", "serving-basic", "--dry-run", "--force"]) == 0  # it would run, forced
+    assert main(["run", "serving-basic", "--dry-run", "--force", *at_1]) == 0  # it would run
 
 
 def test_dry_run_shows_the_dilation_auto_chose_and_its_wall_time(default_envelope, capsys):
