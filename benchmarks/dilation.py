@@ -212,6 +212,11 @@ def size(sizes: list[tuple[int, int]], repeats: dict[int, int], duration: float)
                     "d": s.get("time_dilation"),
                     "auto": dil.get("auto"),
                     "verdict": _verdict(s),
+                    "failed": {
+                        k: c.get("detail")
+                        for k, c in ((s.get("fidelity") or {}).get("checks") or {}).items()
+                        if not c.get("ok")
+                    },
                     "served": served,
                     "wall_s": wall,
                     "wall_per_real_s": wall / duration,

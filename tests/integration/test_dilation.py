@@ -30,8 +30,9 @@ def test_a_dilated_serving_run_reports_real_equivalent_times(tmp_path):
     s3, wall3, (req3, q3, f3) = _run(tmp_path, "d3", 3)
     for req in (req1, req3):
         assert len(req) == 12 and req["served"].all(), req["error"].dropna().tolist()
-    # three times slower on the wall clock, the traffic's part at least twice as long
-    assert wall3 > wall1 + 10, (wall1, wall3)
+    # three times slower on the wall clock: its ~7 s of real-equivalent traffic took ~21 s
+    # (the build and teardown, ~15 s, are not dilated)
+    assert wall3 > wall1 + 5, (wall1, wall3)
     # yet every table reads in real-equivalent time: the queues were sampled over the
     # run's 10 s (plus the drain), not over the 30 s of wall time it took
     assert (q3["t_ns"].max() - q3["t_ns"].min()) / 1e9 < 10 + 6
