@@ -34,6 +34,7 @@ BENCHMARKS = {  # name -> module (each has run(quick) -> record)
     "scale-64": "scale",
     "soak": "soak",
     "dilation": "dilation",
+    "gate": "gate",
 }
 ON_REQUEST = {"soak", "dilation"}  # too long for "all": run only when named
 TIMED = {"soak"}  # take --minutes

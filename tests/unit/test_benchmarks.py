@@ -140,3 +140,20 @@ def test_the_dilation_benchmark_reads_headline_figures_and_judges_agreement_by_t
     assert rows[2]["agrees"] and not rows[4]["agrees"]
     assert rows[2]["n_1"] == 3 and rows[4]["ratio"] == 14.1 / 11
     assert agreement({1: [{"x": 1.0}], 2: [{"x": 5.0}]}) == []  # one seed has no spread
+
+
+def test_the_gate_benchmark_sorts_runs_into_the_four_cells_and_plans_the_scale_specs():
+    from benchmarks.gate import CELLS, cell, confusion, judge, scale_spec
+
+    rows = [
+        {"cell": cell(True, True)},
+        {"cell": cell(False, True)},
+        {"cell": cell(False, True)},
+        {"error": "a spec today's schema refuses"},
+    ]
+    assert confusion(rows) == dict.fromkeys(CELLS, 0) | {"fits, faithful": 1, "over, faithful": 2}
+    # the 64-GPU serving plan is over the default envelope undilated and fits once dilated
+    word = judge(scale_spec(64, "auto", auto=False), seed=1, d=1.0)
+    assert not word["fits"] and word["over"] and "messages_per_s" in " ".join(word["over"])
+    assert word["auto_d"] > 1 and not word["auto_refused"]
+    assert judge(scale_spec(64, "auto", auto=True), seed=1, d=word["auto_d"])["fits"]
