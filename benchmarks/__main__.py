@@ -21,7 +21,7 @@ import traceback
 
 from .common import RESULTS, fmt, write
 
-BENCHMARKS = {  # name -> module (each has run(quick) -> record)
+BENCHMARKS = {  # name -> module[:function] (run(quick) -> record unless named)
     "setup": "setup_time",
     "agent-cost": "agent_cost",
     "sampler": "sampler_cost",
@@ -34,9 +34,13 @@ BENCHMARKS = {  # name -> module (each has run(quick) -> record)
     "scale-64": "scale",
     "soak": "soak",
     "dilation": "dilation",
+    "dilation-invariance": "dilation:run_invariance",  # the dilation benchmark's parts
+    "dilation-grain": "dilation:run_grain",
+    "dilation-size": "dilation:run_size",
     "gate": "gate",
 }
-ON_REQUEST = {"soak", "dilation"}  # too long for "all": run only when named
+# too long for "all": run only when named
+ON_REQUEST = {"soak", "dilation", "dilation-invariance", "dilation-grain", "dilation-size"}
 TIMED = {"soak"}  # take --minutes
 
 
@@ -106,11 +110,12 @@ def run_benchmarks(names: list[str], quick: bool = False, minutes: int | None = 
     benchmarks``). ``minutes``: the duration of the ``TIMED`` ones."""
     records, failed = [], []
     for name in names or [n for n in BENCHMARKS if n not in ON_REQUEST]:
-        module = importlib.import_module(f"benchmarks.{BENCHMARKS[name]}")
+        module_name, _, function = BENCHMARKS[name].partition(":")
+        module = importlib.import_module(f"benchmarks.{module_name}")
         options = {"minutes": minutes} if name in TIMED and minutes is not None else {}
         t0 = time.monotonic()
         try:
-            record = module.run(quick=quick, **options)
+            record = getattr(module, function or "run")(quick=quick, **options)
         except Exception:
             traceback.print_exc()
             failed.append(name)

@@ -225,6 +225,108 @@ def size(sizes: list[tuple[int, int]], repeats: dict[int, int], duration: float)
     return rows
 
 
+def _invariance_rows(inv: dict[str, Any]) -> list[list[Any]]:
+    return [
+        [spec, r["figure"], r["d"], r["mean_d"], r["mean_1"], r["sd_1"], r["ratio"], r["agrees"]]
+        for spec, v in inv.items()
+        for r in v["agreement"]
+    ]
+
+
+INVARIANCE_COLUMNS = ["spec", "figure", "d", "mean at d", "mean at 1", "sd at 1", "ratio", "agrees"]
+GRAIN_COLUMNS = [
+    "min RTO ms",
+    "senders",
+    "goodput Mbit/s",
+    "round ms p50",
+    "drops",
+    "verdict",
+    "wall s",
+]
+SIZE_COLUMNS = ["GPUs", "seed", "d", "verdict", "served", "wall s", "wall s per real s"]
+
+
+def _grain_rows(grains: list[dict[str, Any]]) -> list[list[Any]]:
+    keys = ("rto_min_ms", "senders", "goodput_mbps", "round_ms_p50", "drops", "verdict", "wall_s")
+    return [[r[k] for k in keys] for r in grains]
+
+
+def _size_rows(sizes: list[dict[str, Any]]) -> list[list[Any]]:
+    keys = ("gpus", "seed", "d", "verdict", "served", "wall_s", "wall_per_real_s")
+    return [[r[k] for k in keys] for r in sizes]
+
+
+def collapse(grains: list[dict[str, Any]]) -> tuple[int | None, float | None, float | None]:
+    """The most senders of the grain part, and its goodput with a 200 ms and a 1 ms
+    minimum RTO (faithful runs only)."""
+    ok = [r for r in grains if r["verdict"] == "ok"]
+    collapsed = {r["senders"]: r["goodput_mbps"] for r in ok if r["rto_min_ms"] == 200}
+    recovered = {r["senders"]: r["goodput_mbps"] for r in ok if r["rto_min_ms"] == 1}
+    both = sorted(set(collapsed) & set(recovered))
+    if not both:
+        return None, None, None
+    return both[-1], collapsed[both[-1]], recovered[both[-1]]
+
+
+def run_invariance(quick: bool = False) -> dict:
+    """The invariance part alone (``kvfabric bench dilation-invariance``)."""
+    inv = (
+        invariance(["incast-collapse"], (1, 2), 2)
+        if quick
+        else invariance(list(INVARIANCE), DILATIONS, SEEDS)
+    )
+    rows = [r for spec in inv.values() for r in spec["agreement"]]
+    agree = sum(r["agrees"] for r in rows)
+    record = result(
+        "dilation-invariance",
+        value=agree,
+        baseline=len(rows),
+        unit="figures whose mean at d agrees with d = 1 within the seeds' spread, of figures",
+        target="every figure agrees across d",
+        target_met=None,
+        quick=quick,
+        invariance=inv,
+    )
+    show(record, INVARIANCE_COLUMNS, _invariance_rows(inv))
+    return record
+
+
+def run_grain(quick: bool = False) -> dict:
+    """The grain part alone (``kvfabric bench dilation-grain``)."""
+    grains = grain([1, 16] if quick else [1, 4, 8, 16, 32], [200, 1], 10)
+    most, value, baseline = collapse(grains)
+    record = result(
+        "dilation-grain",
+        value=value,
+        baseline=baseline,
+        unit=f"Mbit/s incast goodput at {most} senders, real packets: 200 ms vs 1 ms min RTO",
+        target="goodput collapses with a 200 ms minimum RTO and recovers with a 1 ms one",
+        target_met=None,
+        quick=quick,
+        grain=grains,
+    )
+    show(record, GRAIN_COLUMNS, _grain_rows(grains))
+    return record
+
+
+def run_size(quick: bool = False) -> dict:
+    """The size part alone (``kvfabric bench dilation-size``)."""
+    sizes = size(SIZES[:2] if quick else SIZES, {16: 1, 64: 1} if quick else SIZE_REPEATS, 12.0)
+    faithful = sum(r["verdict"] == "ok" for r in sizes)
+    record = result(
+        "dilation-size",
+        value=faithful,
+        baseline=len(sizes),
+        unit="runs judged faithful at time_dilation auto, of runs",
+        target="every run faithful",
+        target_met=None,
+        quick=quick,
+        size=sizes,
+    )
+    show(record, SIZE_COLUMNS, _size_rows(sizes))
+    return record
+
+
 def run(quick: bool = False) -> dict:
     if quick:
         inv = invariance(["incast-collapse"], (1, 2), 2)
@@ -236,11 +338,7 @@ def run(quick: bool = False) -> dict:
         sizes = size(SIZES, SIZE_REPEATS, 12.0)
     rows = [r for spec in inv.values() for r in spec["agreement"]]
     agree = sum(r["agrees"] for r in rows)
-    collapsed = {r["senders"]: r["goodput_mbps"] for r in grains if r["rto_min_ms"] == 200}
-    recovered = {r["senders"]: r["goodput_mbps"] for r in grains if r["rto_min_ms"] == 1}
-    most = max(collapsed) if collapsed else None
-    value = collapsed.get(most) if most else None
-    baseline = recovered.get(most) if most else None
+    most, value, baseline = collapse(grains)
     record = result(
         NAME,
         value=value,
@@ -254,55 +352,8 @@ def run(quick: bool = False) -> dict:
         grain=grains,
         size=sizes,
     )
-    show(
-        record,
-        ["spec", "figure", "d", "mean at d", "mean at 1", "sd at 1", "ratio", "agrees"],
-        [
-            [
-                spec,
-                r["figure"],
-                r["d"],
-                r["mean_d"],
-                r["mean_1"],
-                r["sd_1"],
-                r["ratio"],
-                r["agrees"],
-            ]
-            for spec, v in inv.items()
-            for r in v["agreement"]
-        ],
-    )
-    show(
-        record,
-        ["min RTO ms", "senders", "goodput Mbit/s", "round ms p50", "drops", "verdict", "wall s"],
-        [
-            [
-                r["rto_min_ms"],
-                r["senders"],
-                r["goodput_mbps"],
-                r["round_ms_p50"],
-                r["drops"],
-                r["verdict"],
-                r["wall_s"],
-            ]
-            for r in grains
-        ],
-    )
+    show(record, INVARIANCE_COLUMNS, _invariance_rows(inv))
+    show(record, GRAIN_COLUMNS, _grain_rows(grains))
     if sizes:
-        show(
-            record,
-            ["GPUs", "seed", "d", "verdict", "served", "wall s", "wall s per real s"],
-            [
-                [
-                    r["gpus"],
-                    r["seed"],
-                    r["d"],
-                    r["verdict"],
-                    r["served"],
-                    r["wall_s"],
-                    r["wall_per_real_s"],
-                ]
-                for r in sizes
-            ],
-        )
+        show(record, SIZE_COLUMNS, _size_rows(sizes))
     return record

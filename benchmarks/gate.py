@@ -60,7 +60,8 @@ def scale_spec(gpus: int, processes: str, auto: bool) -> str:
         n=24,
     )
     if auto:
-        text = text.replace("scale: {bandwidth: 1.0e-4}", "scale: {bandwidth: 1.0e-4, time_dilation: auto}")
+        auto_scale = "scale: {bandwidth: 1.0e-4, time_dilation: auto}"
+        text = text.replace("scale: {bandwidth: 1.0e-4}", auto_scale)
     return text
 
 
