@@ -15,6 +15,7 @@ forwarded by ECMP before placement may take another path (brief reordering).
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Iterable
 from typing import Any
@@ -48,6 +49,17 @@ def idle_timeout(params: dict[str, Any]) -> int:
             f"idle_timeout_s={value!r} is not allowed: must be an integer from 1 to 65535"
         )
     return value
+
+
+def wall_params(policy: str, params: dict[str, Any], dilation: float) -> dict[str, Any]:
+    """``params`` with the rules' idle timeout in wall seconds at time dilation
+    ``dilation``: the adaptive policy's ``idle_timeout_s`` (real-equivalent, checked)
+    × d, rounded up to OpenFlow's whole seconds and at most 65535; every other policy's
+    params as given."""
+    if policy != "adaptive" or dilation == 1:
+        return params
+    wall = min(65535, math.ceil(idle_timeout(params) * dilation))
+    return params | {"idle_timeout_s": wall}
 
 
 def poll_interval(params: dict[str, Any]) -> float:

@@ -13,8 +13,8 @@ Configured by the JSON file named in ``KVFABRIC_CONTROLLER_CONFIG``:
 "poll_s": float, "time_dilation": float}`` (``params["poll_s"]``, if given, wins over
 ``poll_s``). Times in the configuration are real-equivalent; under time dilation d
 (``scale.time_dilation``) the polling period and detection delays last ``× d`` on the
-wall clock, as every other time of the run. (Rules' ``idle_timeout_s`` are OpenFlow's
-whole wall seconds and are not dilated.)
+wall clock, as every other time of the run, and so does the adaptive policy's rules'
+``idle_timeout_s`` (OpenFlow's whole wall seconds, rounded up: ``adaptive.wall_params``).
 
 Every ERROR-or-worse log record goes into ``ErrorLog`` (installed by
 ``controller.main``), which ``status`` reports as ``errors``.
@@ -100,7 +100,9 @@ class KvFabricController(app_manager.OSKenApp):
         self.datapaths: dict[str, Any] = {}  # switch name -> its os-ken datapath
         self.errors = ErrorLog.install()  # every ERROR record of the process
         fabric = Fabric.from_dict(cfg["fabric"])
-        self.session = ControllerSession(fabric, cfg["policy"], params)  # bad params fail here
+        # bad params fail here; the rules' idle timeout is OpenFlow's, in wall seconds
+        wall = adaptive.wall_params(cfg["policy"], params, dilation)
+        self.session = ControllerSession(fabric, cfg["policy"], wall)
         # (switch, port) -> s: port events heard there are acted on this much later, as a
         # real switch's loss-of-signal or BFD timers would report them
         self.detect_s = {

@@ -378,3 +378,13 @@ def test_routes_are_in_the_routing_table():
     rules = compute(f, "shortest_path")
     routes = [r for r in rules.rules if "ipv4_dst" in r.match_dict()]
     assert {(r.table, r.priority) for r in routes} == {(TABLE_ROUTE, PRIORITY_ROUTE)}
+
+
+def test_the_adaptive_rules_idle_timeout_lasts_d_times_longer_on_the_wall_clock():
+    from controller.adaptive import DEFAULT_IDLE_TIMEOUT_S, wall_params
+
+    assert wall_params("adaptive", {}, 4) == {"idle_timeout_s": 4 * DEFAULT_IDLE_TIMEOUT_S}
+    assert wall_params("adaptive", {"idle_timeout_s": 3}, 2.5) == {"idle_timeout_s": 8}  # up
+    assert wall_params("adaptive", {"idle_timeout_s": 60_000}, 2) == {"idle_timeout_s": 65535}
+    assert wall_params("adaptive", {"idle_timeout_s": 3}, 1) == {"idle_timeout_s": 3}
+    assert wall_params("ecmp", {}, 4) == {}  # no idle timeouts to stretch
