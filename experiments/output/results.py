@@ -178,10 +178,24 @@ class Run:
             if not (self.path / file_name(name, ".parquet")).is_file():
                 found = chunks.read_chunks(self.path, name)
             if found is not None:
-                self._tables[name], self._skipped[name] = found.frame, found.skipped
+                self._tables[name] = self._real_time(name, found.frame)
+                self._skipped[name] = found.skipped
             else:
                 self._tables[name] = read_table(self.path, name)
         return self._tables[name]
+
+    def _real_time(self, name: str, frame: pd.DataFrame) -> pd.DataFrame:
+        """A wall-clock table read from the chunks of a dilated run that never wrote its
+        tables, in real-equivalent time as its end would have written it
+        (``runner.write_tables``); anything else as it is."""
+        from experiments.measurement.timebase import WALL_TABLES, real_time_table
+
+        scale = self.config.scale if self.config is not None else None
+        if name not in WALL_TABLES or scale is None or scale.auto or scale.d == 1:
+            return frame
+        t0 = self.events.get("t0_ns")
+        t0 = int(t0) if isinstance(t0, int) else chunks.read_clock(self.path)
+        return frame if t0 is None else real_time_table(frame, scale, t0)
 
     @cached_property
     def config(self) -> RunConfig | None:

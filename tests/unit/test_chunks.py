@@ -49,9 +49,9 @@ def batches() -> list[pd.DataFrame]:
     return [queue_rows(0, 10), queue_rows(10, 7), queue_rows(17, 12)]
 
 
-def in_progress_run(run_dir: Path) -> None:
+def in_progress_run(run_dir: Path, spec: dict | None = None) -> None:
     """What a killed run's folder has besides its chunks: the summary written at its start
-    and its resolved spec."""
+    and its resolved spec (``spec``, default a serving one the schema no longer reads)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     write_json(
         run_dir,
@@ -63,7 +63,7 @@ def in_progress_run(run_dir: Path) -> None:
             "error": "run in progress",
         },
     )
-    spec = {
+    spec = spec or {
         "name": "serving-basic",
         "scale": {"bandwidth": 1e-4},
         "workloads": [{"kind": "serving"}],
@@ -154,6 +154,26 @@ def test_report_of_a_killed_run_names_what_was_recovered_and_what_is_missing(tmp
     assert "- queues: 29 rows, up to 0.14 s after t0" in text
     assert "Absent (nothing of them was saved): flows, requests, tokens, links, cpu." in text
     assert "The run failed" not in text
+
+
+def test_a_killed_dilated_runs_wall_clock_chunks_read_back_in_real_equivalent_time(tmp_path):
+    spec = {
+        "name": "incast",
+        "duration_s": 10,
+        "scale": {"bandwidth": 1e-4, "time_dilation": 4},
+        "fabric": {"kind": "spine_leaf"},
+        "workloads": [
+            {"kind": "incast", "receiver": "h0", "senders": 2, "sru_bytes": 1000, "rounds": 1}
+        ],
+    }
+    in_progress_run(tmp_path, spec)
+    chunks.write_clock(tmp_path, T0)
+    writer = chunks.ChunkWriter(tmp_path, "queues")
+    for b in batches():
+        writer.append(b)  # the last row 140 ms of wall time after t0: 35 ms real
+    run = load_run(tmp_path)
+    assert run.table("queues")["t_ns"].max() == T0 + 35_000_000
+    assert "- queues: 29 rows, up to 0.035 s after t0" in write_report([tmp_path]).read_text()
 
 
 def test_saved_sampler_rows_are_each_saved_once(tmp_path):
