@@ -420,24 +420,26 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_cli(args: argparse.Namespace) -> int:
     import tempfile
 
-    from experiments.orchestration.deployment import Deployment
-    from experiments.orchestration.runner import fabric_up
+    from experiments.orchestration.runner import fabric_up, prepare
     from topologies.machine import preflight
 
     spec, runs = _spec_and_runs(args)
-    run = runs[0]
-    if not _require_engine([run]):
+    if not _require_engine(runs[:1]):
         return EXIT_FAILED
+    # the fabric shaped at the run's time dilation (auto: the one its plan would run at)
+    (p,) = prepare(spec, runs[:1], force=True)
+    run, fabric, deployment = p.run, p.fabric, p.deployment
+    policy = run.config.controller.policy
     preflight()
-    fabric, policy = run.fabric(), run.config.controller.policy
-    deployment = Deployment.of(fabric, run.config.scale)
     with (
         tempfile.TemporaryDirectory(prefix="kvf-cli-") as scratch,
         fabric_up(fabric, run.config, Path(scratch), deployment=deployment) as (proc, net, _),
     ):
         names = {h.name: net.mn(h.name).name for h in fabric.hosts}
+        d = deployment.scale.d
+        slowed = f", time dilation {d:g} (links shaped to 1/{d:g} of their rate)" if d != 1 else ""
         console.print(
-            f"{spec.name}: {len(names)} hosts, policy {policy}, run prefix "
+            f"{spec.name}: {len(names)} hosts, policy {policy}{slowed}, run prefix "
             f"{net.prefix}. Mininet names: {json.dumps(names)[:400]}"
         )
         console.print("controller status: " + json.dumps(proc.client.status())[:300])
