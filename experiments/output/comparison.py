@@ -150,7 +150,9 @@ def _compare_headline(runs: list[Run]) -> list[str]:
     if not labels:
         return []
     scales = {run_scale(r) for r in runs}
-    lines = ["## Headline", "", units_note(scales.pop() if len(scales) == 1 else None), ""]
+    dilations = {r.summary.get("time_dilation") or 1 for r in runs}
+    d = dilations.pop() if len(dilations) == 1 else 0
+    lines = ["## Headline", "", units_note(scales.pop() if len(scales) == 1 else None, d), ""]
     dist = [(label, unit) for (label, unit), d in labels.items() if d]
     single = [(label, unit) for (label, unit), d in labels.items() if not d]
     for label, unit in dist:

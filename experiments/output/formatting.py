@@ -80,12 +80,26 @@ def write_text(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def units_note(scale: float | None) -> str:
+def units_note(scale: float | None, dilation: float = 1) -> str:
+    """The headline's sentence on units; ``dilation``: the runs' time dilation d (0 when
+    runs side by side differ in it)."""
     if scale is None:
-        return "Times as measured."
+        return "Times as measured." if dilation == 1 else "Times in real-equivalent seconds."
+    if dilation == 1:
+        return (
+            f"Real-equivalent units: message bytes and link rates both run at {scale:g} of "
+            "the real ones, so times are as measured and rates are emulated ÷ scale."
+        )
+    slower = (
+        f"the emulation ran {dilation:g} times slower (time dilation {dilation:g}: links at "
+        f"{scale:g} ÷ {dilation:g} of the real rates), so times are the wall times ÷ {dilation:g}"
+        if dilation
+        else "the runs ran at different time dilations, each time converted from its wall "
+        "clock ÷ its d"
+    )
     return (
-        f"Real-equivalent units: message bytes and link rates both run at {scale:g} of the "
-        "real ones, so times are as measured and rates are emulated ÷ scale."
+        f"Real-equivalent units: message bytes run at {scale:g} of the real ones and "
+        f"{slower}; rates are per real-equivalent second, emulated ÷ scale."
     )
 
 

@@ -85,7 +85,8 @@ def _write_single(run: Run, out: Path) -> Path:
     lines += _verdict_lines(run)
     lines += unfinished_lines(run, computed=bool(m))
     lines += _question_lines(run)
-    lines += _headline_lines(m, run.summary.get("estimate"), run_scale(run))
+    d = run.summary.get("time_dilation") or 1
+    lines += _headline_lines(m, run.summary.get("estimate"), run_scale(run), d)
     lines += _check_lines(run)
     lines += _fault_lines(m)
     lines += _capture_lines(run)
@@ -254,13 +255,15 @@ def _question_lines(run: Run) -> list[str]:
     return [f"> **Question.** {cell(asked)}", ""] if asked else []
 
 
-def _headline_lines(m: dict[str, Any], estimate: Any, scale: float | None) -> list[str]:
+def _headline_lines(
+    m: dict[str, Any], estimate: Any, scale: float | None, dilation: float = 1
+) -> list[str]:
     """The headline measurements, each beside its analytic estimate, in two narrow
     tables: distributions (p50, p99) and single values."""
     rows = headline(m, estimate if isinstance(estimate, dict) else None)
     if not rows:
         return []
-    lines = ["## Headline", "", units_note(scale), ""]
+    lines = ["## Headline", "", units_note(scale, dilation), ""]
     dists = [h for h in rows if h.distribution]
     values = [h for h in rows if not h.distribution]
     if dists:

@@ -507,3 +507,13 @@ def test_the_report_states_the_grain_of_every_queue(tmp_path):
     )
     assert "both ways: 6,056 µs real-equivalent" in section
     assert "Time dilation d = 1" in section and "not RDMA over lossless Ethernet" in section
+
+
+def test_the_headline_of_a_dilated_run_says_its_times_are_wall_times_over_d():
+    from experiments.output.formatting import units_note
+
+    assert "times are as measured" in units_note(1e-4)
+    dilated = units_note(1e-4, 4)
+    assert "times are as measured" not in dilated
+    assert "4 times slower" in dilated and "wall times ÷ 4" in dilated
+    assert "different time dilations" in units_note(1e-4, 0)
