@@ -545,7 +545,7 @@ def batch_losses(
     q = queues.groupby(["node", "port"])["drops"]
     dropped = (q.max() - q.min()).clip(lower=0).groupby(level="node").sum()
     ordered = links.sort_values("t_ns").groupby(["node", "port"])
-    moved = (ordered[["rx_bytes", "tx_bytes"]].last() - ordered[["rx_bytes", "tx_bytes"]].first())
+    moved = ordered[["rx_bytes", "tx_bytes"]].last() - ordered[["rx_bytes", "tx_bytes"]].first()
     per_switch = moved.groupby(level="node").sum()
     out = {}
     for node, n in dropped.items():
@@ -578,12 +578,7 @@ def unmodelled_loss_check(
     elsewhere = sum(int(tcp.get(k, 0)) for k in UNMODELLED_PLACES)
     at_queues = max(0, sum(batch.values()) - elsewhere)
     retrans, sent = int(tcp.get("retrans_segs", 0)), int(tcp.get("out_segs", 0))
-    explained = (
-        drops
-        + at_queues
-        + int(tcp.get("spurious_segs", 0))
-        + int(tcp.get("timeouts", 0))
-    )
+    explained = drops + at_queues + int(tcp.get("spurious_segs", 0)) + int(tcp.get("timeouts", 0))
     unexplained = max(0, retrans - explained)
     allowed = MIN_UNEXPLAINED + UNMODELLED_SHARE * sent + PER_DROP * drops
     beyond = (
