@@ -124,8 +124,10 @@ def run_one(spec: str, sets: list[str], seed: int | None = None) -> tuple[dict, 
         source = find_bundled(spec) if "\n" not in spec else spec
         loaded = load_spec(source, sets, seed=seed)
         t = time.monotonic()
-        run_spec(loaded, expand(loaded), Path(tmp), force=True)
+        outcomes = run_spec(loaded, expand(loaded), Path(tmp), force=True)
         wall = time.monotonic() - t
+        if any(str(o.summary.get("error", "")).startswith("interrupt") for o in outcomes):
+            raise KeyboardInterrupt  # Ctrl-C stops the benchmark, not only this run
         (path,) = Path(tmp).glob("*/*/summary.json")
         return json.loads(path.read_text()), wall
 
