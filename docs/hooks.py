@@ -1,0 +1,33 @@
+"""MkDocs hooks: pages generated from their declarations when the site is built, and
+the experiment handouts included from where they live (never copied into docs/).
+
+- ``reference/cli.md``: every ``kvfabric`` command, from its argparse parsers
+  (``experiments.cli.reference``).
+- ``reference/spec.md``: every spec key, from the schema's ``Field`` declarations the
+  validator checks against (``experiments.spec.export.keys_markdown``).
+- ``experiments/*.md``: ``experiments/handouts/*.md`` as they are (their README is the
+  section's index page), and ``benchmarks/README.md`` as ``benchmarks/index.md``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mkdocs.structure.files import File, Files
+
+ROOT = Path(__file__).resolve().parents[1]
+HANDOUTS = ROOT / "experiments" / "handouts"
+BENCHMARKS = ROOT / "benchmarks" / "README.md"
+
+
+def on_files(files: Files, config: Any) -> Files:
+    from experiments.cli.reference import cli_markdown
+    from experiments.spec.export import keys_markdown
+
+    files.append(File.generated(config, "reference/cli.md", content=cli_markdown()))
+    files.append(File.generated(config, "reference/spec.md", content=keys_markdown()))
+    for handout in sorted(HANDOUTS.glob("*.md")):
+        name = "index.md" if handout.name == "README.md" else handout.name
+        files.append(File.generated(config, f"experiments/{name}", abs_src_path=str(handout)))
+    files.append(File.generated(config, "benchmarks/index.md", abs_src_path=str(BENCHMARKS)))
+    return files
