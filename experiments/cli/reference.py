@@ -88,8 +88,10 @@ def _row(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
 
 def _metavar(action: argparse.Action) -> str:
     if action.metavar is not None:
-        return str(action.metavar) if not isinstance(action.metavar, tuple) else " ".join(
-            action.metavar
+        return (
+            str(action.metavar)
+            if not isinstance(action.metavar, tuple)
+            else " ".join(action.metavar)
         )
     if action.choices and not action.option_strings:
         return "{" + ",".join(map(str, action.choices)) + "}"
