@@ -6,7 +6,8 @@ the experiment handouts included from where they live (never copied into docs/).
 - ``reference/spec.md``: every spec key, from the schema's ``Field`` declarations the
   validator checks against (``experiments.spec.export.keys_markdown``).
 - ``experiments/*.md``: ``experiments/handouts/*.md`` as they are (their README is the
-  section's index page), and ``benchmarks/README.md`` as ``benchmarks/index.md``."""
+  section's index page), each result page opening with what the emulation cannot
+  represent (``GAP_NOTE``), and ``benchmarks/README.md`` as ``benchmarks/index.md``."""
 
 from __future__ import annotations
 
@@ -14,10 +15,20 @@ from pathlib import Path
 from typing import Any
 
 from mkdocs.structure.files import File, Files
+from mkdocs.structure.pages import Page
 
 ROOT = Path(__file__).resolve().parents[1]
 HANDOUTS = ROOT / "experiments" / "handouts"
 BENCHMARKS = ROOT / "benchmarks" / "README.md"
+# Beside every result it affects: where the results are read, not pages away.
+GAP_NOTE = """!!! note "What this result cannot show"
+    Measured with kernel TCP over drop-tail queues, not RDMA over lossless Ethernet
+    (no PFC pause frames, no ECN marking), at a grain where one packet stands for
+    1,514 ÷ `scale.bandwidth` real bytes. See
+    [what the emulation cannot represent](../concepts/modelling-gap.md) before
+    quoting it.
+
+"""
 
 
 def on_files(files: Files, config: Any) -> Files:
@@ -31,3 +42,11 @@ def on_files(files: Files, config: Any) -> Files:
         files.append(File.generated(config, f"experiments/{name}", abs_src_path=str(handout)))
     files.append(File.generated(config, "benchmarks/index.md", abs_src_path=str(BENCHMARKS)))
     return files
+
+
+def on_page_markdown(markdown: str, page: Page, config: Any, files: Files) -> str:
+    src = page.file.src_uri
+    if src.startswith("experiments/") and src != "experiments/index.md":
+        title, _, rest = markdown.partition("\n")
+        return f"{title}\n\n{GAP_NOTE}{rest}"
+    return markdown
