@@ -3,6 +3,8 @@ the experiment handouts included from where they live (never copied into docs/).
 
 - ``reference/cli.md``: every ``kvfabric`` command, from its argparse parsers
   (``experiments.cli.reference``).
+- ``reference/python.md``: the Python API a script uses, from its signatures and
+  docstrings (``experiments.cli.reference.api_markdown``).
 - ``reference/spec.md``: every spec key, from the schema's ``Field`` declarations the
   validator checks against (``experiments.spec.export.keys_markdown``).
 - ``experiments/*.md``: ``experiments/handouts/*.md`` as they are (their README is the
@@ -32,11 +34,12 @@ GAP_NOTE = """!!! note "What this result cannot show"
 
 
 def on_files(files: Files, config: Any) -> Files:
-    from experiments.cli.reference import cli_markdown
+    from experiments.cli.reference import api_markdown, cli_markdown
     from experiments.spec.export import keys_markdown
 
     files.append(File.generated(config, "reference/cli.md", content=cli_markdown()))
     files.append(File.generated(config, "reference/spec.md", content=keys_markdown()))
+    files.append(File.generated(config, "reference/python.md", content=api_markdown()))
     for handout in sorted(HANDOUTS.glob("*.md")):
         name = "index.md" if handout.name == "README.md" else handout.name
         files.append(File.generated(config, f"experiments/{name}", abs_src_path=str(handout)))

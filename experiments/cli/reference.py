@@ -1,11 +1,27 @@
 """The command-line reference as Markdown, walked from the argparse parsers the
-``kvfabric`` command itself uses (``docs/hooks.py`` renders it into the docs site at
-build time), so the page cannot drift from the command: a flag added, renamed or
-removed shows there on the next build."""
+``kvfabric`` command itself uses, and the Python API's reference, read from the
+signatures and docstrings of the objects a script uses (``PYTHON_API``).
+``docs/hooks.py`` renders both into the docs site at build time, so neither page can
+drift from the code: a flag or a parameter added, renamed or removed shows there on
+the next build."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import inspect
+import re
+
+# What a script drives kvfabric with (docs/how-to/python.md), module by module.
+PYTHON_API: dict[str, tuple[str, ...]] = {
+    "topologies": ("Fabric", "spine_leaf", "fat_tree", "rail_optimized"),
+    "topologies.scale": ("Scale",),
+    "topologies.builder": ("FabricNetwork", "Controller"),
+    "controller.process": ("ControllerProcess",),
+    "traffic.agents": ("AgentFleet",),
+    "experiments.measurement.iperf": ("iperf3",),
+    "experiments.output.results": ("load_run", "Run"),
+}
 
 # Wide enough that usage lines wrap the same on every terminal and build machine.
 USAGE_WIDTH = 88
@@ -102,3 +118,81 @@ def _metavar(action: argparse.Action) -> str:
 def _text(text: str) -> str:
     """Plain help text made safe in a Markdown table cell (no HTML, no cell breaks)."""
     return " ".join(text.split()).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def api_markdown(api: dict[str, tuple[str, ...]] = PYTHON_API) -> str:
+    """Each module of ``api`` with its docstring, and each named object with its
+    signature and docstring (a class with its public methods and properties)."""
+    out = [
+        "# Python API",
+        "",
+        "Generated when the site is built from the signatures and docstrings of the",
+        "objects a script uses ([Use kvfabric from Python](../how-to/python.md) puts",
+        "them together). Anything that builds a fabric needs root.",
+        "",
+    ]
+    for module_name, names in api.items():
+        module = importlib.import_module(module_name)
+        out += [f"## `{module_name}`", "", _doc(module), ""]
+        for name in names:
+            out += _object(f"{module_name}.{name}", getattr(module, name), depth=3)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _object(path: str, obj: object, depth: int) -> list[str]:
+    out = [f"{'#' * depth} `{path}`", ""]
+    signature = _signature(obj)
+    if signature is not None:
+        out += ["```python", f"{path.rsplit('.', 1)[-1]}{signature}", "```", ""]
+    out += [_doc(obj), ""]
+    if inspect.isclass(obj):
+        for name, member in vars(obj).items():
+            if name.startswith("_") or not (callable(member) or isinstance(member, property)):
+                continue
+            target = member.fget if isinstance(member, property) else member
+            if isinstance(target, staticmethod | classmethod):
+                target = target.__func__
+            doc = inspect.getdoc(target) or ""
+            kind = "property" if isinstance(member, property) else "method"
+            out += [f"- `{name}{'' if kind == 'property' else _signature(target) or '()'}`"]
+            if doc:
+                out[-1] += f": {_escape(doc.split(chr(10) + chr(10))[0].replace(chr(10), ' '))}"
+        out += [""]
+    return out
+
+
+def _signature(obj: object) -> str | None:
+    """``obj``'s signature, its annotations as written (not as quoted strings)."""
+    try:
+        signature = inspect.signature(obj)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    params = [
+        p.replace(annotation=_annotation(p.annotation)) for p in signature.parameters.values()
+    ]
+    returns = _annotation(signature.return_annotation)
+    return str(signature.replace(parameters=params, return_annotation=returns))
+
+
+class _Written(str):
+    """An annotation shown as the source writes it (``repr`` without quotes)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _annotation(annotation: object) -> object:
+    return _Written(annotation) if isinstance(annotation, str) else annotation
+
+
+def _doc(obj: object) -> str:
+    return _escape(inspect.getdoc(obj) or "")
+
+
+def _escape(text: str) -> str:
+    """Angle brackets outside code spans shown as text, not taken as HTML."""
+    parts = re.split(r"(``[^`]+``|`[^`]+`)", text)
+    return "".join(
+        part if part.startswith("`") else part.replace("<", "&lt;").replace(">", "&gt;")
+        for part in parts
+    )

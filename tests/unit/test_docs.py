@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from experiments.cli.main import _parser
-from experiments.cli.reference import cli_markdown, subcommands
+from experiments.cli.reference import PYTHON_API, cli_markdown, subcommands
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -48,6 +48,7 @@ def test_the_site_builds_strict_with_every_section(site: Path) -> None:
         "how-to/several-machines",
         "reference/spec",
         "reference/cli",
+        "reference/python",
         "benchmarks",
         "troubleshooting",
     ):
@@ -80,6 +81,21 @@ def test_the_cli_reference_names_every_command_and_flag(site: Path) -> None:
             for flag in action.option_strings:
                 assert flag in ("-h", "--help") or f"`{flag}" in text, f"kvfabric {name} {flag}"
     assert "--dry-run" in html and "kvfabric topo show" in html
+
+
+def test_the_python_api_reference_has_every_object_a_script_uses(site: Path) -> None:
+    html = (site / "reference" / "python" / "index.html").read_text()
+    for module, names in PYTHON_API.items():
+        for name in names:
+            assert f"{module}.{name}" in html
+    assert "wait_ready" in html  # a method, with its signature
+    how_to = (ROOT / "docs" / "how-to" / "python.md").read_text()
+    used = set(re.findall(r"^from ([\w.]+) import (.+)$", how_to, flags=re.M))
+    for module, names in used:
+        if module.split(".")[0] not in ("topologies", "controller", "traffic", "experiments"):
+            continue
+        for name in (n.strip() for n in names.split(",")):
+            assert name in PYTHON_API.get(module, ()), f"{module}.{name} is not in PYTHON_API"
 
 
 def test_the_spec_reference_is_the_schemas(site: Path) -> None:
