@@ -9,7 +9,7 @@ the experiment handouts included from where they live (never copied into docs/).
   validator checks against (``experiments.spec.export.keys_markdown``).
 - ``experiments/*.md``: ``experiments/handouts/*.md`` as they are (their README is the
   section's index page), each result page opening with what the emulation cannot
-  represent (``GAP_NOTE``), and ``benchmarks/README.md`` as ``benchmarks/index.md``."""
+  represent (``GAP_NOTE``), and ``benchmarks/README.md`` as ``benchmarks/suite.md``."""
 
 from __future__ import annotations
 
@@ -43,7 +43,18 @@ def on_files(files: Files, config: Any) -> Files:
     for handout in sorted(HANDOUTS.glob("*.md")):
         name = "index.md" if handout.name == "README.md" else handout.name
         files.append(File.generated(config, f"experiments/{name}", abs_src_path=str(handout)))
-    files.append(File.generated(config, "benchmarks/index.md", abs_src_path=str(BENCHMARKS)))
+    files.append(File.generated(config, "benchmarks/suite.md", abs_src_path=str(BENCHMARKS)))
+    return _one_page_per_address(files)
+
+
+def _one_page_per_address(files: Files) -> Files:
+    """Two pages built to one address (``x.md`` and ``x/index.md``) would silently
+    overwrite each other: refuse the build instead."""
+    seen: dict[str, str] = {}
+    for file in files:
+        other = seen.setdefault(file.dest_uri, file.src_uri)
+        if other != file.src_uri:
+            raise ValueError(f"{other} and {file.src_uri} both build {file.dest_uri}")
     return files
 
 

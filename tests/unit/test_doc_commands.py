@@ -198,14 +198,20 @@ def _scratch_out(argv: tuple[str, ...], tmp_path: Path) -> list[str]:
     return out
 
 
+_EXITS: dict[tuple[str, ...], int] = {}  # a command written on several pages runs once
+
+
 def _run(argv: list[str]) -> int:
-    handler = signal.getsignal(signal.SIGTERM)
-    try:
-        return main(argv)
-    except SystemExit as exc:  # argparse: --help (0) or a bad argument (2)
-        return int(exc.code or 0)
-    finally:
-        signal.signal(signal.SIGTERM, handler)
+    key = tuple(argv)
+    if key not in _EXITS:
+        handler = signal.getsignal(signal.SIGTERM)
+        try:
+            _EXITS[key] = main(argv)
+        except SystemExit as exc:  # argparse: --help (0) or a bad argument (2)
+            _EXITS[key] = int(exc.code or 0)
+        finally:
+            signal.signal(signal.SIGTERM, handler)
+    return _EXITS[key]
 
 
 def _parses(command: Command) -> None:

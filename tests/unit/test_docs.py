@@ -50,9 +50,13 @@ def test_the_site_builds_strict_with_every_section(site: Path) -> None:
         "reference/cli",
         "reference/python",
         "benchmarks",
+        "benchmarks/suite",
+        "reference-results",
         "troubleshooting",
     ):
         assert (site / page / "index.html").is_file(), page
+    # each page its own: the measurements are not overwritten by the suite's README
+    assert "Benchmarks and measurements" in (site / "benchmarks" / "index.html").read_text()
 
 
 def test_every_handout_is_a_page_of_the_site(site: Path) -> None:
