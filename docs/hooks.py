@@ -26,7 +26,7 @@ BENCHMARKS = ROOT / "benchmarks" / "README.md"
 GAP_NOTE = """!!! note "What this result cannot show"
     Measured with kernel TCP over drop-tail queues, not RDMA over lossless Ethernet
     (no PFC pause frames, no ECN marking), at a grain where one packet stands for
-    1,514 ÷ `scale.bandwidth` real bytes. See
+    1,514 ÷ `scale.bandwidth` real bytes (at the default MTU). See
     [what the emulation cannot represent](../concepts/modelling-gap.md) before
     quoting it.
 
