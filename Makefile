@@ -17,7 +17,7 @@ HAND_BACK := if [ -n "$$SUDO_UID" ] && [ "$$SUDO_UID" != 0 ]; then \
   find . -xdev -path ./.git -prune -o -uid 0 -print0 | xargs -0 -r chown -h "$$SUDO_UID:$$SUDO_GID"; fi
 AND_HAND_BACK := ; status=$$?; $(HAND_BACK); exit $$status
 
-.PHONY: setup demo test unit lint clean bench bench-quick references help
+.PHONY: setup link demo test unit lint docs clean bench bench-quick references help
 
 help:
 	@echo "sudo make demo   install what is missing, then run the flagship experiment (topology-aware-placement)"
@@ -26,9 +26,19 @@ help:
 	@echo "sudo make references  rerun every bundled experiment into results/reference/"
 	@echo "make unit        unit tests only (no root)"
 	@echo "make lint        ruff"
+	@echo "make docs        the documentation site (mkdocs build --strict into site/)"
 	@echo "sudo make clean  remove leftovers of kvfabric runs (only those)"
 
-setup: .setup-root apt ovs venv
+setup: .setup-root apt ovs venv link
+
+# sudo searches only root's PATH: put kvfabric on it (and everyone's) as a link to this
+# checkout's .venv. Idempotent; replaces a link (another checkout's), never a file.
+LINK := /usr/local/bin/kvfabric
+link: .setup-root venv
+	@if [ -e $(LINK) ] && [ ! -L $(LINK) ]; then \
+	  echo "$(LINK) exists and is not a link: left as it is (use $(CURDIR)/$(VENV)/bin/kvfabric)"; \
+	elif [ "$$(readlink $(LINK))" = "$(CURDIR)/$(VENV)/bin/kvfabric" ]; then echo "kvfabric: on PATH"; \
+	else ln -sfn "$(CURDIR)/$(VENV)/bin/kvfabric" $(LINK) && echo "kvfabric: $(LINK) -> $(CURDIR)/$(VENV)/bin/kvfabric"; fi
 
 .setup-root:
 	@if [ "$$(id -u)" != 0 ]; then echo "make setup needs root: run 'sudo make $(MAKECMDGOALS)'"; exit 1; fi
@@ -80,6 +90,9 @@ venv-user:
 
 lint: venv-user
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+docs: venv-user
+	$(VENV)/bin/mkdocs build --strict --site-dir site
 
 clean: .setup-root
 	$(VENV)/bin/kvfabric clean

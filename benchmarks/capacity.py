@@ -21,7 +21,7 @@ OVS's userspace datapath costs per packet, so six times the bytes per packet sho
 carry more. Its steps are fractions of the MTU-1500 iperf3 figure, the target's
 baseline, and its own one-hop iperf3 figure is reported too. (``afxdp`` ports were
 tried and are not offered: their transmit path bypasses the qdisc, so a 20 Mbit/s
-shaped egress passed 1,938 Mbit/s; see the README.)
+shaped egress passed 1,938 Mbit/s; see docs/benchmarks.md.)
 """
 
 from __future__ import annotations

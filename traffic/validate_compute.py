@@ -1,5 +1,5 @@
 """How well the calibrated compute model reproduces the profiles it came from: the
-README's validation table, as Markdown on stdout.
+validation table of docs/concepts/compute.md, as Markdown on stdout.
 
     python -m traffic.validate_compute
 

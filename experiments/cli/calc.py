@@ -39,7 +39,7 @@ def add_parsers(sub: Any) -> None:
         )
         step.add_argument("--json", action="store_true")
     csub.add_parser(
-        "validate", help="the compute model against the profiles it came from (README table)"
+        "validate", help="the compute model against the profiles it came from (a table)"
     )
     calc.set_defaults(handler=cmd_calc)
 

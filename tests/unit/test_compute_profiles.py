@@ -298,7 +298,7 @@ def test_validation_table_holds_out_the_row_it_reports(capsys):
     assert held != measured and held == pytest.approx(measured, rel=0.05)
     with pytest.raises(ValueError, match="end of the profile"):
         v.held_out_linear_s(series, series["tokens"][-1])
-    assert main(["calc", "validate"]) == 0  # the README's table, as a kvfabric command
+    assert main(["calc", "validate"]) == 0  # docs/concepts/compute.md's table
     out = capsys.readouterr().out
     assert out.count("| prefill |") + out.count("| decode |") == len(v.ROWS)
     assert "7,218 held-out counts" in out
