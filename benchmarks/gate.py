@@ -126,7 +126,8 @@ def benchmark_runs() -> list[dict[str, Any]]:
             )
     size = RESULTS / "dilation-size.json"
     if size.is_file():
-        for r in json.loads(size.read_text())["rows"]:
+        record = json.loads(size.read_text())
+        for r in record.get("size") or record.get("rows") or []:
             out.append(
                 {
                     "source": "dilation size",
