@@ -169,6 +169,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.quiet:
         console.print(f"[bold]{spec.name}[/bold]: {len(runs)} run(s) → {args.out}/{spec.name}/")
         _print_transport([(r.config, r.config.scale) for r in runs], err)
+        _print_noops(runs, err)
 
     def announce(name: str) -> None:
         err.print(
@@ -241,6 +242,7 @@ def _dry_run(spec: Any, runs: list[Any], force: bool, max_dilation: float) -> in
     for p in prepared:
         _print_demand(p, console)
         _print_transport([(p.run.config, p.deployment.scale)], console, p.run.label)
+        _print_noops([p.run], console, p.run.label)
         c = p.run.config.cluster
         if c is not None and (c.servers or c.local):
             _print_cluster(p)
@@ -290,6 +292,19 @@ def _print_demand(p: Any, console: Console) -> None:
     say(p.chosen.describe() + ("" if d == 1 else f"; figures per wall second {window_text(d)}"))
     for line in plan.exceeded:
         console.print(f"[red]exceeded[/red]: {escape(line)}", soft_wrap=True)
+
+
+def _print_noops(runs: list[Any], out: Console, label: str = "") -> None:
+    """What the runs ask for that would do nothing (``orchestration.noops``): each line
+    once, however many runs it applies to."""
+    from experiments.orchestration.noops import noop_warnings
+
+    lines = {}
+    for run in runs:
+        lines |= dict.fromkeys(noop_warnings(run.config, run.fabric()))
+    where = f"{label}: " if label else ""
+    for line in lines:
+        out.print(f"[yellow]{escape(where)}does nothing[/yellow]: {escape(line)}", soft_wrap=True)
 
 
 def _print_transport(runs: list[tuple[Any, Any]], out: Console, label: str = "") -> None:
