@@ -224,7 +224,15 @@ def _compare_plots(runs: list[Run], rows: list[dict[str, Any]], out: Path) -> li
             if f"{CDF_OF.get(name, name)}, distribution per run" in shown:
                 continue
             series = {q: [row.get(f"{name} {q}") for row in rows] for q in ("p50", "p99")}
-            p = plots.compare_bars(labels, series, pdir / f"compare_{slug(name)}.png")
+            unit = next((lb for lb, _ in LATENCY_ROWS if short_label(lb) == name), "")
+            unit = unit[len(name) + 2 : -1] if unit.startswith(f"{name} (") else ""
+            p = plots.compare_bars(
+                labels,
+                series,
+                pdir / f"compare_{slug(name)}.png",
+                title=f"{name}: p50 and p99 per run",
+                ylabel=unit,
+            )
             if p is not None:
                 made.append((name, p))
     made += cdfs

@@ -19,16 +19,56 @@ from matplotlib.figure import Figure
 from experiments.analysis.metrics import hottest_ports
 from experiments.analysis.metrics.flows import fct_ms, ok_mask
 from experiments.analysis.summary import link_rates
+from topologies import Fabric
 
 __all__ = [
     "compare_bars",
     "compare_cdf",
     "compare_vs_sweep",
+    "drops_timeseries",
     "fct_cdf",
     "link_heatmap",
+    "port_capacity_mbps",
+    "port_names",
     "queue_timeseries",
     "serving_cdf",
 ]
+
+PortNames = Mapping[tuple[str, int], str]  # (node, port) -> "leaf0→spine1"
+
+
+def port_names(fabric: Fabric | None) -> dict[tuple[str, int], str]:
+    """Every switch port named by the node at its other end: ``rail0→spine1``."""
+    if fabric is None:
+        return {}
+    out = {}
+    for link in fabric.links:
+        for end in link.ends():
+            out[(end, link.port_of(end))] = f"{end}→{link.other(end)}"
+    return out
+
+
+def port_capacity_mbps(
+    fabric: Fabric | None, bandwidth: float | None
+) -> dict[tuple[str, int], float]:
+    """Every switch port's configured egress rate, emulated Mbit/s per real-equivalent
+    second (as the links table reads): its link's real rate × ``bandwidth``."""
+    if fabric is None or not bandwidth:
+        return {}
+    return {
+        (end, link.port_of(end)): link.real_gbps * bandwidth * 1e3
+        for link in fabric.links
+        for end in link.ends()
+    }
+
+
+def _port(names: PortNames | None, node: str, port: object) -> str:
+    try:
+        key = (str(node), int(port))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return f"{node}:{port}"
+    return (names or {}).get(key, f"{node}:{port}")
+
 
 DPI = 100
 # PNG metadata without the matplotlib version, so a report does not change on upgrade.
@@ -58,6 +98,28 @@ def _cdf(ax, values: Sequence[float] | np.ndarray | pd.Series, label: str) -> bo
     y = np.arange(1, arr.size + 1) / arr.size
     ax.step(arr, y, where="post", label=f"{label} (n={arr.size})")
     return True
+
+
+def _ccdf(ax, values: Sequence[float] | np.ndarray | pd.Series, label: str) -> bool:
+    """The complementary CDF (fraction > x) on a log y-axis: the tail a CDF hides."""
+    arr = np.asarray(values, dtype=float)
+    arr = np.sort(arr[np.isfinite(arr)])
+    if arr.size == 0:
+        return False
+    y = 1.0 - np.arange(arr.size) / arr.size  # fraction >= each value, never 0
+    ax.step(arr, y, where="post", label=f"{label} (n={arr.size})")
+    return True
+
+
+def _finish_ccdf(ax, xlabel: str, title: str, smallest: int) -> None:
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("fraction ≥ x (log)")
+    ax.set_yscale("log")
+    ax.set_ylim(max(0.5 / max(smallest, 1), 1e-4), 1.5)
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize="small", loc="lower left")
 
 
 def _finish_cdf(ax, xlabel: str, title: str) -> None:
@@ -92,25 +154,41 @@ def fct_cdf(flows: pd.DataFrame | None, path: Path) -> Path | None:
 def serving_cdf(
     requests: pd.DataFrame | None, tokens: pd.DataFrame | None, path: Path
 ) -> Path | None:
-    """CDFs of TTFT (and KV transfer time) and of the inter-token latency."""
+    """CDFs of TTFT (and KV transfer time) and of the inter-token latency, and under
+    each its CCDF on a log axis, where the tail is read."""
     if requests is None or not len(requests):
         return None
-    fig, axes = _new(10.0, 4.0, 1, 2)
-    left, right = axes[0]
-    drawn = _cdf(left, requests["ttft_ms"], "TTFT")
+    fig, axes = _new(10.0, 7.0, 2, 2)
+    (left, right), (left_tail, right_tail) = axes
+    first = {"TTFT": requests["ttft_ms"]}
     if "kv_transfer_ms" in requests:
-        _cdf(left, requests["kv_transfer_ms"], "KV transfer")
-    _finish_cdf(left, "ms", "time to first token")
+        first["KV transfer"] = requests["kv_transfer_ms"]
+    second = {}
     if tokens is not None and len(tokens) and "itl_ms" in tokens:
-        drawn |= _cdf(right, tokens["itl_ms"], "ITL")
+        second["ITL"] = tokens["itl_ms"]
     if "tpot_ms" in requests:
-        drawn |= _cdf(right, requests["tpot_ms"], "TPOT")
-    _finish_cdf(right, "ms", "inter-token latency")
+        second["TPOT"] = requests["tpot_ms"]
+    drawn = False
+    for (cdf_ax, tail_ax), series, title in (
+        ((left, left_tail), first, "time to first token"),
+        ((right, right_tail), second, "inter-token latency"),
+    ):
+        for label, values in series.items():
+            drawn |= _cdf(cdf_ax, values, label)
+            _ccdf(tail_ax, values, label)
+        _finish_cdf(cdf_ax, "ms", title)
+        smallest = min(
+            (int(np.isfinite(np.asarray(v, float)).sum()) for v in series.values()), default=1
+        )
+        _finish_ccdf(tail_ax, "ms", f"{title}: the tail", smallest)
     return _save(fig, path) if drawn else None
 
 
-def queue_timeseries(queues: pd.DataFrame | None, path: Path, n: int = 5) -> Path | None:
-    """Backlog (packets) over time of the ``n`` hottest switch egress ports."""
+def queue_timeseries(
+    queues: pd.DataFrame | None, path: Path, n: int = 5, names: PortNames | None = None
+) -> Path | None:
+    """Backlog (packets) over time of the ``n`` hottest switch egress ports, each named
+    by its neighbour (``names``: ``port_names`` of the run's fabric)."""
     if queues is None or not len(queues):
         return None
     hot = hottest_ports(queues, n)
@@ -125,7 +203,7 @@ def queue_timeseries(queues: pd.DataFrame | None, path: Path, n: int = 5) -> Pat
             t,
             g["backlog_pkts"].to_numpy(dtype=float),
             where="post",
-            label=f"{row.node}:{row.port} (mean {row.mean_pkts:.1f})",
+            label=f"{_port(names, row.node, row.port)} (mean {row.mean_pkts:.1f})",
         )
     ax.set_xlabel("time since first sample (s)")
     ax.set_ylabel("backlog (packets)")
@@ -135,23 +213,76 @@ def queue_timeseries(queues: pd.DataFrame | None, path: Path, n: int = 5) -> Pat
     return _save(fig, path)
 
 
-def link_heatmap(
-    links: pd.DataFrame | None, path: Path, bins: int = 60, max_ports: int = 40
+def drops_timeseries(
+    queues: pd.DataFrame | None,
+    path: Path,
+    n: int = 5,
+    names: PortNames | None = None,
+    bin_s: float = 0.1,
 ) -> Path | None:
-    """Tx rate per port over time as a heatmap. If the links table has a ``rate_mbps``
-    column (the configured emulated rate) the colour is utilisation (0–1), otherwise the
-    absolute emulated rate in Mbit/s. At most ``max_ports`` rows (the busiest)."""
+    """Packets dropped per ``bin_s`` over time at the ``n`` ports that dropped most
+    (the queues' own counters; ``None`` when no queue dropped)."""
+    if queues is None or not len(queues) or "drops" not in queues:
+        return None
+    g = queues.sort_values("t_ns", kind="stable").groupby(["node", "port"], sort=True)
+    total = (g["drops"].max() - g["drops"].min()).sort_values(ascending=False, kind="stable")
+    total = total[total > 0].head(n)
+    if not len(total):
+        return None
+    t0 = float(queues["t_ns"].min())
+    span = (float(queues["t_ns"].max()) - t0) / 1e9
+    edges = np.arange(0.0, span + bin_s, bin_s)
+    fig, axes = _new(8.0, 4.0)
+    ax = axes[0][0]
+    for (node, port), dropped in total.items():
+        rows = g.get_group((node, port))
+        t = (rows["t_ns"].to_numpy(dtype=float) - t0) / 1e9
+        step = np.concatenate(
+            [[0.0], np.clip(np.diff(rows["drops"].to_numpy(dtype=float)), 0, None)]
+        )
+        per_bin, _ = np.histogram(t, bins=edges, weights=step)
+        ax.step(
+            edges[:-1], per_bin, where="post", label=f"{_port(names, node, port)} ({dropped:.0f})"
+        )
+    ax.set_xlabel("time since first sample (s)")
+    ax.set_ylabel(f"packets dropped per {bin_s * 1e3:g} ms")
+    ax.set_title(f"drops at the {len(total)} ports that dropped most (total in brackets)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="upper right")
+    return _save(fig, path)
+
+
+def link_heatmap(
+    links: pd.DataFrame | None,
+    path: Path,
+    bins: int = 60,
+    max_ports: int = 40,
+    names: PortNames | None = None,
+    capacity_mbps: Mapping[tuple[str, int], float] | None = None,
+) -> Path | None:
+    """Tx rate per port over time as a heatmap, each port named by its neighbour. With
+    each port's configured rate (``capacity_mbps``, emulated Mbit/s per second as the
+    table reads; or a ``rate_mbps`` column) the colour is utilisation in % of it,
+    otherwise the emulated rate in Mbit/s. At most ``max_ports`` rows (the busiest)."""
     if links is None or not len(links):
         return None
     rates = link_rates(links)
     rates = rates[np.isfinite(rates["tx_mbps"].astype(float))]
     if not len(rates):
         return None
-    utilisation = "rate_mbps" in links and links["rate_mbps"].notna().any()
+    cfg = None
+    if capacity_mbps:  # keyed as the table's ports read, whatever their dtype
+        cfg = {(str(n), str(p)): v for (n, p), v in capacity_mbps.items()}
+    elif "rate_mbps" in links and links["rate_mbps"].notna().any():
+        by = links.groupby(["node", "port"], sort=True)["rate_mbps"].max()
+        cfg = {(str(n), str(p)): v for (n, p), v in by.items()}
+    pairs = zip(rates["node"], rates["port"], strict=True)
+    keyed = [cfg.get((str(n), str(p))) for n, p in pairs] if cfg is not None else []
+    utilisation = cfg is not None and any(k is not None for k in keyed)
     if utilisation:
-        cfg = links.groupby(["node", "port"], sort=True)["rate_mbps"].max()
-        rates = rates.join(cfg, on=["node", "port"])
-        rates["value"] = rates["tx_mbps"] / rates["rate_mbps"]
+        rates = rates.assign(rate_mbps=pd.to_numeric(pd.Series(keyed, index=rates.index)))
+        rates = rates[rates["rate_mbps"] > 0]
+        rates["value"] = 100.0 * rates["tx_mbps"] / rates["rate_mbps"]
     else:
         rates["value"] = rates["tx_mbps"]
     ports = (
@@ -175,7 +306,7 @@ def link_heatmap(
     fig, axes = _new(9.0, max(3.0, 0.25 * len(keys) + 1.5))
     ax = axes[0][0]
     extent = (0.0, (edges[-1] - t0) / 1e9, len(keys) - 0.5, -0.5)
-    vmax = 1.0 if utilisation else float(np.nanmax(grid)) or 1.0
+    vmax = 100.0 if utilisation else float(np.nanmax(grid)) or 1.0
     image = ax.imshow(
         grid,
         aspect="auto",
@@ -186,9 +317,9 @@ def link_heatmap(
         cmap="viridis",
     )
     ax.set_yticks(range(len(keys)))
-    ax.set_yticklabels([f"{n}:{p}" for n, p in keys], fontsize="x-small")
+    ax.set_yticklabels([_port(names, n, p) for n, p in keys], fontsize="x-small")
     ax.set_xlabel("time since first sample (s)")
-    what = "utilisation (tx / configured rate)" if utilisation else "tx rate (emulated Mbit/s)"
+    what = "utilisation (% of the port's rate)" if utilisation else "tx rate (emulated Mbit/s)"
     ax.set_title(f"link {what}")
     fig.colorbar(image, ax=ax, label=what)
     return _save(fig, path)
@@ -231,9 +362,14 @@ def compare_vs_sweep(
 
 
 def compare_bars(
-    labels: Sequence[str], series: Mapping[str, Sequence[float | None]], path: Path
+    labels: Sequence[str],
+    series: Mapping[str, Sequence[float | None]],
+    path: Path,
+    title: str = "",
+    ylabel: str = "",
 ) -> Path | None:
-    """Grouped bars: one group per run label, one bar per series (e.g. p50, p99)."""
+    """Grouped bars: one group per run label, one bar per series (e.g. p50, p99), with
+    the metric as title and its unit on the y-axis."""
     names = [n for n, ys in series.items() if any(y is not None for y in ys)]
     if not names or not labels:
         return None
@@ -246,6 +382,10 @@ def compare_bars(
         ax.bar(pos + i * width - 0.4 + width / 2, y, width, label=name)
     ax.set_xticks(pos)
     ax.set_xticklabels(labels, rotation=30, ha="right", fontsize="small")
+    if title:
+        ax.set_title(title)
+    if ylabel:
+        ax.set_ylabel(ylabel)
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize="small")
     return _save(fig, path)

@@ -22,6 +22,7 @@ report shows of a run's metrics) and :mod:`.formatting`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -425,6 +426,9 @@ def _groups(rows: list[tuple[str, Any]]) -> list[tuple[str, list[tuple[str, Any]
 
 def _plot_lines(run: Run, out: Path) -> list[str]:
     pdir = out / PLOTS
+    fabric = _fabric(run)
+    names = plots.port_names(fabric)
+    capacity = plots.port_capacity_mbps(fabric, run_scale(run))
     made: list[tuple[str, Path | None]] = [
         ("Timeline", write_timeline(run, pdir / TIMELINE)),
         ("Flow completion time by kind", _plot(plots.fct_cdf, run.flows, pdir / "fct_cdf.png")),
@@ -434,9 +438,20 @@ def _plot_lines(run: Run, out: Path) -> list[str]:
         ),
         (
             "Queue occupancy of the hottest ports",
-            _plot(plots.queue_timeseries, run.queues, pdir / "queues.png"),
+            _plot(partial(plots.queue_timeseries, names=names), run.queues, pdir / "queues.png"),
         ),
-        ("Link utilisation", _plot(plots.link_heatmap, run.links, pdir / "links.png")),
+        (
+            "Drops over time",
+            _plot(partial(plots.drops_timeseries, names=names), run.queues, pdir / "drops.png"),
+        ),
+        (
+            "Link utilisation",
+            _plot(
+                partial(plots.link_heatmap, names=names, capacity_mbps=capacity),
+                run.links,
+                pdir / "links.png",
+            ),
+        ),
     ]
     made = [(title, p) for title, p in made if p is not None]
     if not made:
@@ -445,6 +460,18 @@ def _plot_lines(run: Run, out: Path) -> list[str]:
     for title, p in made:
         lines += [f"### {title}", "", f"![{title}]({p.relative_to(out).as_posix()})", ""]
     return lines
+
+
+def _fabric(run: Run) -> Any:
+    """The run's fabric from its configuration (None when unknown or not buildable)."""
+    from experiments.spec.typed import fabric_of
+
+    if run.config is None:
+        return None
+    try:
+        return fabric_of(run.config)
+    except (ValueError, KeyError):
+        return None
 
 
 def _plot(fn: Callable[..., Path | None], *args: Any) -> Path | None:
