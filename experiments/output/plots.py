@@ -32,6 +32,7 @@ __all__ = [
     "port_names",
     "queue_timeseries",
     "serving_cdf",
+    "ttft_breakdown",
 ]
 
 PortNames = Mapping[tuple[str, int], str]  # (node, port) -> "leaf0→spine1"
@@ -182,6 +183,30 @@ def serving_cdf(
         )
         _finish_ccdf(tail_ax, "ms", f"{title}: the tail", smallest)
     return _save(fig, path) if drawn else None
+
+
+def ttft_breakdown(parts: pd.DataFrame | None, path: Path) -> Path | None:
+    """One stacked bar per request in arrival order: its TTFT split into waiting +
+    prefill, KV transfer after the prefill and decode start
+    (``metrics.ttft_parts``)."""
+    from experiments.analysis.metrics.ttft_parts import LABELS, PARTS
+
+    if parts is None or not len(parts):
+        return None
+    fig, axes = _new(max(7.0, 0.12 * len(parts) + 3), 4.0)
+    ax = axes[0][0]
+    x = np.arange(len(parts))
+    bottom = np.zeros(len(parts))
+    for part in PARTS:
+        values = parts[part].to_numpy(dtype=float)
+        ax.bar(x, values, bottom=bottom, width=0.85, label=LABELS[part])
+        bottom += values
+    ax.set_xlabel("request (arrival order)")
+    ax.set_ylabel("TTFT (ms)")
+    ax.set_title("where each request's time to first token went")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize="small", loc="upper left", ncol=3)
+    return _save(fig, path)
 
 
 def queue_timeseries(

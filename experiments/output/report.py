@@ -437,6 +437,10 @@ def _plot_lines(run: Run, out: Path) -> list[str]:
             _plot(plots.serving_cdf, run.requests, run.tokens, pdir / "serving_cdf.png"),
         ),
         (
+            "TTFT breakdown per request",
+            _plot(plots.ttft_breakdown, _ttft_parts(run), pdir / "ttft_breakdown.png"),
+        ),
+        (
             "Queue occupancy of the hottest ports",
             _plot(partial(plots.queue_timeseries, names=names), run.queues, pdir / "queues.png"),
         ),
@@ -456,10 +460,36 @@ def _plot_lines(run: Run, out: Path) -> list[str]:
     made = [(title, p) for title, p in made if p is not None]
     if not made:
         return ["## Plots", "", "No tables to plot.", ""]
+    captions = {"TTFT breakdown per request": _ttft_caption(_ttft_parts(run))}
     lines = ["## Plots", ""]
     for title, p in made:
         lines += [f"### {title}", "", f"![{title}]({p.relative_to(out).as_posix()})", ""]
+        if captions.get(title):
+            lines += [captions[title], ""]
     return lines
+
+
+def _ttft_caption(parts: Any) -> str:
+    """The medians of the TTFT's parts, in one sentence."""
+    from experiments.analysis.metrics.ttft_parts import LABELS, PARTS
+
+    if parts is None or not len(parts):
+        return ""
+    said = ", ".join(f"{LABELS[k]} {fmt(float(parts[k].median()))}" for k in PARTS)
+    return (
+        f"Medians over {len(parts)} requests (ms): {said}; TTFT "
+        f"{fmt(float(parts['ttft_ms'].median()))}. The prefill ends where its KV transfer "
+        "was scheduled; the parts add up to each request's TTFT."
+    )
+
+
+def _ttft_parts(run: Run) -> Any:
+    """The run's per-request TTFT split (``metrics.ttft_parts``), None without KV moves."""
+    from experiments.analysis.metrics.ttft_parts import ttft_parts
+
+    serving = [w for w in (run.config.workloads if run.config else []) if w.kind == "serving"]
+    transfer = getattr(serving[0], "transfer", "monolithic") if serving else "monolithic"
+    return ttft_parts(run.requests, run.flows, transfer)
 
 
 def _fabric(run: Run) -> Any:

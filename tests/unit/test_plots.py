@@ -81,3 +81,34 @@ def test_latency_plots_add_a_log_tail_under_each_cdf(tmp_path, monkeypatch):
     tokens = pd.DataFrame({"itl_ms": np.r_[np.full(990, 10.0), np.full(10, 200.0)]})
     assert plots.serving_cdf(requests, tokens, tmp_path / "s.png")
     assert scales == ["linear", "linear", "log", "log"]
+
+
+def test_each_requests_ttft_splits_into_parts_that_add_up_to_it(tmp_path):
+    from experiments.analysis.metrics.ttft_parts import PARTS, ttft_parts
+
+    ms = 1_000_000
+    requests = pd.DataFrame(
+        {
+            "request_id": [0, 1, 2],
+            "arrival_ns": [0, 10 * ms, 20 * ms],
+            "first_token_ns": [100 * ms, 150 * ms, 90 * ms],
+            "served": [True, True, False],
+        }
+    )
+    flows = pd.DataFrame(  # request 1: two layers, the last sent at 110 ms, done at 130
+        {
+            "kind": ["kv_transfer"] * 3 + ["collective"],
+            "request_id": [0, 1, 1, None],
+            "t_sched_ns": [60 * ms, 70 * ms, 110 * ms, 5 * ms],
+            "t_end_ns": [80 * ms, 100 * ms, 130 * ms, 6 * ms],
+        }
+    )
+    parts = ttft_parts(requests, flows, "layer_pipelined").set_index("request_id")
+    assert parts.loc[0, list(PARTS)].tolist() == [60.0, 20.0, 20.0]
+    assert parts.loc[1, list(PARTS)].tolist() == [100.0, 20.0, 20.0]  # prefill ended at 110
+    assert 2 not in parts.index  # not served
+    assert (parts[list(PARTS)].sum(axis=1) == parts["ttft_ms"]).all()
+    monolithic = ttft_parts(requests, flows, "monolithic").set_index("request_id")
+    assert monolithic.loc[1, "wait_and_prefill_ms"] == 60.0  # its first (only) send
+    assert ttft_parts(requests, flows[flows["kind"] != "kv_transfer"]) is None  # colocated
+    assert plots.ttft_breakdown(parts.reset_index(), tmp_path / "b.png") is not None
