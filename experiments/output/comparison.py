@@ -33,6 +33,7 @@ from experiments.output.formatting import (
     verdict_word,
     write_text,
 )
+from experiments.output.html import write_html
 from experiments.output.metric_rows import (
     COMPARE_VALUES,
     LATENCY_ROWS,
@@ -92,6 +93,7 @@ def write_compare(runs: list[Run], out: Path) -> Path:
     lines += _compare_plots(runs, rows, out)
     path = out / REPORT
     write_text(path, "\n".join(lines).rstrip() + "\n")
+    write_html(path)  # report.html beside it, self-contained
     return path
 
 

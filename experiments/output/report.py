@@ -40,6 +40,7 @@ from experiments.output.formatting import (
     write_text,
 )
 from experiments.output.grain import grain_lines
+from experiments.output.html import write_html
 from experiments.output.metric_rows import (
     LATENCY_ROWS,
     PLOTS,
@@ -98,6 +99,7 @@ def _write_single(run: Run, out: Path) -> Path:
     lines += _plot_lines(run, out)
     path = out / REPORT
     write_text(path, "\n".join(lines).rstrip() + "\n")
+    write_html(path)  # report.html beside it, self-contained
     return path
 
 
