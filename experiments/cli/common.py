@@ -9,7 +9,10 @@ from topologies import Fabric, FabricError
 from topologies.scale import DEFAULT_MTU, Scale, check_bandwidth
 from topologies.shaping import egress_plan
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+# 0 ok; 1 a failed run or a missing capability; 2 bad input (a spec, an argument, a
+# fabric parameter, a run directory); 3 a run this machine's envelope refuses
+# (``kvfabric run`` without --force, and ``--dry-run`` of such a run)
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 console = Console(stderr=False)
 err = Console(stderr=True, soft_wrap=True)  # an error is one line, however long
 

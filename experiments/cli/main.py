@@ -1,8 +1,8 @@
-"""The ``kvfabric`` command line. Exit codes: 0 ok; 1 a failed run, a missing
-capability, or a fabric parameter or scale out of range in ``topo show`` (one
-line naming it and the command that shows what is allowed); 2 bad input to
-``run``, ``cli``, ``report``, ``estimate`` or ``calc`` (a spec, an argument, a run
-directory) and arguments argparse rejects."""
+"""The ``kvfabric`` command line. Exit codes, the same for every command: 0 ok; 1 a
+failed run or a missing capability; 2 bad input (a spec, an argument argparse
+rejects, a fabric parameter or scale out of range, a run directory: one line naming
+it and what is allowed); 3 a run this machine's envelope refuses (``run`` without
+``--force``, and ``run --dry-run`` of such a run)."""
 
 from __future__ import annotations
 
@@ -17,15 +17,18 @@ from pathlib import Path
 from rich.markup import escape
 
 from experiments.cli import calc, cluster, machine, report, run, spec, tools, topo
-from experiments.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, err
+from experiments.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    UsageError,
+    err,
+)
 from experiments.output.ownership import handed_back
 from topologies import FabricError
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "UsageError", "main"]
-
-# Commands whose FabricError is "a parameter out of range" (exit 1); for the
-# others (run, cli, report, ...) it is bad input (exit 2).
-FABRIC_COMMANDS = ("topo",)
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_REFUSED", "EXIT_USAGE", "UsageError", "main"]
 ROOMS = (machine, cluster, topo, calc, run, report, spec, tools)  # each adds its subcommands
 
 
@@ -60,9 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with handed_back(_written_roots(args)):
             return args.handler(args)
-    except FabricError as exc:
-        return _error("error", exc, EXIT_FAILED if args.command in FABRIC_COMMANDS else EXIT_USAGE)
-    except (UsageError, ValueError) as exc:
+    except (FabricError, UsageError, ValueError) as exc:
         return _error("error", exc, EXIT_USAGE)
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/yellow]: everything this run created was removed")

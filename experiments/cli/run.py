@@ -2,8 +2,8 @@
 runs), ``kvfabric list`` and ``kvfabric cli``: the commands that build fabrics
 from specs. ``--cluster user@host,...`` sets a spec's ``cluster.servers``; ``--dry-run``
 then shows the placement on them. Exit codes: 0 every run complete, 1 a run failed,
-was interrupted or could not start (a multi-server build, in this version) or, with
-``--dry-run``, would be refused; 2 bad input."""
+was interrupted or could not start (a multi-server build, in this version); 2 bad
+input; 3 this machine's envelope refuses a run (``--dry-run``: would refuse it)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,15 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from experiments.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, console, err, say
+from experiments.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    console,
+    err,
+    say,
+)
 from experiments.spec.cluster import cluster_override
 from experiments.spec.load import (
     HANDOUTS_DIR,
@@ -219,7 +227,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             "runs it anyway (the results say 'envelope: exceeded')",
             soft_wrap=True,
         )
-        return EXIT_FAILED
+        return EXIT_REFUSED
     except ResultsError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         return EXIT_USAGE
@@ -234,7 +242,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _dry_run(spec: Any, runs: list[Any], force: bool, max_dilation: float) -> int:
-    """Each run's demand, time dilation and wall time, built nothing; exit 1 when the
+    """Each run's demand, time dilation and wall time, built nothing; exit 3 when the
     run itself would be refused (a run over the envelope, without ``--force``)."""
     from experiments.orchestration.runner import prepare
 
@@ -263,7 +271,7 @@ def _dry_run(spec: Any, runs: list[Any], force: bool, max_dilation: float) -> in
         f"this machine ({escape(', '.join(over))}); --force runs them anyway",
         soft_wrap=True,
     )
-    return EXIT_FAILED
+    return EXIT_REFUSED
 
 
 def _print_demand(p: Any, console: Console) -> None:

@@ -170,10 +170,10 @@ def default_envelope(monkeypatch, tmp_path):
     monkeypatch.setattr(runner, "fabric_up", built)
 
 
-def test_dry_run_exits_1_when_the_run_would_be_refused(default_envelope, capsys):
+def test_dry_run_exits_3_when_the_run_would_be_refused(default_envelope, capsys):
     # serving-basic's layer-pipelined KV peaks at 1.4x the default envelope's messages
     at_1 = ["--set", "scale.time_dilation=1"]  # as written it is auto, and fits at 2
-    assert main(["run", "serving-basic", "--dry-run", *at_1]) == 1
+    assert main(["run", "serving-basic", "--dry-run", *at_1]) == 3
     out, err = capsys.readouterr()
     assert "time dilation 1: 60 s of real-equivalent traffic take 60 s of wall time" in out
     assert "would be refused" in err and "--force" in err
@@ -185,7 +185,7 @@ def test_dry_run_shows_the_dilation_auto_chose_and_its_wall_time(default_envelop
     assert main(argv) == 0
     out = " ".join(capsys.readouterr().out.split())  # a line may wrap
     assert "time dilation 2 (auto, at most 64): 60 s of real-equivalent traffic take 120 s" in out
-    assert main([*argv, "--max-dilation", "1.2"]) == 1
+    assert main([*argv, "--max-dilation", "1.2"]) == 3
     out = " ".join(capsys.readouterr().out.split())
     assert "--max-dilation 2" in out and "120 s of wall time" in out
 

@@ -55,8 +55,8 @@ def test_topo_show_says_whether_the_fabric_fits(capsys):
         (["nosuch"], "allowed spine_leaf, fat_tree, rail_optimized"),
     ],
 )
-def test_bad_fabric_parameter_is_one_line_with_the_fix_and_exit_1(capsys, params, says):
-    assert main(["topo", "show", *params]) == EXIT_FAILED
+def test_bad_fabric_parameter_is_one_line_with_the_fix_and_exit_2(capsys, params, says):
+    assert main(["topo", "show", *params]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and len(err) > 80, err  # one line, not wrapped at 80
     assert err.startswith("error: ") and says in err
@@ -64,8 +64,8 @@ def test_bad_fabric_parameter_is_one_line_with_the_fix_and_exit_1(capsys, params
 
 
 @pytest.mark.parametrize("scale", ["-1", "0", "2", "abc", "nan"])
-def test_scale_out_of_range_is_one_line_and_exit_1(capsys, scale):
-    assert main(["topo", "show", "spine_leaf", "--scale", scale]) == EXIT_FAILED
+def test_scale_out_of_range_is_one_line_and_exit_2(capsys, scale):
+    assert main(["topo", "show", "spine_leaf", "--scale", scale]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"--scale {scale} is not allowed" in err and "(0, 1]" in err
 

@@ -8,7 +8,7 @@ continuations and quoted values that run on over lines. What it needs decides ho
 it is checked, without root:
 
 - without ``sudo``: it runs here, in-process, and must exit 0 (or the exit code its
-  own comment says, ``# ... exit 1``); a ``--out`` is pointed at a scratch folder so
+  own comment says, ``# ... exit 3``); a ``--out`` is pointed at a scratch folder so
   nothing is written into the checkout;
 - with ``sudo``: ``run`` and ``demo`` run as ``--dry-run`` (the spec checked, every
   run planned against the envelope, nothing built); anything else is parsed by the
@@ -186,7 +186,8 @@ def _placeholder(argv: tuple[str, ...], i: int) -> bool:
 
 
 def _expected(command: Command) -> int:
-    return 1 if re.search(r"\bexit 1\b", command.comment) else 0
+    said = re.search(r"\bexit ([0-9])\b", command.comment)
+    return int(said.group(1)) if said else 0
 
 
 def _scratch_out(argv: tuple[str, ...], tmp_path: Path) -> list[str]:

@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from experiments.cli.main import EXIT_FAILED, EXIT_OK, main
+from experiments.cli.main import EXIT_OK, EXIT_USAGE, main
 from experiments.orchestration.crossing import cross_traffic
 from topologies import Fabric, FabricError, make_fabric
 from topologies.placement import MachineShare, place
@@ -186,6 +186,6 @@ def test_topo_show_of_a_spec_prints_the_traffic_across_each_boundary(capsys):
 
 
 def test_topo_show_refuses_zero_servers_in_one_line(capsys):
-    assert main(["topo", "show", "spine_leaf", "--servers", "0"]) == EXIT_FAILED
+    assert main(["topo", "show", "spine_leaf", "--servers", "0"]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--servers 0" in err
