@@ -87,7 +87,7 @@ def test_ecmp_spreads_over_spines_and_shortest_path_does_not():
             for path in trace(f, rules, "h0", "h5", ip_proto=6, tcp_src=sport, tcp_dst=5201)
         }
     assert spines["ecmp"] == {"spine0", "spine1", "spine2", "spine3"}
-    assert spines["shortest_path"] == {"spine0"}
+    assert len(spines["shortest_path"]) == 1
 
 
 def test_group_ids_are_deterministic():
