@@ -57,6 +57,7 @@ from experiments.orchestration.envelope import load as load_envelope
 from experiments.orchestration.faults import agent_kills, rate_changes
 from experiments.orchestration.live import LiveTables, live_record
 from experiments.orchestration.plan import TrafficPlan, controller_params, traffic_plan
+from experiments.orchestration.provenance import provenance
 from experiments.orchestration.runtime import FaultInjector, RunLock, StopFlag, env_info
 from experiments.output import chunks, results
 from experiments.spec.capture import targets
@@ -119,6 +120,10 @@ class Prepared:
         if self.dilation is not None:
             return self.dilation
         return Dilation(self.deployment.scale.d, False, self.run.config.duration_s)
+
+    def envelope_in_force(self) -> dict[str, Any]:
+        """Which envelope judged the run (env.json's and the provenance's)."""
+        return {"source": self.envelope.source, "calibrated": self.envelope.calibrated}
 
     def envelope_record(self) -> dict[str, Any]:
         """What summary.json says of the envelope that judged this run (its figures per
@@ -263,6 +268,7 @@ def execute(p: Prepared, out_root: Path, stop: StopFlag, progress: Any = None) -
         "scale": config.scale.bandwidth,
         "time_dilation": p.deployment.scale.d,  # wall seconds per real-equivalent second
         "started": started.isoformat(timespec="seconds"),
+        "provenance": provenance(run.resolved, p.envelope_in_force()),
     }
     results.write_json(
         run_dir,
@@ -398,8 +404,8 @@ def _carry_out(
         deployed,
     ):
         rec.datapath, rec.prefix = net.datapath, net.prefix
-        env = env_info(net.datapath) | {
-            "envelope": {"source": p.envelope.source, "calibrated": p.envelope.calibrated},
+        env = env_info(net.datapath) | provenance(p.run.resolved, p.envelope_in_force())
+        env |= {
             "ovs_tx_buffer_bytes": net.tx_buffer,  # topologies.ovs_tx: None if unchanged
         }
         cluster = deployed.cluster

@@ -27,6 +27,7 @@ from experiments.output.formatting import (
     cell,
     estimate_cell,
     fmt,
+    revision_text,
     short_label,
     slug,
     units_note,
@@ -62,6 +63,7 @@ def write_compare(runs: list[Run], out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     experiments = sorted({str(r.summary.get("experiment") or r.path.parent.name) for r in runs})
     lines = [f"# Comparison of {len(runs)} runs: {', '.join(experiments)}", ""]
+    lines += _revision_lines(runs)
     lines += _compare_verdicts(runs)
     if len(experiments) == 1:
         asked = question(experiments[0])
@@ -107,6 +109,18 @@ def _table(columns: list[str], rows: list[dict[str, Any]]) -> list[str]:
     lines = ["| " + " | ".join(columns) + " |", "| " + " | ".join(align) + " |"]
     lines += ["| " + " | ".join(fmt(row.get(c)) for c in columns) + " |" for row in rows]
     return lines + [""]
+
+
+def _revision_lines(runs: list[Run]) -> list[str]:
+    """Which kvfabric made the runs: one line, or one per revision when they differ."""
+    made: dict[str, list[str]] = {}
+    for r in runs:
+        made.setdefault(revision_text(r.summary.get("provenance")), []).append(r.label)
+    if len(made) == 1:
+        return [f"Made by {next(iter(made))} (every run).", ""]
+    lines = ["Made by different revisions: compare with care.", ""]
+    lines += [f"- {text}: {cell(', '.join(labels))}" for text, labels in made.items()]
+    return [*lines, ""]
 
 
 def _compare_verdicts(runs: list[Run]) -> list[str]:

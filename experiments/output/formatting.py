@@ -15,6 +15,7 @@ __all__ = [
     "estimate_cell",
     "fmt",
     "kv",
+    "revision_text",
     "short_label",
     "slug",
     "units_note",
@@ -72,6 +73,23 @@ def kv(d: dict[str, Any], limit: int = 300) -> str:
         parts.append(f"{k}={shown}")
     text = ", ".join(parts)
     return cell(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+SHORT_REVISION = 12  # hex digits of a git revision where a person reads it
+
+
+def revision_text(provenance: Any) -> str:
+    """``kvfabric 0.1.0, git 1a2b3c4d5e6f (uncommitted changes)`` from a provenance
+    block (summary.json's ``provenance``; ``experiments.orchestration.provenance``)."""
+    if not isinstance(provenance, dict):
+        return "kvfabric (version and git revision not recorded)"
+    version, revision = provenance.get("kvfabric_version"), provenance.get("git_revision")
+    text = f"kvfabric {version or '(version unknown)'}, "
+    if not revision:
+        return text + "git revision unknown"
+    dirty = provenance.get("git_dirty")
+    state = " (uncommitted changes)" if dirty else "" if dirty is False else " (dirty unknown)"
+    return text + f"git {str(revision)[:SHORT_REVISION]}{state}"
 
 
 def write_text(path: Path, text: str) -> None:

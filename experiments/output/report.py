@@ -30,11 +30,13 @@ from experiments.output import plots
 from experiments.output.comparison import compare_dir, write_compare
 from experiments.output.fault_report import fault_lines
 from experiments.output.formatting import (
+    SHORT_REVISION,
     at_path,
     cell,
     estimate_cell,
     fmt,
     kv,
+    revision_text,
     units_note,
     write_text,
 )
@@ -81,7 +83,7 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path | None = None) -> Path:
 def _write_single(run: Run, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     m = run_metrics(run)
-    lines = [f"# {_title(run)}", ""]
+    lines = [f"# {_title(run)}", "", _provenance_line(run.summary), ""]
     lines += _verdict_lines(run)
     lines += unfinished_lines(run, computed=bool(m))
     lines += _question_lines(run)
@@ -166,6 +168,14 @@ def _title(run: Run) -> str:
     return (
         f"{experiment}: {label} (run {run.run_id})" if label else f"{experiment} (run {run.run_id})"
     )
+
+
+def _provenance_line(s: dict[str, Any]) -> str:
+    """Which kvfabric made the run, and of which spec: the run names its revision."""
+    prov = s.get("provenance")
+    sha = prov.get("spec_sha256") if isinstance(prov, dict) else None
+    spec = f"; spec sha256 {sha[:SHORT_REVISION]}" if sha else ""
+    return f"Made by {revision_text(prov)}{spec}."
 
 
 def _verdict_lines(run: Run) -> list[str]:

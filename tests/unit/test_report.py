@@ -274,7 +274,9 @@ def test_single_run_report(tmp_path):
     text = path.read_text()
     lines = text.splitlines()
     assert lines[0].startswith("# incast-basic: senders=2,seed=7")
-    assert lines[2].startswith("**Fidelity: OK**")  # the verdict right under the title
+    # the title, the kvfabric that made the run, then the verdict
+    assert lines[2] == "Made by kvfabric (version and git revision not recorded)."
+    assert lines[4].startswith("**Fidelity: OK**")
     assert "PARTIAL" not in text
     assert "| cpu_max_pct | yes | 40 | 90 | % | busiest core |" in text
     assert "- fabric: **spine_leaf** (spines=2, leaves=2, hosts_per_leaf=" in text
@@ -306,7 +308,7 @@ def test_partial_and_unfaithful_run_say_so_at_the_top(tmp_path):
     for name in ("requests", "tokens", "links"):
         (run_dir / f"{name}.parquet").unlink()  # interrupted before writing them
     text = write_report([run_dir]).read_text()
-    head = "\n".join(text.splitlines()[:6])
+    head = "\n".join(text.splitlines()[:8])
     assert "PARTIAL RUN: this run was interrupted and is incomplete" in head
     assert "Fidelity: NOT OK: the emulation was not faithful during this run" in head
     assert "(failed: cpu_max_pct)" in head
