@@ -21,15 +21,18 @@ from typing import Any
 
 from experiments.analysis.headline import headline, question
 from experiments.analysis.metrics.flows import fct_ms, ok_mask
+from experiments.analysis.metrics.stats import percentile_supported
 from experiments.output import plots
 from experiments.output.formatting import (
     at_path,
     cell,
     estimate_cell,
     fmt,
+    percentile_cell,
     revision_text,
     short_label,
     slug,
+    too_small,
     units_note,
     verdict_word,
     write_text,
@@ -76,7 +79,8 @@ def write_compare(runs: list[Run], out: Path) -> Path:
     for row in rows:
         columns += [c for c in row if c not in columns and c != "run_id"]
     latency = [c for c in columns if c.endswith((" p50", " p99"))]
-    values = [c for c in columns if c not in latency]
+    counts = [c for c in columns if c.endswith(" n")]
+    values = [c for c in columns if c not in latency and c not in counts]
     lines += ["## Key metrics", ""]
     lines += _table(values, rows)
     # one narrow table per latency metric the headline does not already show
@@ -107,8 +111,17 @@ def _relative_link(target: Path, base: Path) -> str:
 def _table(columns: list[str], rows: list[dict[str, Any]]) -> list[str]:
     align = ["---" if c in ("label", "fidelity") else "---:" for c in columns]
     lines = ["| " + " | ".join(columns) + " |", "| " + " | ".join(align) + " |"]
-    lines += ["| " + " | ".join(fmt(row.get(c)) for c in columns) + " |" for row in rows]
+    lines += ["| " + " | ".join(_cell(row, c) for c in columns) + " |" for row in rows]
     return lines + [""]
+
+
+def _cell(row: dict[str, Any], column: str) -> str:
+    """A value of a row; a percentile the run's sample cannot support says so, with n."""
+    name, _, q = column.rpartition(" ")
+    n = row.get(f"{name} n")
+    if q in ("p50", "p99") and isinstance(n, int) and not percentile_supported(q, n):
+        return too_small(n)
+    return fmt(row.get(column))
 
 
 def _revision_lines(runs: list[Run]) -> list[str]:
@@ -179,7 +192,7 @@ def _compare_headline(runs: list[Run]) -> list[str]:
         for r, rows in zip(runs, per_run, strict=True):
             h = next((h for h in rows if h.label == label), None)
             if h is not None:
-                p50, p99 = fmt(h.measured.get("p50")), fmt(h.measured.get("p99"))
+                p50, p99 = (percentile_cell(h.measured, q) for q in ("p50", "p99"))
                 est = estimate_cell(h.estimate)
                 lines.append(f"| {cell(r.label)} | {p50} | {p99} | {est} |")
         lines.append("")

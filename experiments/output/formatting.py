@@ -9,15 +9,19 @@ import math
 from pathlib import Path
 from typing import Any
 
+from experiments.analysis.metrics.stats import percentile_supported
+
 __all__ = [
     "at_path",
     "cell",
     "estimate_cell",
     "fmt",
     "kv",
+    "percentile_cell",
     "revision_text",
     "short_label",
     "slug",
+    "too_small",
     "units_note",
     "verdict_word",
     "write_text",
@@ -60,6 +64,22 @@ def fmt(value: Any) -> str:
             return f"{value:.3e}"
         return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
     return cell(str(value))
+
+
+def too_small(n: int) -> str:
+    return f"n too small (n={n:,})"
+
+
+def percentile_cell(stats: Any, key: str) -> str:
+    """Percentile ``key`` of a stats block as a report shows it: the number when the
+    block's ``count`` supports it (``stats.percentile_supported``), else "n too small
+    (n=K)"."""
+    if not isinstance(stats, dict):
+        return fmt(None)
+    n = stats.get("count")
+    if isinstance(n, int) and not percentile_supported(key, n):
+        return too_small(n)
+    return fmt(stats.get(key))
 
 
 def cell(text: str) -> str:

@@ -36,6 +36,7 @@ from experiments.output.formatting import (
     estimate_cell,
     fmt,
     kv,
+    percentile_cell,
     revision_text,
     units_note,
     write_text,
@@ -279,8 +280,8 @@ def _headline_lines(
     if dists:
         lines += ["| quantity | p50 | p99 | estimate |", "| --- | ---: | ---: | ---: |"]
         lines += [
-            f"| {h.label} ({h.unit}) | {fmt(h.measured['p50'])} "
-            f"| {fmt(h.measured.get('p99'))} | {estimate_cell(h.estimate)} |"
+            f"| {h.label} ({h.unit}) | {percentile_cell(h.measured, 'p50')} "
+            f"| {percentile_cell(h.measured, 'p99')} | {estimate_cell(h.estimate)} |"
             for h in dists
         ]
         lines.append("")
@@ -378,7 +379,10 @@ def _metric_lines(m: dict[str, Any]) -> list[str]:
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         for label, st in members:
-            cells = " | ".join(fmt(st.get(k)) for k in ("mean", "p50", "p90", "p99", "p999", "max"))
+            cells = " | ".join(
+                fmt(st.get(k)) if k in ("mean", "max") else percentile_cell(st, k)
+                for k in ("mean", "p50", "p90", "p99", "p999", "max")
+            )
             lines.append(f"| {label} | {st['count']} | {cells} |")
         lines.append("")
     values = [(label, at_path(m, path), unit) for label, path, unit in VALUE_ROWS]

@@ -342,13 +342,14 @@ def test_comparison_of_a_sweep(tmp_path):
     assert "| label | TPOT p50 | TPOT p99 |" in latency
     assert not [line for line in latency if "TTFT" in line or "FCT" in line]
     assert all(line.count("|") == 4 for line in latency)
-    # senders=3: FCTs 2, 3, 4 ms per round -> p50 3, p99 4, in the headline
+    # senders=3: FCTs 2, 3, 4 ms per round -> p50 3, in the headline; a p99 of 6 flows is
+    # no number to print
     fct = text.split("**FCT, all flows (ms)**")[1]
-    assert "| senders=3,seed=7 | 3 | 4 | – |" in fct
+    assert "| senders=3,seed=7 | 3 | n too small (n=6) | – |" in fct
     # the first screen: verdict, then the headline, each run's TTFT beside nothing predicted
     head = text.split("## Key metrics")[0]
     assert "## Headline" in head and "**TTFT (ms)**" in head
-    assert "| senders=1,seed=7 | 60 | 197.2 | – |" in head
+    assert "| senders=1,seed=7 | 60 | n too small (n=3) | – |" in head
     png = tmp_path / "cmp" / "plots" / "compare_sweep.png"
     assert png.read_bytes()[:8] == PNG and "(plots/compare_sweep.png)" in text
 
@@ -448,8 +449,9 @@ def test_first_screen_puts_each_headline_number_beside_its_estimate(tmp_path):
     text = write_report([run_dir]).read_text()
     first_screen = text.split("## Run")[0]
     assert first_screen.index("**Fidelity: OK**") < first_screen.index("## Headline")
-    # TTFT 40, 60, 200 ms: p50 60, p99 197.2, beside the predicted 50 / 150
-    assert "| TTFT (ms) | 60 | 197.2 | p50 50 · p99 150 |" in first_screen
+    # TTFT 40, 60, 200 ms: p50 60 beside the predicted 50 / 150; three requests support
+    # no p99 (summary.json keeps it: 197.2)
+    assert "| TTFT (ms) | 60 | n too small (n=3) | p50 50 · p99 150 |" in first_screen
     assert "| ITL (ms) | 10 |" in first_screen  # measured, nothing predicted
     assert "| goodput |" in first_screen and "Gbit/s real-equivalent" in first_screen
     assert "| drops | 18 | – | packets |" in first_screen
