@@ -13,6 +13,7 @@ complete summary only at the end, so nothing half-written looks complete.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import shutil
 import tempfile
@@ -31,6 +32,7 @@ from controller.process import ControllerProcess
 from controller.tls import RunPKI
 from experiments.analysis.estimates import estimate
 from experiments.analysis.fidelity import verdict
+from experiments.analysis.repeats import repeats_block
 from experiments.analysis.summary import summarize
 from experiments.measurement import tcpcount
 from experiments.measurement.capture import Captures
@@ -249,7 +251,25 @@ def run_spec(
                 log.warning("not starting run %s: the run was interrupted", p.run.label)
                 break
             outcomes.append(execute(p, out_root, stop, progress))
+    record_repeats(outcomes)
     return outcomes
+
+
+def record_repeats(outcomes: list[Outcome]) -> None:
+    """Into each summary.json of a sweep point run more than once (``--repeat``): the
+    spread of its primary metrics across those runs (``analysis.repeats``)."""
+    by_point: dict[str, list[Outcome]] = {}
+    for o in outcomes:
+        point = {k: v for k, v in (o.summary.get("point") or {}).items() if k != "seed"}
+        key = json.dumps(point, sort_keys=True, default=str)
+        by_point.setdefault(key, []).append(o)
+    for group in by_point.values():
+        block = repeats_block([o.summary for o in group]) if len(group) > 1 else None
+        if block is None:
+            continue
+        for o in group:
+            o.summary["repeats"] = block
+            results.write_json(o.path, "summary", o.summary)
 
 
 def execute(p: Prepared, out_root: Path, stop: StopFlag, progress: Any = None) -> Outcome:

@@ -46,6 +46,7 @@ from experiments.output.metric_rows import (
     run_metrics,
     run_scale,
 )
+from experiments.output.ratios import ratio_lines
 from experiments.output.results import Run
 
 __all__ = ["compare_dir", "write_compare"]
@@ -73,6 +74,7 @@ def write_compare(runs: list[Run], out: Path) -> Path:
         lines += [f"> **Question.** {cell(asked)}", ""] if asked else []
     headline_lines = _compare_headline(runs)
     lines += headline_lines
+    lines += ratio_lines(runs, [(title, values) for title, _, values, _ in CDF_METRICS[:4]])
     lines += _compare_checks(runs)
     rows = [key_metrics(r) for r in runs]
     columns: list[str] = []
