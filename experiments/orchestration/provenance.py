@@ -1,8 +1,8 @@
 """Where a run's numbers come from: the kvfabric version, the git revision and whether
-the checkout had uncommitted changes, the hash of the resolved spec, the envelope that
-judged the run, the kernel and the machine. ``env.json`` and ``summary.json`` carry it
-(``summary.json`` as its ``provenance`` block), so "this run predates the fix" can be
-checked, and ``kvfabric --version`` prints the first two.
+the checkout had uncommitted changes, the hash of the resolved spec (``spec_sha256``),
+the envelope that judged the run, the kernel and the machine. ``env.json`` and
+``summary.json`` carry it (``summary.json`` as its ``provenance`` block), so "this run
+predates the fix" can be checked, and ``kvfabric --version`` prints the first two.
 
 Never fails a run: a kvfabric that is not installed has version ``None``; outside a git
 checkout, or without git, the revision and the dirty flag are ``None`` (unknown, which is
@@ -11,8 +11,6 @@ not "clean").
 
 from __future__ import annotations
 
-import hashlib
-import json
 import platform
 import shutil
 import subprocess
@@ -60,23 +58,13 @@ def git_state(root: Path = CHECKOUT) -> dict[str, Any]:
     }
 
 
-def spec_sha256(resolved: Mapping[str, Any]) -> str:
-    """sha256 of the resolved spec as canonical JSON (keys sorted, no spaces, UTF-8):
-    two runs of the same resolved spec have the same hash, whatever their YAML looked like."""
-    text = json.dumps(
-        resolved, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
-    )
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def provenance(
-    resolved: Mapping[str, Any], envelope: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
-    """What env.json and summary.json say of where a run comes from."""
+def provenance(spec_hash: str | None, envelope: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What env.json and summary.json say of where a run comes from; ``spec_hash``: the
+    resolved spec's (``experiments.spec.load.spec_sha256``)."""
     return {
         "kvfabric_version": kvfabric_version(),
         **git_state(),
-        "spec_sha256": spec_sha256(resolved),
+        "spec_sha256": spec_hash,
         "envelope": dict(envelope) if envelope is not None else None,
         "kernel": platform.release(),
         "machine": platform.machine(),

@@ -65,7 +65,7 @@ from experiments.output import chunks, results
 from experiments.spec.capture import targets
 from experiments.spec.config import RunConfig, ServingWorkload
 from experiments.spec.faults import detect_delays
-from experiments.spec.load import RunSpec, Spec, resolved_yaml
+from experiments.spec.load import RunSpec, Spec, resolved_yaml, spec_sha256
 from experiments.spec.typed import resolved_of
 from topologies import Fabric
 from topologies.builder import Controller, FabricNetwork
@@ -288,7 +288,7 @@ def execute(p: Prepared, out_root: Path, stop: StopFlag, progress: Any = None) -
         "scale": config.scale.bandwidth,
         "time_dilation": p.deployment.scale.d,  # wall seconds per real-equivalent second
         "started": started.isoformat(timespec="seconds"),
-        "provenance": provenance(run.resolved, p.envelope_in_force()),
+        "provenance": provenance(spec_sha256(run), p.envelope_in_force()),
     }
     results.write_json(
         run_dir,
@@ -424,7 +424,7 @@ def _carry_out(
         deployed,
     ):
         rec.datapath, rec.prefix = net.datapath, net.prefix
-        env = env_info(net.datapath) | provenance(p.run.resolved, p.envelope_in_force())
+        env = env_info(net.datapath) | provenance(spec_sha256(p.run), p.envelope_in_force())
         env |= {
             "ovs_tx_buffer_bytes": net.tx_buffer,  # topologies.ovs_tx: None if unchanged
         }

@@ -13,24 +13,26 @@ from experiments.orchestration import provenance as prov
 from experiments.output.formatting import revision_text
 from experiments.output.report import write_report
 from experiments.output.results import write_json
+from experiments.spec.load import expand, find_bundled, load_spec, resolved_yaml, spec_sha256
 from tests.unit.test_report import canned_run
 
-SPEC = {"name": "x", "seed": 1, "fabric": {"kind": "spine_leaf", "spines": 2}}
+SHA = "5e" * 32
 
 
-def test_the_spec_hash_is_of_the_canonical_json():
-    reordered = {"fabric": {"spines": 2, "kind": "spine_leaf"}, "seed": 1, "name": "x"}
-    assert prov.spec_sha256(SPEC) == prov.spec_sha256(reordered)
-    assert prov.spec_sha256(SPEC) != prov.spec_sha256(SPEC | {"seed": 2})
-    assert len(prov.spec_sha256(SPEC)) == 64
+def test_the_spec_hash_is_of_the_resolved_spec_whatever_its_yaml_looked_like():
+    (run,) = expand(load_spec(find_bundled("incast-basic"), ["sweep={}"]))
+    again = load_spec(resolved_yaml(run))  # the resolved spec written out and read back
+    assert spec_sha256(again) == spec_sha256(run) and len(spec_sha256(run)) == 64
+    (other,) = expand(load_spec(find_bundled("incast-basic"), ["sweep={}"], seed=99))
+    assert spec_sha256(other) != spec_sha256(run)
 
 
 def test_provenance_names_version_revision_spec_envelope_kernel_and_machine():
     envelope = {"source": "default envelope", "calibrated": False}
-    p = prov.provenance(SPEC, envelope)
+    p = prov.provenance(SHA, envelope)
     keys = {"kvfabric_version", "git_revision", "git_dirty", "spec_sha256", "envelope"}
     assert keys | {"kernel", "machine"} <= set(p)
-    assert p["spec_sha256"] == prov.spec_sha256(SPEC) and p["envelope"] == envelope
+    assert p["spec_sha256"] == SHA and p["envelope"] == envelope
     assert p["kernel"] and p["machine"]
     json.dumps(p)  # summary.json and env.json are strict JSON
 
@@ -48,7 +50,7 @@ def test_git_state_of_this_checkout_and_of_a_folder_that_is_none(tmp_path):
 def test_without_git_the_revision_is_unknown_not_an_error(monkeypatch):
     monkeypatch.setattr(prov.shutil, "which", lambda name: None)
     assert prov.git_state() == {"git_revision": None, "git_dirty": None}
-    assert prov.provenance(SPEC)["git_revision"] is None
+    assert prov.provenance(SHA)["git_revision"] is None
     assert prov.version_line().endswith("git revision unknown")
 
 
@@ -73,12 +75,11 @@ def test_kvfabric_version_prints_version_and_revision(capsys):
 def test_the_report_names_the_revision_in_its_header(tmp_path):
     run_dir = canned_run(tmp_path)
     summary = json.loads((run_dir / "summary.json").read_text())
-    summary["provenance"] = prov.provenance(SPEC) | {
+    summary["provenance"] = prov.provenance(SHA) | {
         "kvfabric_version": "0.1.0",
         "git_revision": "feedface" * 5,
         "git_dirty": False,
     }
     write_json(run_dir, "summary", summary)
     lines = write_report([run_dir]).read_text().splitlines()
-    sha = prov.spec_sha256(SPEC)[:12]
-    assert lines[2] == f"Made by kvfabric 0.1.0, git feedfacefeed; spec sha256 {sha}."
+    assert lines[2] == f"Made by kvfabric 0.1.0, git feedfacefeed; spec sha256 {SHA[:12]}."
