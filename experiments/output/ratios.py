@@ -12,24 +12,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from experiments.analysis.intervals import RESAMPLES, ratio_over_requests
+from experiments.analysis.intervals import ratio_over_requests
 from experiments.output.formatting import cell, fmt
 from experiments.output.results import Run
+from experiments.output.uncertainty import INTERVAL_SEED, resamples
 
-RATIO_SEED = 0
 STATISTIC = "p50"
-BOOTSTRAP_CELLS = 20_000_000  # resampled values per run and metric, at most
 
 Values = Callable[[Run], Any]
 
 
 def ratio_verdict(excludes_one: bool) -> str:
     return "differs" if excludes_one else "no difference detected"
-
-
-def _resamples(*sizes: int) -> int:
-    """Fewer resamples for very large samples (their intervals are narrow anyway)."""
-    return max(200, min(RESAMPLES, BOOTSTRAP_CELLS // max(sizes)))
 
 
 def ratio_lines(runs: Sequence[Run], metrics: Sequence[tuple[str, Values]]) -> list[str]:
@@ -46,7 +40,7 @@ def ratio_lines(runs: Sequence[Run], metrics: Sequence[tuple[str, Values]]) -> l
             a = values(run)
             if a is None or len(a) < 2:
                 continue
-            ci = ratio_over_requests(a, b, STATISTIC, RATIO_SEED, _resamples(len(a), len(b)))
+            ci = ratio_over_requests(a, b, STATISTIC, INTERVAL_SEED, resamples(len(a), len(b)))
             if ci is None:
                 continue
             rows.append(

@@ -54,6 +54,7 @@ from experiments.output.metric_rows import (
 from experiments.output.recovery import never_finished, unfinished_lines
 from experiments.output.results import NotARunError, ResultsError, Run, load_run
 from experiments.output.timeline import TIMELINE, write_timeline
+from experiments.output.uncertainty import interval_text, p50_interval, repeats_lines
 from experiments.spec.stored import as_written
 from topologies.shaping import DEFAULT_MTU, frame_bytes
 
@@ -89,7 +90,8 @@ def _write_single(run: Run, out: Path) -> Path:
     lines += unfinished_lines(run, computed=bool(m))
     lines += _question_lines(run)
     d = run.summary.get("time_dilation") or 1
-    lines += _headline_lines(m, run.summary.get("estimate"), run_scale(run), d)
+    lines += _headline_lines(m, run.summary.get("estimate"), run_scale(run), d, run)
+    lines += repeats_lines(run.summary)
     lines += _check_lines(run)
     lines += _fault_lines(m)
     lines += _capture_lines(run)
@@ -267,10 +269,15 @@ def _question_lines(run: Run) -> list[str]:
 
 
 def _headline_lines(
-    m: dict[str, Any], estimate: Any, scale: float | None, dilation: float = 1
+    m: dict[str, Any],
+    estimate: Any,
+    scale: float | None,
+    dilation: float = 1,
+    run: Run | None = None,
 ) -> list[str]:
     """The headline measurements, each beside its analytic estimate, in two narrow
-    tables: distributions (p50, p99) and single values."""
+    tables: distributions (p50 with its 95 % interval from ``run``'s samples, p99) and
+    single values."""
     rows = headline(m, estimate if isinstance(estimate, dict) else None)
     if not rows:
         return []
@@ -278,13 +285,23 @@ def _headline_lines(
     dists = [h for h in rows if h.distribution]
     values = [h for h in rows if not h.distribution]
     if dists:
-        lines += ["| quantity | p50 | p99 | estimate |", "| --- | ---: | ---: | ---: |"]
+        lines += [
+            "| quantity | p50 | p50 95 % interval | p99 | estimate |",
+            "| --- | ---: | ---: | ---: | ---: |",
+        ]
         lines += [
             f"| {h.label} ({h.unit}) | {percentile_cell(h.measured, 'p50')} "
+            f"| {interval_text(p50_interval(run, h.label) if run is not None else None)} "
             f"| {percentile_cell(h.measured, 'p99')} | {estimate_cell(h.estimate)} |"
             for h in dists
         ]
-        lines.append("")
+        lines += [
+            "",
+            "The p50 interval is a bootstrap over this run's own requests (tokens for ITL, "
+            "flows for FCT): how precisely the run measured it, not how another seed would "
+            "come out.",
+            "",
+        ]
     if values:
         lines += ["| quantity | measured | estimate | unit |", "| --- | ---: | ---: | --- |"]
         lines += [

@@ -83,3 +83,20 @@ def test_the_report_names_the_revision_in_its_header(tmp_path):
     write_json(run_dir, "summary", summary)
     lines = write_report([run_dir]).read_text().splitlines()
     assert lines[2] == f"Made by kvfabric 0.1.0, git feedfacefeed; spec sha256 {SHA[:12]}."
+
+
+def test_a_repeated_point_s_report_shows_the_spread_across_seeds(tmp_path):
+    from experiments.analysis.repeats import repeats_block
+
+    run_dir = canned_run(tmp_path)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    others = [
+        summary | {"seed": s, "run_id": f"r{s}", "metrics": {"ttft_ms": {"p50": v}}}
+        for s, v in ((8, 70.0), (9, 80.0))
+    ]
+    summary["repeats"] = repeats_block([summary, *others])
+    write_json(run_dir, "summary", summary)
+    text = write_report([run_dir]).read_text()
+    assert "## Across seeds" in text and "seeds 7, 8, 9" in text
+    assert "| ttft_ms.p50 | 60, 70, 80 | 70 |" in text  # then the interval and CV 0.1429
+    assert text.split("| ttft_ms.p50 |")[1].splitlines()[0].endswith("| 0.1429 |")

@@ -451,7 +451,8 @@ def test_first_screen_puts_each_headline_number_beside_its_estimate(tmp_path):
     assert first_screen.index("**Fidelity: OK**") < first_screen.index("## Headline")
     # TTFT 40, 60, 200 ms: p50 60 beside the predicted 50 / 150; three requests support
     # no p99 (summary.json keeps it: 197.2)
-    assert "| TTFT (ms) | 60 | n too small (n=3) | p50 50 · p99 150 |" in first_screen
+    # and the p50's 95 % interval, a bootstrap over the three requests
+    assert "| TTFT (ms) | 60 | 40 – 200 | n too small (n=3) | p50 50 · p99 150 |" in first_screen
     assert "| ITL (ms) | 10 |" in first_screen  # measured, nothing predicted
     assert "| goodput |" in first_screen and "Gbit/s real-equivalent" in first_screen
     assert "| drops | 18 | – | packets |" in first_screen
