@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Hashable, Sequence
+from functools import lru_cache
 from typing import Any, TypeVar
 
 from .core import PolicyError
@@ -45,4 +46,9 @@ def preferred(seed: int, switch: str, ports: Sequence[int]) -> int:
     a random rank under ``seed``, the same whichever set it is among, so a switch prefers
     the same port for every destination (the traffic it carries concentrates on one path,
     as a single-path baseline should) but which port is not set by its number."""
-    return min(ports, key=lambda port: (tie_rng(seed, switch, port).random(), port))
+    return min(ports, key=lambda port: (_rank(seed, switch, port), port))
+
+
+@lru_cache(maxsize=65536)
+def _rank(seed: int, switch: str, port: int) -> float:
+    return tie_rng(seed, switch, port).random()

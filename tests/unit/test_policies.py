@@ -294,6 +294,18 @@ def test_place_flow_ties_are_deterministic_and_spread():
     assert len(set(spines)) >= 3
 
 
+def test_place_flow_ties_follow_the_run_seed():
+    f = spine_leaf(spines=4, leaves=2, hosts_per_leaf=2)
+
+    def spines(seed: int) -> list[str]:
+        return [
+            place_flow(f, FabricState(), "10.0.0.1", "10.0.0.3", 6, p, 80, {}, seed=seed)[1].switch
+            for p in range(40000, 40016)
+        ]
+
+    assert spines(1) == spines(1) and spines(1) != spines(2)
+
+
 def test_place_flow_respects_down_links_and_stale_placements_are_found():
     f = spine_leaf(spines=2, leaves=2, hosts_per_leaf=2)
     placed = place_flow(f, FabricState(), "10.0.0.1", "10.0.0.3", 17, 5, 6, {})

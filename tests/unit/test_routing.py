@@ -41,6 +41,17 @@ def test_shortest_path_picks_its_spine_at_random_from_the_seed():
     assert {spine(seed) for seed in range(40)} == {"spine0", "spine1", "spine2", "spine3"}
 
 
+def test_a_link_failure_keeps_every_shortest_path_choice_it_does_not_take_away():
+    f = spine_leaf(spines=4, leaves=2, hosts_per_leaf=2)
+    params = {"seed": 3}
+    chosen = trace(f, compute(f, "shortest_path", params=params), "h0", "h2")[0][2]
+    other = next(s for s in ("spine0", "spine1", "spine2", "spine3") if s != chosen)
+    state = FabricState().with_link("leaf0", other, up=False)
+    assert trace(f, compute(f, "shortest_path", state, params), "h0", "h2")[0][2] == chosen
+    gone = FabricState().with_link("leaf0", chosen, up=False)
+    assert trace(f, compute(f, "shortest_path", gone, params), "h0", "h2")[0][2] != chosen
+
+
 def test_a_bad_seed_is_refused():
     with pytest.raises(PolicyError, match="seed=-1 is not allowed"):
         compute(spine_leaf(), "shortest_path", params={"seed": -1})
