@@ -16,7 +16,6 @@ forwarded by ECMP before placement may take another path (brief reordering).
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -33,6 +32,7 @@ from .core import (
     ingress,
 )
 from .rules import CONTROLLER, IPV4, TCP, UDP, Rule
+from .ties import DEFAULT_SEED, pick
 
 DEFAULT_IDLE_TIMEOUT_S = 5
 # Port counters (the loads placement reads) are polled at least this often.
@@ -117,13 +117,15 @@ def place_flow(
     dport: int,
     loads: dict[tuple[str, int], float],
     idle_timeout_s: int = DEFAULT_IDLE_TIMEOUT_S,
+    seed: int = DEFAULT_SEED,
 ) -> list[Rule]:
     """Exact-match rules for one new flow along the fewest-hop path (avoiding
     down links) whose most loaded switch egress has the lowest load in
     ``loads`` ({(switch, port): bit/s}; missing ports count as idle).
 
-    Paths with equal bottlenecks are chosen among by a CRC of the 5-tuple
-    (deterministic, and idle fabrics still spread new flows). Rules are
+    Paths with equal bottlenecks are chosen among at random for the 5-tuple under
+    the run's ``seed`` (``ties.pick``: the same flow and seed give the same path,
+    and idle fabrics still spread new flows). Rules are
     ordered egress switch first, so installing them in order never sends a
     placed packet to a switch that has no rule for it yet. Empty if the
     destination is unreachable.
@@ -147,7 +149,7 @@ def place_flow(
     bottleneck = {tuple(p): max(loads.get(e, 0.0) for e in egresses(p)) for p in paths}
     least = min(bottleneck.values())
     tied = [p for p in paths if bottleneck[tuple(p)] == least]
-    chosen = tied[zlib.crc32(repr(match).encode()) % len(tied)]
+    chosen = pick(seed, match, tied)
     return [
         Rule(sw, PRIORITY_PLACED, match, (("output", port),), idle_timeout_s, TABLE_PLACE)
         for sw, port in reversed(egresses(chosen))

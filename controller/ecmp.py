@@ -16,6 +16,7 @@ from topologies import Fabric
 
 from .core import PRIORITY_ROUTE, Forward
 from .rules import IPV4, Group, Rule, RuleSet
+from .ties import DEFAULT_SEED, preferred
 
 
 def route_match(dst_ip: str) -> tuple[tuple[str, object], ...]:
@@ -23,15 +24,20 @@ def route_match(dst_ip: str) -> tuple[tuple[str, object], ...]:
 
 
 def destination_routes(
-    fabric: Fabric, hops: dict[str, dict[str, list[tuple[str, int]]]], spread: bool
+    fabric: Fabric,
+    hops: dict[str, dict[str, list[tuple[str, int]]]],
+    spread: bool,
+    seed: int = DEFAULT_SEED,
 ) -> list[Forward]:
     """One route per switch and reachable destination host: to every
-    equal-cost port if ``spread`` (ECMP), else to the lowest-numbered one."""
+    equal-cost port if ``spread`` (ECMP), else to the one the switch prefers under the
+    run's ``seed`` (``ties.preferred``: the same port for every destination)."""
     forwards = []
     for sw, per_dst in hops.items():
         for dst, next_hops in per_dst.items():
             ports = tuple(port for _peer, port in next_hops)
-            ports = ports if spread else ports[:1]
+            if not spread and len(ports) > 1:
+                ports = (preferred(seed, sw, ports),)
             ip = fabric.node(dst).ip or ""
             forwards.append(Forward(sw, PRIORITY_ROUTE, route_match(ip), ports))
     return forwards

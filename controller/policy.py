@@ -1,8 +1,9 @@
 """Routing policies: fabric + state + parameters in, rules and groups out (no
 OpenFlow library). ``compute`` is the one entry point for every policy.
 
-- ``shortest_path``: every switch forwards each destination to its
-  lowest-numbered equal-cost port, so all traffic between two leaves shares
+- ``shortest_path``: every switch forwards each destination to the one
+  equal-cost port it prefers (the same for every destination, chosen at random
+  from the run's seed, ``ties.py``), so all traffic between two leaves shares
   one spine (a baseline that concentrates load).
 - ``ecmp``: a select group over every equal-cost next hop.
 - ``adaptive``: ECMP, plus a rule at each host's network port that copies new
@@ -12,8 +13,10 @@ OpenFlow library). ``compute`` is the one entry point for every policy.
 - ``tenant_paths``: ECMP, plus per-tenant source+destination routes confined
   to the tenant's spines (``tenants.py``).
 
-Any policy takes ``params["qos"]`` (DSCP marking at host ports, ``qos.py``)
-and ``params["tenants"]``. The table and priority layout is in ``core.py``.
+Any policy takes ``params["qos"]`` (DSCP marking at host ports, ``qos.py``),
+``params["tenants"]`` and ``params["seed"]`` (the run's seed: every tie among equal
+candidates is broken at random from it, never by index). The table and priority
+layout is in ``core.py``.
 
 ``params`` are plain data, the controller's own format (they reach the controller
 process as JSON and are checked here, not by the spec): the experiments side builds
@@ -45,10 +48,11 @@ from .core import (
 from .ecmp import destination_routes, materialise
 from .paths import next_hops
 from .rules import Rule, RuleSet, diff
+from .ties import seed_of
 
 __all__ = ["FabricState", "PolicyError", "compute", "diff", "known_policies", "POLICIES"]
 
-COMMON_PARAMS = ("tenants", "qos")
+COMMON_PARAMS = ("tenants", "qos", "seed")
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,7 @@ class Policy:
 
 
 def _shortest_path(ctx: Context) -> tuple[list[Forward], list[Rule]]:
-    return destination_routes(ctx.fabric, ctx.hops, spread=False), []
+    return destination_routes(ctx.fabric, ctx.hops, spread=False, seed=seed_of(ctx.params)), []
 
 
 def _ecmp(ctx: Context) -> tuple[list[Forward], list[Rule]]:
@@ -120,6 +124,7 @@ def compute(
     state = state or FabricState()
     params = plain_params(dict(params or {}))
     check_keys(f"policy {policy}", params, spec.params + COMMON_PARAMS)
+    seed_of(params)  # checked here, before anything is built
     groups = tenants.parse_tenants(fabric, params["tenants"]) if "tenants" in params else {}
     hops = next_hops(fabric, state.down_pairs())
     forwards, extra = spec.routes(Context(fabric, state, params, hops, groups))

@@ -40,6 +40,7 @@ from . import adaptive
 from .core import FabricState, PolicyError
 from .policy import compute
 from .rules import Rule, RuleSet, SwitchChanges, diff
+from .ties import seed_of
 
 log = logging.getLogger("kvfabric.controller")
 
@@ -293,6 +294,7 @@ class ControllerSession:
             *flow,
             loads,
             idle_timeout_s=adaptive.idle_timeout(self.params),
+            seed=seed_of(self.params),
         )
         self._placed[match] = rules
         self.placements += 1

@@ -3,10 +3,10 @@ measurement beside its analytic estimate.
 
     question("link-failure")                 # the handout's **Question.** paragraph, or None
     headline(summary["metrics"], summary["estimate"])
-    # [Headline("TTFT", "ms", {"p50": 142.2, "p99": 178.1}, {"p50": 40.0, "p99": 60.0}), ...]
+    # [Headline("TTFT", "ms", {"p50": 142.2, "p99": 178.1, "count": 512}, {"p50": 40.0, ...}), ...]
 
-A :class:`Headline` is a distribution (``measured`` has ``p50`` and ``p99``) or a single
-value (``measured`` has ``value``); ``estimate`` has the same keys where
+A :class:`Headline` is a distribution (``measured`` has ``p50``, ``p99`` and the sample
+``count``) or a single value (``measured`` has ``value``); ``estimate`` has the same keys where
 ``summary.json.estimate`` predicts the quantity (``{}`` where it does not). Units are
 real-equivalent: times as measured (the bandwidth scale shrinks message bytes and link
 rates by one factor, so a transfer takes the time it would take at full size and rate),
@@ -53,9 +53,11 @@ def _number(x: Any) -> bool:
 
 def _quantiles(stats: Any, measured: bool = True) -> dict[str, float]:
     # a measured distribution needs samples; a predicted one may state no count
+    # (a measured one keeps its count: the report prints only the percentiles it supports)
     if not isinstance(stats, Mapping) or (measured and not stats.get("count")):
         return {}
-    return {q: float(stats[q]) for q in ("p50", "p99") if _number(stats.get(q))}
+    out = {q: float(stats[q]) for q in ("p50", "p99") if _number(stats.get(q))}
+    return out | ({"count": int(stats["count"])} if measured and out else {})
 
 
 def _value(x: Any) -> dict[str, float]:

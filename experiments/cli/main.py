@@ -32,9 +32,20 @@ __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_REFUSED", "EXIT_USAGE", "UsageError",
 ROOMS = (machine, cluster, topo, calc, run, report, spec, tools)  # each adds its subcommands
 
 
+class _Version(argparse.Action):
+    """``--version``: the version and git revision, asked of git only when wanted."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kw: object) -> None:
+        from experiments.orchestration.provenance import version_line
+
+        print(version_line())
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kvfabric", description=__doc__)
     p.add_argument("--verbose", "-v", action="store_true", help="log what is being done")
+    p.add_argument("--version", action=_Version, nargs=0, help="print the version and git revision")
     sub = p.add_subparsers(dest="command", required=True)
     for room in ROOMS:
         room.add_parsers(sub)

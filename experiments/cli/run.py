@@ -358,7 +358,12 @@ def _print_cluster(p: Any) -> None:
 
 
 def _stat(metrics: dict[str, Any], key: str, q: str) -> str:
-    value = (metrics.get(key) or {}).get(q)
+    from experiments.analysis.metrics.stats import percentile_supported
+
+    stats = metrics.get(key) or {}
+    value, n = stats.get(q), stats.get("count")
+    if isinstance(n, int) and not percentile_supported(q, n):
+        return f"n too small (n={n})"
     return "–" if value is None else f"{value:.1f}"
 
 

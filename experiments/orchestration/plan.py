@@ -63,9 +63,10 @@ def unused_copy(driver: Driver, fabric: Fabric | None) -> Driver:
     return copy.deepcopy(driver, memo)
 
 
-def controller_params(controller: Controller) -> dict[str, Any]:
-    """The controller section as policy parameters (only what the spec gives)."""
-    params: dict[str, Any] = {}
+def controller_params(controller: Controller, seed: int | None = None) -> dict[str, Any]:
+    """The controller section as policy parameters (only what the spec gives), and the
+    run's ``seed``, from which the policy breaks ties among equal paths."""
+    params: dict[str, Any] = {} if seed is None else {"seed": seed}
     if controller.tenants:
         params["tenants"] = resolved_of(controller.tenants)
     if controller.spines and controller.policy == "tenant_paths":  # so a policy sweep can keep it

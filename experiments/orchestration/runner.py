@@ -13,6 +13,7 @@ complete summary only at the end, so nothing half-written looks complete.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import shutil
 import tempfile
@@ -31,6 +32,7 @@ from controller.process import ControllerProcess
 from controller.tls import RunPKI
 from experiments.analysis.estimates import estimate
 from experiments.analysis.fidelity import verdict
+from experiments.analysis.repeats import repeats_block
 from experiments.analysis.summary import summarize
 from experiments.measurement import tcpcount
 from experiments.measurement.capture import Captures
@@ -57,12 +59,13 @@ from experiments.orchestration.envelope import load as load_envelope
 from experiments.orchestration.faults import agent_kills, rate_changes
 from experiments.orchestration.live import LiveTables, live_record
 from experiments.orchestration.plan import TrafficPlan, controller_params, traffic_plan
+from experiments.orchestration.provenance import provenance
 from experiments.orchestration.runtime import FaultInjector, RunLock, StopFlag, env_info
 from experiments.output import chunks, results
 from experiments.spec.capture import targets
 from experiments.spec.config import RunConfig, ServingWorkload
 from experiments.spec.faults import detect_delays
-from experiments.spec.load import RunSpec, Spec, resolved_yaml
+from experiments.spec.load import RunSpec, Spec, resolved_yaml, spec_sha256
 from experiments.spec.typed import resolved_of
 from topologies import Fabric
 from topologies.builder import Controller, FabricNetwork
@@ -119,6 +122,10 @@ class Prepared:
         if self.dilation is not None:
             return self.dilation
         return Dilation(self.deployment.scale.d, False, self.run.config.duration_s)
+
+    def envelope_in_force(self) -> dict[str, Any]:
+        """Which envelope judged the run (env.json's and the provenance's)."""
+        return {"source": self.envelope.source, "calibrated": self.envelope.calibrated}
 
     def envelope_record(self) -> dict[str, Any]:
         """What summary.json says of the envelope that judged this run (its figures per
@@ -184,7 +191,7 @@ def prepare(
         deployment = None if auto else Deployment.of(fabric, config.scale)
         env, why = envelope or load_envelope(machine_identity(mtu=config.scale.mtu))
         ctl = config.controller
-        compute(fabric, ctl.policy, params=controller_params(ctl))  # policy parameters
+        compute(fabric, ctl.policy, params=controller_params(ctl, config.seed))  # policy parameters
         try:
             plan = traffic_plan(config, fabric, spec.base_dir, env, 1.0 if auto else config.scale.d)
         except ValueError as exc:
@@ -244,7 +251,25 @@ def run_spec(
                 log.warning("not starting run %s: the run was interrupted", p.run.label)
                 break
             outcomes.append(execute(p, out_root, stop, progress))
+    record_repeats(outcomes)
     return outcomes
+
+
+def record_repeats(outcomes: list[Outcome]) -> None:
+    """Into each summary.json of a sweep point run more than once (``--repeat``): the
+    spread of its primary metrics across those runs (``analysis.repeats``)."""
+    by_point: dict[str, list[Outcome]] = {}
+    for o in outcomes:
+        point = {k: v for k, v in (o.summary.get("point") or {}).items() if k != "seed"}
+        key = json.dumps(point, sort_keys=True, default=str)
+        by_point.setdefault(key, []).append(o)
+    for group in by_point.values():
+        block = repeats_block([o.summary for o in group]) if len(group) > 1 else None
+        if block is None:
+            continue
+        for o in group:
+            o.summary["repeats"] = block
+            results.write_json(o.path, "summary", o.summary)
 
 
 def execute(p: Prepared, out_root: Path, stop: StopFlag, progress: Any = None) -> Outcome:
@@ -263,6 +288,7 @@ def execute(p: Prepared, out_root: Path, stop: StopFlag, progress: Any = None) -
         "scale": config.scale.bandwidth,
         "time_dilation": p.deployment.scale.d,  # wall seconds per real-equivalent second
         "started": started.isoformat(timespec="seconds"),
+        "provenance": provenance(spec_sha256(run), p.envelope_in_force()),
     }
     results.write_json(
         run_dir,
@@ -314,7 +340,7 @@ def fabric_up(
     yielded with the controller and the network also has the run's cluster (None on one
     machine). ``kvfabric run`` and ``kvfabric cli`` use it."""
     ctl = config.controller
-    params = controller_params(ctl)
+    params = controller_params(ctl, config.seed)
     qos = class_plan(ctl.qos.classes, ctl.qos.default_class) if ctl.qos.classes else None
     scale = deployment.scale
     detect = detect_delays(resolved_of(config.faults), fabric)
@@ -398,8 +424,8 @@ def _carry_out(
         deployed,
     ):
         rec.datapath, rec.prefix = net.datapath, net.prefix
-        env = env_info(net.datapath) | {
-            "envelope": {"source": p.envelope.source, "calibrated": p.envelope.calibrated},
+        env = env_info(net.datapath) | provenance(spec_sha256(p.run), p.envelope_in_force())
+        env |= {
             "ovs_tx_buffer_bytes": net.tx_buffer,  # topologies.ovs_tx: None if unchanged
         }
         cluster = deployed.cluster

@@ -20,6 +20,7 @@ from types import FrameType
 from typing import Any
 
 from experiments.orchestration.faults import FaultOp, fault_ops
+from experiments.orchestration.provenance import git_state
 from experiments.spec.config import Fault
 from topologies.cleanup import STATE_DIR
 from topologies.scale import DEFAULT_SCALE, Scale
@@ -222,9 +223,6 @@ def env_info(datapath: str | None = None) -> dict[str, Any]:
     kernel capabilities, git revision, CPU count (``env.json``)."""
     from topologies.machine import capabilities, mininet_version
 
-    root = Path(__file__).resolve().parents[2]
-    git = _version(["git", "-C", str(root), "rev-parse", "HEAD"])
-    dirty = _version(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"])
     try:
         caps = capabilities().as_json()["capabilities"]
     except Exception as exc:  # env.json must not fail a run
@@ -239,8 +237,7 @@ def env_info(datapath: str | None = None) -> dict[str, Any]:
         "pyroute2": _package("pyroute2"),
         "datapath": datapath,
         "capabilities": caps,
-        "git_revision": git,
-        "git_dirty": bool(dirty),
+        **git_state(),  # None, None outside a git checkout
         "cpu_count": os.cpu_count(),
         "hostname": platform.node(),
     }

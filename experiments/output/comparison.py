@@ -21,14 +21,18 @@ from typing import Any
 
 from experiments.analysis.headline import headline, question
 from experiments.analysis.metrics.flows import fct_ms, ok_mask
+from experiments.analysis.metrics.stats import percentile_supported
 from experiments.output import plots
 from experiments.output.formatting import (
     at_path,
     cell,
     estimate_cell,
     fmt,
+    percentile_cell,
+    revision_text,
     short_label,
     slug,
+    too_small,
     units_note,
     verdict_word,
     write_text,
@@ -43,6 +47,7 @@ from experiments.output.metric_rows import (
     run_metrics,
     run_scale,
 )
+from experiments.output.ratios import ratio_lines
 from experiments.output.results import Run
 
 __all__ = ["compare_dir", "write_compare"]
@@ -63,19 +68,22 @@ def write_compare(runs: list[Run], out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     experiments = sorted({str(r.summary.get("experiment") or r.path.parent.name) for r in runs})
     lines = [f"# Comparison of {len(runs)} runs: {', '.join(experiments)}", ""]
+    lines += _revision_lines(runs)
     lines += _compare_verdicts(runs)
     if len(experiments) == 1:
         asked = question(experiments[0])
         lines += [f"> **Question.** {cell(asked)}", ""] if asked else []
     headline_lines = _compare_headline(runs)
     lines += headline_lines
+    lines += ratio_lines(runs, [(title, values) for title, _, values, _ in CDF_METRICS[:4]])
     lines += _compare_checks(runs)
     rows = [key_metrics(r) for r in runs]
     columns: list[str] = []
     for row in rows:
         columns += [c for c in row if c not in columns and c != "run_id"]
     latency = [c for c in columns if c.endswith((" p50", " p99"))]
-    values = [c for c in columns if c not in latency]
+    counts = [c for c in columns if c.endswith(" n")]
+    values = [c for c in columns if c not in latency and c not in counts]
     lines += ["## Key metrics", ""]
     lines += _table(values, rows)
     # one narrow table per latency metric the headline does not already show
@@ -107,8 +115,29 @@ def _relative_link(target: Path, base: Path) -> str:
 def _table(columns: list[str], rows: list[dict[str, Any]]) -> list[str]:
     align = ["---" if c in ("label", "fidelity") else "---:" for c in columns]
     lines = ["| " + " | ".join(columns) + " |", "| " + " | ".join(align) + " |"]
-    lines += ["| " + " | ".join(fmt(row.get(c)) for c in columns) + " |" for row in rows]
+    lines += ["| " + " | ".join(_cell(row, c) for c in columns) + " |" for row in rows]
     return lines + [""]
+
+
+def _cell(row: dict[str, Any], column: str) -> str:
+    """A value of a row; a percentile the run's sample cannot support says so, with n."""
+    name, _, q = column.rpartition(" ")
+    n = row.get(f"{name} n")
+    if q in ("p50", "p99") and isinstance(n, int) and not percentile_supported(q, n):
+        return too_small(n)
+    return fmt(row.get(column))
+
+
+def _revision_lines(runs: list[Run]) -> list[str]:
+    """Which kvfabric made the runs: one line, or one per revision when they differ."""
+    made: dict[str, list[str]] = {}
+    for r in runs:
+        made.setdefault(revision_text(r.summary.get("provenance")), []).append(r.label)
+    if len(made) == 1:
+        return [f"Made by {next(iter(made))} (every run).", ""]
+    lines = ["Made by different revisions: compare with care.", ""]
+    lines += [f"- {text}: {cell(', '.join(labels))}" for text, labels in made.items()]
+    return [*lines, ""]
 
 
 def _compare_verdicts(runs: list[Run]) -> list[str]:
@@ -167,7 +196,7 @@ def _compare_headline(runs: list[Run]) -> list[str]:
         for r, rows in zip(runs, per_run, strict=True):
             h = next((h for h in rows if h.label == label), None)
             if h is not None:
-                p50, p99 = fmt(h.measured.get("p50")), fmt(h.measured.get("p99"))
+                p50, p99 = (percentile_cell(h.measured, q) for q in ("p50", "p99"))
                 est = estimate_cell(h.estimate)
                 lines.append(f"| {cell(r.label)} | {p50} | {p99} | {est} |")
         lines.append("")

@@ -9,14 +9,19 @@ import math
 from pathlib import Path
 from typing import Any
 
+from experiments.analysis.metrics.stats import percentile_supported
+
 __all__ = [
     "at_path",
     "cell",
     "estimate_cell",
     "fmt",
     "kv",
+    "percentile_cell",
+    "revision_text",
     "short_label",
     "slug",
+    "too_small",
     "units_note",
     "verdict_word",
     "write_text",
@@ -61,6 +66,22 @@ def fmt(value: Any) -> str:
     return cell(str(value))
 
 
+def too_small(n: int) -> str:
+    return f"n too small (n={n:,})"
+
+
+def percentile_cell(stats: Any, key: str) -> str:
+    """Percentile ``key`` of a stats block as a report shows it: the number when the
+    block's ``count`` supports it (``stats.percentile_supported``), else "n too small
+    (n=K)"."""
+    if not isinstance(stats, dict):
+        return fmt(None)
+    n = stats.get("count")
+    if isinstance(n, int) and not percentile_supported(key, n):
+        return too_small(n)
+    return fmt(stats.get(key))
+
+
 def cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -72,6 +93,23 @@ def kv(d: dict[str, Any], limit: int = 300) -> str:
         parts.append(f"{k}={shown}")
     text = ", ".join(parts)
     return cell(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+SHORT_REVISION = 12  # hex digits of a git revision where a person reads it
+
+
+def revision_text(provenance: Any) -> str:
+    """``kvfabric 0.1.0, git 1a2b3c4d5e6f (uncommitted changes)`` from a provenance
+    block (summary.json's ``provenance``; ``experiments.orchestration.provenance``)."""
+    if not isinstance(provenance, dict):
+        return "kvfabric (version and git revision not recorded)"
+    version, revision = provenance.get("kvfabric_version"), provenance.get("git_revision")
+    text = f"kvfabric {version or '(version unknown)'}, "
+    if not revision:
+        return text + "git revision unknown"
+    dirty = provenance.get("git_dirty")
+    state = " (uncommitted changes)" if dirty else "" if dirty is False else " (dirty unknown)"
+    return text + f"git {str(revision)[:SHORT_REVISION]}{state}"
 
 
 def write_text(path: Path, text: str) -> None:

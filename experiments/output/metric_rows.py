@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from experiments.analysis.metrics.stats import percentile_supported
 from experiments.analysis.summary import summarize
 from experiments.output.formatting import at_path, short_label, verdict_word
 from experiments.output.recovery import never_finished
@@ -120,8 +121,9 @@ def run_metrics(run: Run) -> dict[str, Any]:
 
 
 def key_metrics(run: Run) -> dict[str, Any]:
-    """The flat row of a run in a comparison: label, point, verdict, then p50/p99 of
-    each latency metric and the single values of :data:`COMPARE_VALUES`."""
+    """The flat row of a run in a comparison: label, point, verdict, then p50, p99 and
+    sample count ``n`` of each latency metric (p99 ``None`` when n is too small for it,
+    ``stats.percentile_supported``) and the single values of :data:`COMPARE_VALUES`."""
     m = run_metrics(run)
     row: dict[str, Any] = {"label": run.label, "run_id": run.run_id}
     row |= {f"point {k}": v for k, v in (run.summary.get("point") or {}).items()}
@@ -130,8 +132,11 @@ def key_metrics(run: Run) -> dict[str, Any]:
     for label, path in LATENCY_ROWS:
         stats = at_path(m, path)
         if isinstance(stats, dict) and stats.get("count"):
-            row[f"{short_label(label)} p50"] = stats.get("p50")
-            row[f"{short_label(label)} p99"] = stats.get("p99")
+            name, n = short_label(label), stats["count"]
+            row[f"{name} p50"] = stats.get("p50")
+            # a p99 the sample cannot support is no number to compare or plot
+            row[f"{name} p99"] = stats.get("p99") if percentile_supported("p99", n) else None
+            row[f"{name} n"] = n
     for label, path in COMPARE_VALUES:
         value = at_path(m, path)
         if value is not None:

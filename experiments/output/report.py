@@ -31,11 +31,14 @@ from experiments.output import plots
 from experiments.output.comparison import compare_dir, write_compare
 from experiments.output.fault_report import fault_lines
 from experiments.output.formatting import (
+    SHORT_REVISION,
     at_path,
     cell,
     estimate_cell,
     fmt,
     kv,
+    percentile_cell,
+    revision_text,
     units_note,
     write_text,
 )
@@ -53,6 +56,7 @@ from experiments.output.metric_rows import (
 from experiments.output.recovery import never_finished, unfinished_lines
 from experiments.output.results import NotARunError, ResultsError, Run, load_run
 from experiments.output.timeline import TIMELINE, write_timeline
+from experiments.output.uncertainty import interval_text, p50_interval, repeats_lines
 from experiments.spec.stored import as_written
 from topologies.shaping import DEFAULT_MTU, frame_bytes
 
@@ -83,12 +87,13 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path | None = None) -> Path:
 def _write_single(run: Run, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     m = run_metrics(run)
-    lines = [f"# {_title(run)}", ""]
+    lines = [f"# {_title(run)}", "", _provenance_line(run.summary), ""]
     lines += _verdict_lines(run)
     lines += unfinished_lines(run, computed=bool(m))
     lines += _question_lines(run)
     d = run.summary.get("time_dilation") or 1
-    lines += _headline_lines(m, run.summary.get("estimate"), run_scale(run), d)
+    lines += _headline_lines(m, run.summary.get("estimate"), run_scale(run), d, run)
+    lines += repeats_lines(run.summary)
     lines += _check_lines(run)
     lines += _fault_lines(m)
     lines += _capture_lines(run)
@@ -169,6 +174,14 @@ def _title(run: Run) -> str:
     return (
         f"{experiment}: {label} (run {run.run_id})" if label else f"{experiment} (run {run.run_id})"
     )
+
+
+def _provenance_line(s: dict[str, Any]) -> str:
+    """Which kvfabric made the run, and of which spec: the run names its revision."""
+    prov = s.get("provenance")
+    sha = prov.get("spec_sha256") if isinstance(prov, dict) else None
+    spec = f"; spec sha256 {sha[:SHORT_REVISION]}" if sha else ""
+    return f"Made by {revision_text(prov)}{spec}."
 
 
 def _verdict_lines(run: Run) -> list[str]:
@@ -259,10 +272,15 @@ def _question_lines(run: Run) -> list[str]:
 
 
 def _headline_lines(
-    m: dict[str, Any], estimate: Any, scale: float | None, dilation: float = 1
+    m: dict[str, Any],
+    estimate: Any,
+    scale: float | None,
+    dilation: float = 1,
+    run: Run | None = None,
 ) -> list[str]:
     """The headline measurements, each beside its analytic estimate, in two narrow
-    tables: distributions (p50, p99) and single values."""
+    tables: distributions (p50 with its 95 % interval from ``run``'s samples, p99) and
+    single values."""
     rows = headline(m, estimate if isinstance(estimate, dict) else None)
     if not rows:
         return []
@@ -270,13 +288,23 @@ def _headline_lines(
     dists = [h for h in rows if h.distribution]
     values = [h for h in rows if not h.distribution]
     if dists:
-        lines += ["| quantity | p50 | p99 | estimate |", "| --- | ---: | ---: | ---: |"]
         lines += [
-            f"| {h.label} ({h.unit}) | {fmt(h.measured['p50'])} "
-            f"| {fmt(h.measured.get('p99'))} | {estimate_cell(h.estimate)} |"
+            "| quantity | p50 | p50 95 % interval | p99 | estimate |",
+            "| --- | ---: | ---: | ---: | ---: |",
+        ]
+        lines += [
+            f"| {h.label} ({h.unit}) | {percentile_cell(h.measured, 'p50')} "
+            f"| {interval_text(p50_interval(run, h.label) if run is not None else None)} "
+            f"| {percentile_cell(h.measured, 'p99')} | {estimate_cell(h.estimate)} |"
             for h in dists
         ]
-        lines.append("")
+        lines += [
+            "",
+            "The p50 interval is a bootstrap over this run's own requests (tokens for ITL, "
+            "flows for FCT): how precisely the run measured it, not how another seed would "
+            "come out.",
+            "",
+        ]
     if values:
         lines += ["| quantity | measured | estimate | unit |", "| --- | ---: | ---: | --- |"]
         lines += [
@@ -371,7 +399,10 @@ def _metric_lines(m: dict[str, Any]) -> list[str]:
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         for label, st in members:
-            cells = " | ".join(fmt(st.get(k)) for k in ("mean", "p50", "p90", "p99", "p999", "max"))
+            cells = " | ".join(
+                fmt(st.get(k)) if k in ("mean", "max") else percentile_cell(st, k)
+                for k in ("mean", "p50", "p90", "p99", "p999", "max")
+            )
             lines.append(f"| {label} | {st['count']} | {cells} |")
         lines.append("")
     values = [(label, at_path(m, path), unit) for label, path, unit in VALUE_ROWS]

@@ -16,6 +16,7 @@ allowed; unknown keys are errors. The schema itself lives in ``sections``
 from __future__ import annotations
 
 import copy
+import hashlib
 import itertools
 import json
 import re
@@ -332,6 +333,16 @@ def expand(spec: Spec, repeat: int = 1) -> list[RunSpec]:
             label = ",".join([*shown, f"seed={seed}"])
             runs.append(RunSpec(spec.name, len(runs), label, seed, dict(point), run))
     return runs
+
+
+def spec_sha256(run: RunSpec | Spec) -> str:
+    """sha256 of the resolved spec as canonical JSON (keys sorted, no spaces, UTF-8): two
+    runs of the same resolved spec have the same hash, whatever their YAML looked like
+    (summary.json's and env.json's ``spec_sha256``)."""
+    text = json.dumps(
+        run.resolved, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+    )
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def resolved_yaml(run: RunSpec | Spec) -> str:

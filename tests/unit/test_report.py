@@ -274,7 +274,9 @@ def test_single_run_report(tmp_path):
     text = path.read_text()
     lines = text.splitlines()
     assert lines[0].startswith("# incast-basic: senders=2,seed=7")
-    assert lines[2].startswith("**Fidelity: OK**")  # the verdict right under the title
+    # the title, the kvfabric that made the run, then the verdict
+    assert lines[2] == "Made by kvfabric (version and git revision not recorded)."
+    assert lines[4].startswith("**Fidelity: OK**")
     assert "PARTIAL" not in text
     assert "| cpu_max_pct | yes | 40 | 90 | % | busiest core |" in text
     assert "- fabric: **spine_leaf** (spines=2, leaves=2, hosts_per_leaf=" in text
@@ -306,7 +308,7 @@ def test_partial_and_unfaithful_run_say_so_at_the_top(tmp_path):
     for name in ("requests", "tokens", "links"):
         (run_dir / f"{name}.parquet").unlink()  # interrupted before writing them
     text = write_report([run_dir]).read_text()
-    head = "\n".join(text.splitlines()[:6])
+    head = "\n".join(text.splitlines()[:8])
     assert "PARTIAL RUN: this run was interrupted and is incomplete" in head
     assert "Fidelity: NOT OK: the emulation was not faithful during this run" in head
     assert "(failed: cpu_max_pct)" in head
@@ -340,13 +342,14 @@ def test_comparison_of_a_sweep(tmp_path):
     assert "| label | TPOT p50 | TPOT p99 |" in latency
     assert not [line for line in latency if "TTFT" in line or "FCT" in line]
     assert all(line.count("|") == 4 for line in latency)
-    # senders=3: FCTs 2, 3, 4 ms per round -> p50 3, p99 4, in the headline
+    # senders=3: FCTs 2, 3, 4 ms per round -> p50 3, in the headline; a p99 of 6 flows is
+    # no number to print
     fct = text.split("**FCT, all flows (ms)**")[1]
-    assert "| senders=3,seed=7 | 3 | 4 | – |" in fct
+    assert "| senders=3,seed=7 | 3 | n too small (n=6) | – |" in fct
     # the first screen: verdict, then the headline, each run's TTFT beside nothing predicted
     head = text.split("## Key metrics")[0]
     assert "## Headline" in head and "**TTFT (ms)**" in head
-    assert "| senders=1,seed=7 | 60 | 197.2 | – |" in head
+    assert "| senders=1,seed=7 | 60 | n too small (n=3) | – |" in head
     png = tmp_path / "cmp" / "plots" / "compare_sweep.png"
     assert png.read_bytes()[:8] == PNG and "(plots/compare_sweep.png)" in text
 
@@ -446,8 +449,10 @@ def test_first_screen_puts_each_headline_number_beside_its_estimate(tmp_path):
     text = write_report([run_dir]).read_text()
     first_screen = text.split("## Run")[0]
     assert first_screen.index("**Fidelity: OK**") < first_screen.index("## Headline")
-    # TTFT 40, 60, 200 ms: p50 60, p99 197.2, beside the predicted 50 / 150
-    assert "| TTFT (ms) | 60 | 197.2 | p50 50 · p99 150 |" in first_screen
+    # TTFT 40, 60, 200 ms: p50 60 beside the predicted 50 / 150; three requests support
+    # no p99 (summary.json keeps it: 197.2)
+    # and the p50's 95 % interval, a bootstrap over the three requests
+    assert "| TTFT (ms) | 60 | 40 – 200 | n too small (n=3) | p50 50 · p99 150 |" in first_screen
     assert "| ITL (ms) | 10 |" in first_screen  # measured, nothing predicted
     assert "| goodput |" in first_screen and "Gbit/s real-equivalent" in first_screen
     assert "| drops | 18 | – | packets |" in first_screen

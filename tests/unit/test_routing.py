@@ -26,7 +26,35 @@ def test_shortest_path_concentrates_on_one_spine():
     f = spine_leaf(spines=4, leaves=2, hosts_per_leaf=4)
     rules = compute(f, "shortest_path")
     spines = {trace(f, rules, f"h{s}", f"h{d}")[0][2] for s in range(4) for d in range(4, 8)}
-    assert spines == {"spine0"}
+    assert len(spines) == 1
+
+
+def test_shortest_path_picks_its_spine_at_random_from_the_seed():
+    f = spine_leaf(spines=4, leaves=2, hosts_per_leaf=4)
+
+    def spine(seed: int) -> str:
+        rules = compute(f, "shortest_path", params={"seed": seed})
+        return trace(f, rules, "h0", "h5")[0][2]
+
+    assert spine(11) == spine(11)  # same seed, same rules
+    # not the lowest-numbered spine every time: each of the four is some seed's choice
+    assert {spine(seed) for seed in range(40)} == {"spine0", "spine1", "spine2", "spine3"}
+
+
+def test_a_link_failure_keeps_every_shortest_path_choice_it_does_not_take_away():
+    f = spine_leaf(spines=4, leaves=2, hosts_per_leaf=2)
+    params = {"seed": 3}
+    chosen = trace(f, compute(f, "shortest_path", params=params), "h0", "h2")[0][2]
+    other = next(s for s in ("spine0", "spine1", "spine2", "spine3") if s != chosen)
+    state = FabricState().with_link("leaf0", other, up=False)
+    assert trace(f, compute(f, "shortest_path", state, params), "h0", "h2")[0][2] == chosen
+    gone = FabricState().with_link("leaf0", chosen, up=False)
+    assert trace(f, compute(f, "shortest_path", gone, params), "h0", "h2")[0][2] != chosen
+
+
+def test_a_bad_seed_is_refused():
+    with pytest.raises(PolicyError, match="seed=-1 is not allowed"):
+        compute(spine_leaf(), "shortest_path", params={"seed": -1})
 
 
 def test_link_down_is_routed_around():

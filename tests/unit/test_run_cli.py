@@ -118,6 +118,8 @@ def test_the_schedule_of_a_spec_is_its_workloads_in_order_with_fresh_ids(tmp_pat
 def test_controller_params_pass_only_what_the_spec_gives():
     (run,) = expand(load_spec(find_bundled("incast-basic"), ["sweep={}"]))
     assert controller_params(run.config.controller) == {}
+    # the run's seed goes along: the policy breaks its ties from it
+    assert controller_params(run.config.controller, run.seed) == {"seed": run.seed}
 
 
 def test_a_second_run_lock_is_refused_and_names_the_holder(tmp_path):

@@ -18,6 +18,7 @@ from traffic.serving import (
     TopologyAware,
     make_instances,
     make_router,
+    router_rng,
 )
 from traffic.workloads import shard_overlap
 
@@ -51,17 +52,45 @@ def test_allreduce_bytes_per_rank():
 # ---- routers ---------------------------------------------------------------------------
 
 
-def test_round_robin_cycles_each_pool():
-    r = RoundRobin()
+def test_round_robin_deals_every_instance_once_per_round():
+    r = RoundRobin(router_rng(3))
     state = RouterState(request_blocks=1, prefill_load=(0, 0), decode_load=(0, 0, 0))
-    assert [r.choose(state) for _ in range(4)] == [(0, 0), (1, 1), (0, 2), (1, 0)]
+    picks = [r.choose(state) for _ in range(12)]
+    for k in range(0, 12, 2):  # each round of the prefill pool: both instances
+        assert sorted(p for p, _ in picks[k : k + 2]) == [0, 1]
+    for k in range(0, 12, 3):  # each round of the decode pool: all three
+        assert sorted(d for _, d in picks[k : k + 3]) == [0, 1, 2]
+    # the pools are shuffled on their own: prefill k is not always paired with decode k
+    assert len(set(picks)) > 2
     coloc = RouterState(request_blocks=1, prefill_load=(0, 0, 0))
-    assert [RoundRobin().choose(coloc) for _ in range(1)] == [(0, 0)]
+    assert all(p == d for p, d in (RoundRobin().choose(coloc) for _ in range(6)))
 
 
-def test_least_loaded_picks_lowest_load_ties_to_lowest_index():
-    state = RouterState(request_blocks=4, prefill_load=(5, 2, 2), decode_load=(9, 3, 7))
+def test_least_loaded_picks_lowest_load():
+    state = RouterState(request_blocks=4, prefill_load=(5, 2, 3), decode_load=(9, 3, 7))
     assert LeastLoaded().choose(state) == (1, 1)
+
+
+@pytest.mark.parametrize("name", ["round_robin", "least_loaded", "kv_affinity", "topology_aware"])
+def test_ties_are_broken_at_random_and_the_same_seed_gives_the_same_picks(name):
+    # idle instances, every tier within budget: all four decode instances tie
+    state = RouterState(
+        request_blocks=1,
+        prefill_load=(0, 0, 0, 0),
+        decode_load=(0, 0, 0, 0),
+        tiers=((1, 1, 1, 1),) * 4,
+        inflight_kv_bytes=((0, 0, 0, 0),) * 4,
+        tier_budget_bytes=(1e9, 1e9, 1e9),
+    )
+
+    def picks(seed: int) -> list[tuple[int, int]]:
+        router = make_router(name, 1.0, router_rng(seed))
+        return [router.choose(state) for _ in range(200)]
+
+    assert picks(5) == picks(5)
+    assert picks(5) != picks(6)
+    first = picks(5)
+    assert {p for p, _ in first} == {0, 1, 2, 3} and {d for _, d in first} == {0, 1, 2, 3}
 
 
 def test_kv_affinity_prefers_the_instance_holding_the_prefix():

@@ -326,3 +326,45 @@ def test_nvlink_placement_estimate_has_three_tiers_and_the_claimed_ratios():
     # NVLink-first: every transfer at NVLink speed; blind: most of the tail on the spine
     assert aware["kv_transfer_ms"]["p99"] < 2.0 < blind["kv_transfer_ms"]["p50"]
     assert blind["kv_transfer_ms"]["p99"] > 10 * aware["kv_transfer_ms"]["p99"]
+
+
+# ---- blind routers are blind -------------------------------------------------------------
+
+LIGHT = 400  # requests, one every 2 s: every instance is idle when the next arrives
+
+
+def _light(router: str, seed: int) -> list[bool]:
+    """Per request of a light-load run: did its KV stay on its server (NVLink)?"""
+    spec = _spec(
+        router=router,
+        arrivals={
+            "synthetic": {
+                "n": LIGHT,
+                "rate_per_s": 0.5,
+                "input_tokens": 1000,
+                "output_tokens": 2,
+            }
+        },
+    )
+    spec["duration_s"] = 2 * LIGHT + 10
+    workload, fabric = _resolved(spec)
+    driver = build_serving(workload, fabric, seed)
+    assert simulate(driver, fabric_rate(fabric), t0_ns=10**12).finished
+    req = driver.requests_table()
+    assert req["served"].all() and len(req) == LIGHT
+    return _same_server(req)
+
+
+@pytest.mark.parametrize("router", ["least_loaded", "round_robin", "kv_affinity"])
+def test_a_blind_router_picks_nvlink_peers_as_often_as_they_are_among_its_candidates(router):
+    # two of the four decode GPUs share each prefill GPU's server: NVLink share 1/2. A blind
+    # router's share of NVLink-local transfers lies within the binomial 95 % interval of
+    # 1/2 (an index tie-break put every transfer on server 0's NVLink)
+    local = sum(_light(router, seed=7))
+    half_width = 1.96 * (LIGHT * 0.5 * 0.5) ** 0.5
+    assert abs(local - LIGHT / 2) <= half_width, (local, LIGHT)
+
+
+def test_a_blind_router_s_placements_repeat_with_the_seed():
+    assert _light("least_loaded", seed=3) == _light("least_loaded", seed=3)
+    assert _light("least_loaded", seed=3) != _light("least_loaded", seed=4)

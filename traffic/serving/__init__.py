@@ -19,6 +19,7 @@ from .routers import (
     RouterState,
     TopologyAware,
     make_router,
+    router_rng,
 )
 from .sim import SimResult, fabric_rate, simulate
 
@@ -42,5 +43,6 @@ __all__ = [
     "make_instances",
     "make_router",
     "read_arrivals",
+    "router_rng",
     "simulate",
 ]

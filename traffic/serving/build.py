@@ -22,7 +22,7 @@ from .cache import PrefixCachePool
 from .driver import ServingDriver
 from .instances import ServingError, check_disjoint, make_instances
 from .marks import MESSAGE_KINDS
-from .routers import make_router
+from .routers import make_router, router_rng
 from .sessions import SessionError, session_arrivals
 from .tiers import KvTiers, hbm_tokens, kv_tiers
 
@@ -157,7 +157,7 @@ def _build(
         gpu=gpu,
         prefill=prefill,
         decode=decode,
-        router=make_router(workload.router, workload.router_weight),
+        router=make_router(workload.router, workload.router_weight, router_rng(seed)),
         arrivals=arrivals,
         mode=mode,
         transfer=workload.transfer,

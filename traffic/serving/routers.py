@@ -11,11 +11,19 @@ future completion time. Loads are in 512-token KV blocks:
   not finished (waiting for their KV, waiting for room, or decoding).
 
 Colocated serving has no decode pool (``decode_load == ()``): the decode instance is the
-prefill instance. Ties go to the lowest instance index.
+prefill instance.
+
+Ties among equally good instances are broken at random by the router's ``rng`` (a
+``random.Random`` derived from the run's seed, :func:`router_rng`), never by index: at
+light load every instance is idle, and an index tie-break would send every request to
+the first instances, which share a server (and its NVLink) by construction, so a
+"blind" router would measure the tie-break instead of its placement. The same seed
+gives the same picks.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -43,33 +51,55 @@ class RouterState:
         return max(self.request_blocks - cached, 0)
 
 
-def _argmin(costs: Sequence[float]) -> int:
-    return min(range(len(costs)), key=lambda i: (costs[i], i))
+def router_rng(seed: int) -> random.Random:
+    """The tie-breaking generator of a run with seed ``seed``: its own stream, so the
+    arrivals drawn from the same seed do not shift with the number of ties."""
+    return random.Random(f"kvfabric-router:{seed}")
+
+
+def _argmin(costs: Sequence[float], rng: random.Random, among: Sequence[int] = ()) -> int:
+    """The index (of ``among``, default all) with the lowest cost; ties at random."""
+    candidates = list(among) if among else list(range(len(costs)))
+    least = min(costs[i] for i in candidates)
+    tied = [i for i in candidates if costs[i] == least]
+    return tied[0] if len(tied) == 1 else rng.choice(tied)
 
 
 class Router:
     name = "router"
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self.rng = rng if rng is not None else router_rng(0)
 
     def choose(self, state: RouterState) -> tuple[int, int]:
         """(prefill instance index, decode instance index)."""
         raise NotImplementedError
 
     def _decode(self, state: RouterState, p: int) -> int:
-        return p if state.colocated else _argmin(state.decode_load)
+        return p if state.colocated else _argmin(state.decode_load, self.rng)
 
 
 class RoundRobin(Router):
-    """Instances in turn, each pool with its own counter."""
+    """Instances in turn: each pool deals its instances like a deck, every instance once
+    per round, reshuffled (by ``rng``) each round. A fixed order would pair prefill
+    instance k with decode instance k every round, and so always the same tier."""
 
     name = "round_robin"
 
-    def __init__(self) -> None:
-        self.count = 0
+    def __init__(self, rng: random.Random | None = None) -> None:
+        super().__init__(rng)
+        self.decks: dict[str, list[int]] = {"prefill": [], "decode": []}
+
+    def _deal(self, pool: str, size: int) -> int:
+        deck = self.decks[pool]
+        if not deck:
+            deck += range(size)
+            self.rng.shuffle(deck)
+        return deck.pop()
 
     def choose(self, state: RouterState) -> tuple[int, int]:
-        k, self.count = self.count, self.count + 1
-        p = k % len(state.prefill_load)
-        return p, p if state.colocated else k % len(state.decode_load)
+        p = self._deal("prefill", len(state.prefill_load))
+        return p, p if state.colocated else self._deal("decode", len(state.decode_load))
 
 
 class LeastLoaded(Router):
@@ -78,7 +108,7 @@ class LeastLoaded(Router):
     name = "least_loaded"
 
     def choose(self, state: RouterState) -> tuple[int, int]:
-        p = _argmin(state.prefill_load)
+        p = _argmin(state.prefill_load, self.rng)
         return p, self._decode(state, p)
 
 
@@ -90,7 +120,8 @@ class KvAffinity(Router):
 
     name = "kv_affinity"
 
-    def __init__(self, weight: float = 1.0) -> None:
+    def __init__(self, weight: float = 1.0, rng: random.Random | None = None) -> None:
+        super().__init__(rng)
         if weight < 0:
             raise ValueError(f"router_weight must be >= 0, got {weight}")
         self.weight = float(weight)
@@ -99,7 +130,7 @@ class KvAffinity(Router):
         return self.weight * state.to_compute(p) + state.prefill_load[p]
 
     def choose(self, state: RouterState) -> tuple[int, int]:
-        p = _argmin([self.cost(state, i) for i in range(len(state.prefill_load))])
+        p = _argmin([self.cost(state, i) for i in range(len(state.prefill_load))], self.rng)
         return p, self._decode(state, p)
 
 
@@ -113,7 +144,7 @@ class TopologyAware(Router):
     name = "topology_aware"
 
     def choose(self, state: RouterState) -> tuple[int, int]:
-        p = _argmin(state.prefill_load)
+        p = _argmin(state.prefill_load, self.rng)
         if state.colocated:
             return p, p
         tiers, inflight = state.tiers[p], state.inflight_kv_bytes[p]
@@ -122,8 +153,8 @@ class TopologyAware(Router):
             used = sum(inflight[d] for d in members)
             budget = state.tier_budget_bytes[tier] if state.tier_budget_bytes else float("inf")
             if used <= budget:
-                return p, min(members, key=lambda d: (state.decode_load[d], d))
-        return p, _argmin(state.decode_load)
+                return p, _argmin(state.decode_load, self.rng, members)
+        return p, _argmin(state.decode_load, self.rng)
 
 
 ROUTERS = {
@@ -134,7 +165,8 @@ ROUTERS = {
 }
 
 
-def make_router(name: str, weight: float = 1.0) -> Router:
+def make_router(name: str, weight: float = 1.0, rng: random.Random | None = None) -> Router:
+    """The router ``name``; ``rng`` breaks its ties (:func:`router_rng` of the run's seed)."""
     if name not in ROUTERS:
         raise ValueError(f"unknown router {name!r}; allowed: {', '.join(ROUTERS)}")
-    return KvAffinity(weight) if name == "kv_affinity" else ROUTERS[name]()
+    return KvAffinity(weight, rng) if name == "kv_affinity" else ROUTERS[name](rng)

@@ -11,6 +11,11 @@ import pandas as pd
 
 LATENCY_KEYS = ("count", "mean", "p50", "p90", "p99", "p999", "max")
 _QUANTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
+# The fewest samples that support each percentile: p99 needs 100 and p99.9 needs 1,000
+# (#29), so that at least one sample lies beyond it; with fewer, "p99" is the maximum or
+# an interpolation towards it, and says nothing of the tail. summary.json keeps every
+# number (with its ``count``); the reports print only the supported ones.
+MIN_SAMPLES = {"p50": 1, "p90": 10, "p99": 100, "p999": 1000}
 
 Stats = dict[str, Any]
 
@@ -41,6 +46,17 @@ def latency_stats(values: Iterable[float] | None) -> Stats:
         out[key] = float(np.percentile(arr, q))
     out["max"] = float(arr.max())
     return out
+
+
+def percentile_supported(key: str, n: int | None) -> bool:
+    """Whether ``n`` samples support percentile ``key`` (``p50`` ... ``p999``); any other
+    key, and an unknown ``n`` (a prediction states none), is not judged here: True."""
+    return n is None or key not in MIN_SAMPLES or n >= MIN_SAMPLES[key]
+
+
+def supported_percentiles(n: int) -> tuple[str, ...]:
+    """The percentiles of :data:`LATENCY_KEYS` that ``n`` samples support, in order."""
+    return tuple(key for key in MIN_SAMPLES if n >= MIN_SAMPLES[key])
 
 
 def value_stats(values: Iterable[float] | None) -> Stats:
