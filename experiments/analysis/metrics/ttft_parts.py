@@ -39,8 +39,11 @@ def ttft_parts(
             "kv_end_ns": kv.groupby("request_id")["t_end_ns"].max(),
         }
     )
+    needed = ["request_id", "arrival_ns", "first_token_ns"]
+    if not set(needed) <= set(requests.columns):
+        return None
     served = requests[requests["served"].astype(bool)] if "served" in requests else requests
-    req = served.merge(per, left_on="request_id", right_index=True, how="inner")
+    req = served[needed].merge(per, left_on="request_id", right_index=True, how="inner")
     if not len(req):
         return None
     req = req.sort_values("arrival_ns", kind="stable")
