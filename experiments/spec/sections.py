@@ -50,7 +50,7 @@ from experiments.spec.serving import one_serving
 from experiments.spec.workloads import workload
 from topologies import Fabric
 from topologies.fabric import FabricError
-from topologies.generators import GENERATORS, PARAM_DOCS, defaults, make_fabric
+from topologies.generators import GENERATORS, defaults, make_fabric, param_doc
 from topologies.scale import (
     DEFAULT_BANDWIDTH_SCALE,
     DEFAULT_MTU,
@@ -73,7 +73,9 @@ def _build(kind: str, params: tuple[tuple[str, Any], ...]) -> Fabric:
 
 def build_fabric(resolved: dict[str, Any]) -> Fabric:
     """The ``Fabric`` of a resolved ``fabric:`` section (cached: fabrics are immutable)."""
-    params = tuple((k, v) for k, v in resolved.items() if k != "kind")
+    params = tuple(
+        (k, tuple(v) if isinstance(v, list) else v) for k, v in resolved.items() if k != "kind"
+    )
     return _build(resolved["kind"], params)
 
 
@@ -90,8 +92,13 @@ def _fabric() -> Check:
             value = raw.get(name, default)
             if isinstance(default, str):
                 if not isinstance(value, str):
-                    raise bad(join(path, name), value, PARAM_DOCS[name])
+                    raise bad(join(path, name), value, param_doc(kind, name))
                 out[name] = value
+                continue
+            if isinstance(default, tuple):  # sizes: the generator checks them
+                if not isinstance(value, list | tuple):
+                    raise bad(join(path, name), value, param_doc(kind, name))
+                out[name] = list(value)
                 continue
             numeric = isinstance(value, int | float) and not isinstance(value, bool)
             if not numeric:
@@ -118,8 +125,8 @@ def _fabric_json() -> dict[str, Any]:
         props: dict[str, Any] = {"kind": {"const": kind, "description": _first_line(gen)}}
         for name, default in defaults(kind).items():
             props[name] = _param_json(default) | {
-                "default": default,
-                "description": PARAM_DOCS[name],
+                "default": list(default) if isinstance(default, tuple) else default,
+                "description": param_doc(kind, name),
             }
         branches.append(
             {
@@ -133,10 +140,12 @@ def _fabric_json() -> dict[str, Any]:
 
 
 def _param_json(default: Any) -> dict[str, Any]:
-    """A generator parameter's JSON type by its default: a name, a count from 0 (a
-    default of 0 allows none), or a positive number."""
+    """A generator parameter's JSON type by its default: a name, a list of sizes, a
+    count from 0 (a default of 0 allows none), or a positive number."""
     if isinstance(default, str):
         return {"type": "string"}
+    if isinstance(default, tuple):
+        return {"type": "array", "items": {"type": "integer", "minimum": 2}, "minItems": 1}
     if isinstance(default, int):
         return (
             {"type": "integer", "minimum": 0}
