@@ -11,6 +11,13 @@ OpenFlow library). ``compute`` is the one entry point for every policy.
   counters polled at least every 200 ms).
 - ``tenant_paths``: ECMP, plus per-tenant source+destination routes confined
   to the tenant's spines (``tenants.py``).
+- ``minimal``: ECMP over the minimal routes (``minimal.py``): on a dragonfly, one
+  global link at most; elsewhere the fewest-hop routes (as ``ecmp``).
+- ``valiant``: minimal, plus each pair of hosts routed through an intermediate group
+  (dragonfly) or switch drawn from ``params["seed"]`` (``valiant.py``).
+- ``ugal``: minimal, plus each new TCP/UDP flow placed on its minimal route or a
+  Valiant one by the port counters (``ugal.py``; params ``seed``, ``idle_timeout_s``,
+  ``poll_s`` as ``adaptive``).
 
 Any policy takes ``params["qos"]`` (DSCP marking at host ports, ``qos.py``)
 and ``params["tenants"]``. The table and priority layout is in ``core.py``.
@@ -30,7 +37,7 @@ from typing import Any
 
 from topologies import Fabric
 
-from . import adaptive, qos, tenants
+from . import adaptive, qos, tenants, valiant
 from .core import (
     PRIORITY_DEFAULT,
     TABLE_CLASSIFY,
@@ -43,6 +50,7 @@ from .core import (
     plain_params,
 )
 from .ecmp import destination_routes, materialise
+from .minimal import minimal_hops
 from .paths import next_hops
 from .rules import Rule, RuleSet, diff
 
@@ -91,12 +99,41 @@ def _tenant_paths(ctx: Context) -> tuple[list[Forward], list[Rule]]:
     return forwards, []
 
 
+def _minimal(ctx: Context) -> tuple[list[Forward], list[Rule]]:
+    hops = minimal_hops(ctx.fabric, ctx.state.down_pairs())
+    return destination_routes(ctx.fabric, hops, spread=True), []
+
+
+def _valiant(ctx: Context) -> tuple[list[Forward], list[Rule]]:
+    seed = valiant.check_seed(ctx.params)
+    valiant.check_fabric(ctx.fabric, "valiant")
+    hops = minimal_hops(ctx.fabric, ctx.state.down_pairs())
+    forwards = destination_routes(ctx.fabric, hops, spread=True)
+    return forwards + valiant.valiant_routes(ctx.fabric, ctx.state, hops, seed), []
+
+
+def _ugal(ctx: Context) -> tuple[list[Forward], list[Rule]]:
+    valiant.check_seed(ctx.params)
+    valiant.check_fabric(ctx.fabric, "ugal")
+    adaptive.idle_timeout(ctx.params)
+    adaptive.poll_interval(ctx.params)
+    forwards, _ = _minimal(ctx)
+    return forwards, adaptive.packet_in_rules(ctx.fabric)
+
+
 POLICIES: dict[str, Policy] = {
     "shortest_path": Policy(_shortest_path),
     "ecmp": Policy(_ecmp),
     "adaptive": Policy(_adaptive, ("idle_timeout_s", "poll_s")),
     "tenant_paths": Policy(_tenant_paths, ("spines",)),
+    "minimal": Policy(_minimal),
+    "valiant": Policy(_valiant, ("seed",)),
+    "ugal": Policy(_ugal, ("seed", "idle_timeout_s", "poll_s")),
 }
+# Policies that place each new flow from the controller (packet-in), and those that draw
+# from the run's seed (the experiments side passes it as params["seed"]).
+PLACING = ("adaptive", "ugal")
+SEEDED = ("valiant", "ugal")
 
 
 def compute(
