@@ -50,7 +50,7 @@ from .core import (
     plain_params,
 )
 from .ecmp import destination_routes, materialise
-from .minimal import minimal_hops
+from .minimal import longest_route_hops, minimal_hops
 from .paths import next_hops
 from .rules import Rule, RuleSet, diff
 
@@ -165,6 +165,23 @@ def compute(
     ruleset = materialise(forwards)
     ruleset.rules = _table_defaults(fabric) + extra + ruleset.rules
     return ruleset
+
+
+def path_hops(
+    fabric: Fabric, policy: str, state: FabricState, params: dict[str, Any]
+) -> dict[str, int] | None:
+    """For the low-diameter policies (``minimal``, ``valiant``, ``ugal``): how many
+    ordered pairs of hosts cross n switch-to-switch hops on their longest proactive
+    route (``{"n": pairs}``; a ``ugal`` flow placed on a Valiant route is counted by the
+    session). None for every other policy."""
+    if policy not in ("minimal", "valiant", "ugal"):
+        return None
+    hops = minimal_hops(fabric, state.down_pairs())
+    if policy == "valiant":
+        found = valiant.route_hops(fabric, state, hops, valiant.check_seed(params))
+    else:
+        found = longest_route_hops(fabric, hops)
+    return {str(n): found[n] for n in sorted(found)}
 
 
 def _table_defaults(fabric: Fabric) -> list[Rule]:

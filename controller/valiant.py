@@ -19,6 +19,7 @@ which delivers by its destination route: about hosts² × hops rules.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Iterator
 
 from topologies import Fabric
@@ -45,7 +46,7 @@ def check_fabric(fabric: Fabric, policy: str) -> None:
     if fabric.kind == "dragonfly":
         count, what = len({sw.pod for sw in fabric.switches}), "groups"
     else:
-        count, what = len(_edge_switches(fabric)), "switches with hosts"
+        count, what = len(set(_edge_switches(fabric).values())), "switches with hosts"
     if count < 3:
         raise PolicyError(
             f"controller.policy {policy}: not allowed on this {fabric.kind} fabric: Valiant "
@@ -136,3 +137,22 @@ def valiant_routes(fabric: Fabric, state: FabricState, hops: Hops, seed: int) ->
                 port = fabric.port(here, there)
                 forwards.append(Forward(here, PRIORITY_VALIANT, match, (port,)))
     return forwards
+
+
+def route_hops(fabric: Fabric, state: FabricState, hops: Hops, seed: int) -> Counter[int]:
+    """Over ordered pairs of hosts: n -> pairs whose Valiant route (or, without one,
+    longest minimal route) crosses n switch-to-switch hops."""
+    found: Counter[int] = Counter()
+    for src in fabric.hosts:
+        for dst in fabric.hosts:
+            if src == dst:
+                continue
+            rng = pair_random(seed, src.name, dst.name)
+            path = route(fabric, state, hops, src.name, dst.name, rng)
+            if path is not None:
+                found[len(path) - 3] += 1
+                continue
+            minimal = routes(hops, ingress(fabric, src.name, dst.name)[0], dst.name)
+            if minimal:
+                found[max(len(r) for r in minimal) - 2] += 1
+    return found

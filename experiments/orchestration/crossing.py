@@ -124,7 +124,9 @@ def plan_cross_traffic(
     scale = config.scale.bandwidth
     messages = plan_messages(plan.schedule, plan.spare_driver(), fabric, scale)
     ctl = config.controller
-    return cross_traffic(placement, fabric, messages, scale, ctl.policy, controller_params(ctl))
+    return cross_traffic(
+        placement, fabric, messages, scale, ctl.policy, controller_params(ctl, config.seed)
+    )
 
 
 def _with_defaults(messages: pd.DataFrame) -> pd.DataFrame:

@@ -27,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from controller.policy import SEEDED
 from experiments.orchestration.demand import Demand, driver_demand, schedule_demand
 from experiments.orchestration.envelope import DEFAULT, Envelope, exceeded
 from experiments.spec.config import BackgroundWorkload, Controller, RunConfig, ServingWorkload
@@ -63,9 +64,12 @@ def unused_copy(driver: Driver, fabric: Fabric | None) -> Driver:
     return copy.deepcopy(driver, memo)
 
 
-def controller_params(controller: Controller) -> dict[str, Any]:
-    """The controller section as policy parameters (only what the spec gives)."""
+def controller_params(controller: Controller, seed: int | None = None) -> dict[str, Any]:
+    """The controller section as policy parameters (only what the spec gives), and the
+    run's ``seed`` for a policy that draws routes from it (``valiant``, ``ugal``)."""
     params: dict[str, Any] = {}
+    if seed is not None and controller.policy in SEEDED:
+        params["seed"] = seed
     if controller.tenants:
         params["tenants"] = resolved_of(controller.tenants)
     if controller.spines and controller.policy == "tenant_paths":  # so a policy sweep can keep it

@@ -184,7 +184,7 @@ def prepare(
         deployment = None if auto else Deployment.of(fabric, config.scale)
         env, why = envelope or load_envelope(machine_identity(mtu=config.scale.mtu))
         ctl = config.controller
-        compute(fabric, ctl.policy, params=controller_params(ctl))  # policy parameters
+        compute(fabric, ctl.policy, params=controller_params(ctl, config.seed))  # parameters
         try:
             plan = traffic_plan(config, fabric, spec.base_dir, env, 1.0 if auto else config.scale.d)
         except ValueError as exc:
@@ -314,7 +314,7 @@ def fabric_up(
     yielded with the controller and the network also has the run's cluster (None on one
     machine). ``kvfabric run`` and ``kvfabric cli`` use it."""
     ctl = config.controller
-    params = controller_params(ctl)
+    params = controller_params(ctl, config.seed)
     qos = class_plan(ctl.qos.classes, ctl.qos.default_class) if ctl.qos.classes else None
     scale = deployment.scale
     detect = detect_delays(resolved_of(config.faults), fabric)

@@ -238,7 +238,7 @@ class Controller:
     """routing policy, tenants and QoS classes (``controller``)."""
 
     # the routing policy the controller installs
-    policy: Literal['shortest_path', 'ecmp', 'adaptive', 'tenant_paths']
+    policy: Literal['shortest_path', 'ecmp', 'adaptive', 'tenant_paths', 'minimal', 'valiant', 'ugal']
     # OpenFlow over TLS only, with a CA made for the run and removed with it (what switches on other
     # machines use)
     tls: bool
