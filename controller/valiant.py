@@ -41,17 +41,23 @@ def pair_random(seed: int, *key: object) -> random.Random:
     return random.Random(":".join(map(str, (seed, *key))))
 
 
-def check_fabric(fabric: Fabric, policy: str) -> None:
-    """Refuse a fabric with no intermediate to draw (fewer than three to choose from)."""
+def fabric_problem(fabric: Fabric) -> str | None:
+    """Why Valiant cannot route ``fabric`` (fewer than three intermediates to choose
+    among), or None."""
     if fabric.kind == "dragonfly":
         count, what = len({sw.pod for sw in fabric.switches}), "groups"
     else:
         count, what = len(set(_edge_switches(fabric).values())), "switches with hosts"
-    if count < 3:
-        raise PolicyError(
-            f"controller.policy {policy}: not allowed on this {fabric.kind} fabric: Valiant "
-            f"routes through a third of its {what}, and it has {count}"
-        )
+    if count >= 3:
+        return None
+    return f"Valiant routes through a third of its {what}; this {fabric.kind} fabric has {count}"
+
+
+def check_fabric(fabric: Fabric, policy: str) -> None:
+    """Refuse a fabric Valiant cannot route, naming the policy key."""
+    problem = fabric_problem(fabric)
+    if problem is not None:
+        raise PolicyError(f"controller.policy {policy}: not allowed: {problem}")
 
 
 def route(

@@ -14,7 +14,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from controller.policy import known_policies
+from controller.policy import SEEDED, known_policies
+from controller.valiant import fabric_problem
 from experiments.spec.cluster import CLUSTER
 from experiments.spec.faults import FAULT, faults_post
 from experiments.spec.schema import (
@@ -202,6 +203,10 @@ def _controller_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
             owner[h] = tenant
     if out["policy"] == "tenant_paths" and not tenants:
         raise missing(join(path, "tenants"), "tenant -> hosts, for policy tenant_paths")
+    problem = fabric_problem(ctx.fabric) if ctx.fabric and out["policy"] in SEEDED else None
+    if problem is not None:
+        others = listing([p for p in POLICIES if p not in SEEDED])
+        raise bad(join(path, "policy"), out["policy"], f"on this fabric: {others}", problem)
     known = f"a tenant of controller.tenants: {listing(list(tenants)) or 'none declared'}"
     for tenant in out["spines"]:
         if tenant not in tenants:

@@ -15,7 +15,7 @@ from controller.rules import TCP, RuleSet
 from controller.session import ControllerSession, Flow
 from controller.walk import trace
 from experiments.orchestration.plan import controller_params
-from experiments.spec.load import expand, load_spec
+from experiments.spec.load import SpecError, expand, load_spec
 from topologies import Fabric, make_fabric
 from topologies.hyperx import coordinates
 
@@ -161,14 +161,28 @@ def test_the_other_kinds_route_valiant_through_a_third_switch(fabric, policy):
 @pytest.mark.parametrize(
     ("kind", "given", "fragment"),
     [
-        ("spine_leaf", dict(leaves=2), "it has 2"),
-        ("dragonfly", dict(p=1, a=1, h=1), "groups, and it has 2"),
-        ("hyperx", dict(shape=[2]), "it has 2"),
+        ("spine_leaf", dict(leaves=2), "spine_leaf fabric has 2"),
+        ("dragonfly", dict(p=1, a=1, h=1), "groups; this dragonfly fabric has 2"),
+        ("hyperx", dict(shape=[2]), "hyperx fabric has 2"),
     ],
 )
 def test_valiant_needs_a_third_intermediate(kind, given, fragment, policy):
     with pytest.raises(PolicyError, match=f"controller.policy {policy}: .*{fragment}"):
         compute(make_fabric(kind, **given), policy, params={"seed": 1})
+
+
+def test_a_spec_names_controller_policy_when_valiant_cannot_route_its_fabric():
+    spec = {
+        "name": "valiant",
+        "duration_s": 5,
+        "fabric": {"kind": "spine_leaf", "leaves": 2},
+        "controller": {"policy": "ugal"},
+        "workloads": [{"kind": "incast", "senders": 3, "sru_bytes": 1.0e6, "rounds": 1}],
+    }
+    with pytest.raises(SpecError) as info:
+        load_spec(yaml.safe_dump(spec))
+    assert info.value.path == "controller.policy"
+    assert "spine_leaf fabric has 2" in str(info.value) and "minimal" in str(info.value)
 
 
 @pytest.mark.parametrize("seed", [-1, 1.5, True, "1"])
