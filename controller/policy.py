@@ -93,6 +93,11 @@ def _adaptive(ctx: Context) -> tuple[list[Forward], list[Rule]]:
 def _tenant_paths(ctx: Context) -> tuple[list[Forward], list[Rule]]:
     if not ctx.tenants:
         raise PolicyError("policy tenant_paths needs params['tenants']: {tenant: [host, ...]}")
+    if any(sw.kind == "router" for sw in ctx.fabric.switches):
+        raise PolicyError(
+            f"controller.policy tenant_paths: not allowed: it keeps tenants to spines, and "
+            f"this {ctx.fabric.kind} fabric has routers only"
+        )
     spines = tenants.assign_spines(ctx.fabric, ctx.tenants, ctx.params.get("spines"))
     forwards = destination_routes(ctx.fabric, ctx.hops, spread=True)
     forwards += tenants.tenant_routes(ctx.fabric, ctx.state, ctx.hops, ctx.tenants, spines)

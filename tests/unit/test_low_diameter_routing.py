@@ -191,6 +191,13 @@ def test_a_bad_seed_is_refused(seed):
         compute(make_fabric("hyperx"), "valiant", params={"seed": seed})
 
 
+def test_tenant_paths_is_refused_on_routers():
+    f = make_fabric("hyperx", shape=[3, 3])
+    tenants = {"blue": ["h0", "h1"], "red": ["h2", "h3"]}
+    with pytest.raises(PolicyError, match="controller.policy tenant_paths: .*routers only"):
+        compute(f, "tenant_paths", params={"tenants": tenants})
+
+
 def test_minimal_takes_no_seed():
     with pytest.raises(PolicyError, match="unknown parameter 'seed'"):
         compute(make_fabric("hyperx"), "minimal", params={"seed": 1})
