@@ -26,8 +26,9 @@ What it keeps, and why:
 - The event log, one dict per event with its instant ``t_ns``; a reroute
   also has ``t_last_sent_ns``/``reroute_ms`` once the app reports, with
   ``reroute_sent``, the instant its last message left. Under ``minimal``,
-  ``valiant`` and ``ugal`` an install has ``path_hops``: ordered host pairs by the
-  switch-to-switch hops of their longest route (``policy.path_hops``).
+  ``valiant`` and ``ugal`` an install has ``path_hops`` once the events are asked
+  for: ordered host pairs by the switch-to-switch hops of their longest route
+  (``policy.path_hops``).
 """
 
 from __future__ import annotations
@@ -109,6 +110,8 @@ class ControllerSession:
         self._events: list[dict[str, Any]] = []
         self._paths_event: dict[str, Any] | None = None  # ugal: flows by route and hops
         self._minimal: tuple[FabricState, Hops] | None = None  # ugal: hops in a state
+        # installs whose path_hops are not counted yet (off the install's critical path)
+        self._unhopped: list[tuple[dict[str, Any], str, FabricState]] = []
         self._unsent_reroute: dict[str, Any] | None = None
         self.state = FabricState()
         self.installed = RuleSet()
@@ -178,16 +181,10 @@ class ControllerSession:
         self._install_sent = True
         self._placed.clear()
         self._holds.clear()
-        hops = path_hops(self.fabric, self.policy, self.state, self.params)
-        extra = {} if hops is None else {"path_hops": hops}
-        self._event(
-            "install",
-            reason=reason,
-            rules=len(rules.rules),
-            groups=len(rules.groups),
-            t_ns=now_ns,
-            **extra,
+        ev = self._event(
+            "install", reason=reason, rules=len(rules.rules), groups=len(rules.groups), t_ns=now_ns
         )
+        self._unhopped.append((ev, self.policy, self.state))  # counted when events are asked
         return out
 
     def _acknowledged(self, msgs: SwitchMessages) -> SwitchMessages:
@@ -398,6 +395,7 @@ class ControllerSession:
                 }
             }, []
         if cmd == "events":
+            self._count_path_hops()
             return {"events": [dict(e) for e in self._events]}, []
         if cmd == "set_policy":
             return self._set_policy(request, now_ns)
@@ -428,6 +426,15 @@ class ControllerSession:
         out, changed = self._apply(new) if self.ready_ns is not None else ([], [])
         self._event("policy", old=old, new=self.policy, switches=changed, t_ns=now_ns)
         return {"policy": self.policy}, out
+
+    def _count_path_hops(self) -> None:
+        """``path_hops`` of each install under a low-diameter policy, counted late: it
+        walks every pair's routes, which must not delay the install it describes."""
+        for ev, policy, state in self._unhopped:
+            hops = path_hops(self.fabric, policy, state, self.params)
+            if hops is not None:
+                ev["path_hops"] = hops
+        self._unhopped.clear()
 
     def _event(self, event: str, **fields: Any) -> dict[str, Any]:
         record = {"event": event, **fields}

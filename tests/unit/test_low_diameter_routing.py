@@ -248,14 +248,16 @@ def test_a_ugal_session_counts_its_placements_and_an_install_its_hops():
     session = ControllerSession(f, "ugal", {"seed": 2})
     for sw in f.switches:
         session.switch_connected(sw.dpid, 1)
-    (install,) = [e for e in session._events if e["event"] == "install"]
+    answer, _ = session.control({"cmd": "events"}, 5)
+    (install,) = [e for e in answer["events"] if e["event"] == "install"]
     assert install["path_hops"] == path_hops(f, "ugal", FabricState(), {"seed": 2})
     assert sum(install["path_hops"].values()) == 6 * 5  # every ordered pair once
     assert max(map(int, install["path_hops"])) == 3
     assert session.places_flows
     flow = Flow(f.hosts[0].ip, f.hosts[-1].ip, TCP, 40000, 5201)
     assert session.packet_in(flow, 10)
-    (counts,) = [e for e in session._events if e["event"] == "placed_paths"]
+    answer, _ = session.control({"cmd": "events"}, 20)
+    (counts,) = [e for e in answer["events"] if e["event"] == "placed_paths"]
     assert sum(counts["minimal"].values()) == 1 and counts["valiant"] == {}
 
 
