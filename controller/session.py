@@ -429,7 +429,10 @@ class ControllerSession:
 
     def _count_path_hops(self) -> None:
         """``path_hops`` of each install under a low-diameter policy, counted late: it
-        walks every pair's routes, which must not delay the install it describes."""
+        walks every pair's routes, which must not delay the install it describes (so
+        not while a barrier is outstanding: the readiness poll asks for events then)."""
+        if self.ready_ns is None or any(self._barriers.values()):
+            return
         for ev, policy, state in self._unhopped:
             hops = path_hops(self.fabric, policy, state, self.params)
             if hops is not None:

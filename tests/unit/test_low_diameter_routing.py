@@ -250,6 +250,11 @@ def test_a_ugal_session_counts_its_placements_and_an_install_its_hops():
         session.switch_connected(sw.dpid, 1)
     answer, _ = session.control({"cmd": "events"}, 5)
     (install,) = [e for e in answer["events"] if e["event"] == "install"]
+    assert "path_hops" not in install  # not while the install's barriers are out
+    for sw in f.switches:
+        session.barrier_reply(sw.dpid, 6)
+    answer, _ = session.control({"cmd": "events"}, 7)
+    (install,) = [e for e in answer["events"] if e["event"] == "install"]
     assert install["path_hops"] == path_hops(f, "ugal", FabricState(), {"seed": 2})
     assert sum(install["path_hops"].values()) == 6 * 5  # every ordered pair once
     assert max(map(int, install["path_hops"])) == 3
