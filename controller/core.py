@@ -5,11 +5,12 @@ Pipeline (the same on every switch, whatever the policy):
 
 - table 0 ``TABLE_CLASSIFY``: QoS marking at host-facing ports (the trust
   boundary: rewrite ``ip_dscp``), then ``goto_table`` 1; default: goto 1.
-- table 1 ``TABLE_PLACE``: ``adaptive`` only: exact 5-tuple rules placed by
-  ``adaptive.place_flow`` and, at each host's network port, the rule that
-  copies a new TCP/UDP flow's packets to the controller; default: goto 2.
+- table 1 ``TABLE_PLACE``: ``adaptive`` and ``ugal`` only: exact 5-tuple rules
+  placed by ``adaptive.place_flow`` or ``ugal.place_flow`` and, at each host's
+  network port, the rule that copies a new TCP/UDP flow's packets to the
+  controller; default: goto 2.
 - table 2 ``TABLE_ROUTE``: routing by every policy (destination routes, tenant
-  source+destination routes). No match: drop.
+  and Valiant source+destination routes). No match: drop.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ PRIORITY_DEFAULT = 0  # table-miss "goto next table" entries
 PRIORITY_MARK = 100  # table 0: host port -> set ip_dscp
 PRIORITY_KEEP = 110  # table 0: host port + a DSCP its tenant may use -> keep it
 PRIORITY_ROUTE = 100  # table 2: ipv4_dst
+PRIORITY_VALIANT = 150  # table 2: ipv4_src + ipv4_dst along a pair's Valiant route
 PRIORITY_TENANT = 200  # table 2: ipv4_src + ipv4_dst of one tenant
 PRIORITY_PACKET_IN = 100  # table 1: host port + ip_proto -> controller + route
 PRIORITY_PLACED = 300  # table 1: exact 5-tuple of a placed flow

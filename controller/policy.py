@@ -12,6 +12,13 @@ OpenFlow library). ``compute`` is the one entry point for every policy.
   counters polled at least every 200 ms).
 - ``tenant_paths``: ECMP, plus per-tenant source+destination routes confined
   to the tenant's spines (``tenants.py``).
+- ``minimal``: ECMP over the minimal routes (``minimal.py``): on a dragonfly, one
+  global link at most; elsewhere the fewest-hop routes (as ``ecmp``).
+- ``valiant``: minimal, plus each pair of hosts routed through an intermediate group
+  (dragonfly) or switch drawn from ``params["seed"]`` (``valiant.py``).
+- ``ugal``: minimal, plus each new TCP/UDP flow placed on its minimal route or a
+  Valiant one by the port counters (``ugal.py``; params ``seed``, ``idle_timeout_s``,
+  ``poll_s`` as ``adaptive``).
 
 Any policy takes ``params["qos"]`` (DSCP marking at host ports, ``qos.py``),
 ``params["tenants"]`` and ``params["seed"]`` (the run's seed: every tie among equal
@@ -33,7 +40,7 @@ from typing import Any
 
 from topologies import Fabric
 
-from . import adaptive, qos, tenants
+from . import adaptive, qos, tenants, valiant
 from .core import (
     PRIORITY_DEFAULT,
     TABLE_CLASSIFY,
@@ -46,6 +53,7 @@ from .core import (
     plain_params,
 )
 from .ecmp import destination_routes, materialise
+from .minimal import longest_route_hops, minimal_hops
 from .paths import next_hops
 from .rules import Rule, RuleSet, diff
 from .ties import seed_of
@@ -89,10 +97,37 @@ def _adaptive(ctx: Context) -> tuple[list[Forward], list[Rule]]:
 def _tenant_paths(ctx: Context) -> tuple[list[Forward], list[Rule]]:
     if not ctx.tenants:
         raise PolicyError("policy tenant_paths needs params['tenants']: {tenant: [host, ...]}")
+    if any(sw.kind == "router" for sw in ctx.fabric.switches):
+        raise PolicyError(
+            f"controller.policy tenant_paths: not allowed: it keeps tenants to spines, and "
+            f"this {ctx.fabric.kind} fabric has routers only"
+        )
     spines = tenants.assign_spines(ctx.fabric, ctx.tenants, ctx.params.get("spines"))
     forwards = destination_routes(ctx.fabric, ctx.hops, spread=True)
     forwards += tenants.tenant_routes(ctx.fabric, ctx.state, ctx.hops, ctx.tenants, spines)
     return forwards, []
+
+
+def _minimal(ctx: Context) -> tuple[list[Forward], list[Rule]]:
+    hops = minimal_hops(ctx.fabric, ctx.state.down_pairs())
+    return destination_routes(ctx.fabric, hops, spread=True), []
+
+
+def _valiant(ctx: Context) -> tuple[list[Forward], list[Rule]]:
+    seed = valiant.check_seed(ctx.params)
+    valiant.check_fabric(ctx.fabric, "valiant")
+    hops = minimal_hops(ctx.fabric, ctx.state.down_pairs())
+    forwards = destination_routes(ctx.fabric, hops, spread=True)
+    return forwards + valiant.valiant_routes(ctx.fabric, ctx.state, hops, seed), []
+
+
+def _ugal(ctx: Context) -> tuple[list[Forward], list[Rule]]:
+    valiant.check_seed(ctx.params)
+    valiant.check_fabric(ctx.fabric, "ugal")
+    adaptive.idle_timeout(ctx.params)
+    adaptive.poll_interval(ctx.params)
+    forwards, _ = _minimal(ctx)
+    return forwards, adaptive.packet_in_rules(ctx.fabric)
 
 
 POLICIES: dict[str, Policy] = {
@@ -100,7 +135,14 @@ POLICIES: dict[str, Policy] = {
     "ecmp": Policy(_ecmp),
     "adaptive": Policy(_adaptive, ("idle_timeout_s", "poll_s")),
     "tenant_paths": Policy(_tenant_paths, ("spines",)),
+    "minimal": Policy(_minimal),
+    "valiant": Policy(_valiant, ("seed",)),
+    "ugal": Policy(_ugal, ("seed", "idle_timeout_s", "poll_s")),
 }
+# Policies that place each new flow from the controller (packet-in), and those that draw
+# from the run's seed (the experiments side passes it as params["seed"]).
+PLACING = ("adaptive", "ugal")
+SEEDED = ("valiant", "ugal")
 
 
 def compute(
@@ -133,6 +175,23 @@ def compute(
     ruleset = materialise(forwards)
     ruleset.rules = _table_defaults(fabric) + extra + ruleset.rules
     return ruleset
+
+
+def path_hops(
+    fabric: Fabric, policy: str, state: FabricState, params: dict[str, Any]
+) -> dict[str, int] | None:
+    """For the low-diameter policies (``minimal``, ``valiant``, ``ugal``): how many
+    ordered pairs of hosts cross n switch-to-switch hops on their longest proactive
+    route (``{"n": pairs}``; a ``ugal`` flow placed on a Valiant route is counted by the
+    session). None for every other policy."""
+    if policy not in ("minimal", "valiant", "ugal"):
+        return None
+    hops = minimal_hops(fabric, state.down_pairs())
+    if policy == "valiant":
+        found = valiant.route_hops(fabric, state, hops, valiant.check_seed(params))
+    else:
+        found = longest_route_hops(fabric, hops)
+    return {str(n): found[n] for n in sorted(found)}
 
 
 def _table_defaults(fabric: Fabric) -> list[Rule]:

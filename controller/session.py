@@ -18,13 +18,17 @@ What it keeps, and why:
   controller is ready (``install_ms``: last connection -> last barrier
   reply), later the latest reroute is acknowledged (``installed_ms``: port
   status -> last barrier reply).
-- Placed flows (``adaptive``) and a hold per 5-tuple: its packets keep
+- Placed flows (``adaptive``, ``ugal``) and a hold per 5-tuple: its packets keep
   reaching the controller until the placed rules are in, so it is not placed
-  again for ``PLACING_HOLD_NS``.
+  again for ``PLACING_HOLD_NS``. Under ``ugal``, one ``placed_paths`` event counts
+  the flows placed on each route (``minimal``/``valiant``) by switch-to-switch hops.
 - Port counters, and the rates between a port's successive replies.
 - The event log, one dict per event with its instant ``t_ns``; a reroute
   also has ``t_last_sent_ns``/``reroute_ms`` once the app reports, with
-  ``reroute_sent``, the instant its last message left.
+  ``reroute_sent``, the instant its last message left. Under ``minimal``,
+  ``valiant`` and ``ugal`` an install has ``path_hops`` once the events are asked
+  for: ordered host pairs by the switch-to-switch hops of their longest route
+  (``policy.path_hops``).
 """
 
 from __future__ import annotations
@@ -36,9 +40,10 @@ from typing import Any, NamedTuple
 
 from topologies import Fabric
 
-from . import adaptive
+from . import adaptive, ugal
 from .core import FabricState, PolicyError
-from .policy import compute
+from .minimal import Hops, minimal_hops
+from .policy import PLACING, compute, path_hops
 from .rules import Rule, RuleSet, SwitchChanges, diff
 from .ties import seed_of
 
@@ -104,6 +109,10 @@ class ControllerSession:
         self._placed: dict[tuple, list[Rule]] = {}  # flow match -> its placed rules
         self._port_stats: dict[str, dict[int, dict[str, Any]]] = {}
         self._events: list[dict[str, Any]] = []
+        self._paths_event: dict[str, Any] | None = None  # ugal: flows by route and hops
+        self._minimal: tuple[FabricState, Hops] | None = None  # ugal: hops in a state
+        # installs whose path_hops are not counted yet (off the install's critical path)
+        self._unhopped: list[tuple[dict[str, Any], str, FabricState]] = []
         self._unsent_reroute: dict[str, Any] | None = None
         self.state = FabricState()
         self.installed = RuleSet()
@@ -119,8 +128,9 @@ class ControllerSession:
 
     @property
     def places_flows(self) -> bool:
-        """Whether packet-ins are placed (``adaptive``): the app decodes them only then."""
-        return self.policy == "adaptive"
+        """Whether packet-ins are placed (``adaptive``, ``ugal``): the app decodes them
+        only then."""
+        return self.policy in PLACING
 
     def switch_connected(self, dpid: int, now_ns: int) -> list[SwitchMessages]:
         """A switch finished its handshake: once all are connected, every switch's install."""
@@ -172,9 +182,10 @@ class ControllerSession:
         self._install_sent = True
         self._placed.clear()
         self._holds.clear()
-        self._event(
+        ev = self._event(
             "install", reason=reason, rules=len(rules.rules), groups=len(rules.groups), t_ns=now_ns
         )
+        self._unhopped.append((ev, self.policy, self.state))  # counted when events are asked
         return out
 
     def _acknowledged(self, msgs: SwitchMessages) -> SwitchMessages:
@@ -288,14 +299,7 @@ class ControllerSession:
             for sw, ports in self._port_stats.items()
             for port, st in ports.items()
         }
-        rules = adaptive.place_flow(
-            self.fabric,
-            self.state,
-            *flow,
-            loads,
-            idle_timeout_s=adaptive.idle_timeout(self.params),
-            seed=seed_of(self.params),
-        )
+        rules = self._place(flow, loads, now_ns)
         self._placed[match] = rules
         self.placements += 1
         if len(self._holds) > PLACING_KEEP:
@@ -307,6 +311,26 @@ class ControllerSession:
             for r in rules
             if r.switch in self._connected
         ]
+
+    def _place(self, flow: Flow, loads: dict[tuple[str, int], float], now_ns: int) -> list[Rule]:
+        timeout = adaptive.idle_timeout(self.params)
+        seed = seed_of(self.params)
+        if self.policy != "ugal":
+            return adaptive.place_flow(
+                self.fabric, self.state, *flow, loads, idle_timeout_s=timeout, seed=seed
+            )
+        if self._minimal is None or self._minimal[0] != self.state:
+            self._minimal = (self.state, minimal_hops(self.fabric, self.state.down_pairs()))
+        placed = ugal.place_flow(
+            self.fabric, self.state, self._minimal[1], flow, loads, seed, timeout
+        )
+        if placed is None:
+            return []
+        if self._paths_event is None:
+            self._paths_event = self._event("placed_paths", t_ns=now_ns, minimal={}, valiant={})
+        counts = self._paths_event[placed.route]
+        counts[str(placed.hops)] = counts.get(str(placed.hops), 0) + 1
+        return placed.rules
 
     def flow_removed(self, dpid: int, table: int, priority: int, match: dict[str, Any]) -> None:
         """A placed rule idled out (or was deleted): forget it, so the placed
@@ -372,6 +396,7 @@ class ControllerSession:
                 }
             }, []
         if cmd == "events":
+            self._count_path_hops()
             return {"events": [dict(e) for e in self._events]}, []
         if cmd == "set_policy":
             return self._set_policy(request, now_ns)
@@ -402,6 +427,18 @@ class ControllerSession:
         out, changed = self._apply(new) if self.ready_ns is not None else ([], [])
         self._event("policy", old=old, new=self.policy, switches=changed, t_ns=now_ns)
         return {"policy": self.policy}, out
+
+    def _count_path_hops(self) -> None:
+        """``path_hops`` of each install under a low-diameter policy, counted late: it
+        walks every pair's routes, which must not delay the install it describes (so
+        not while a barrier is outstanding: the readiness poll asks for events then)."""
+        if self.ready_ns is None or any(self._barriers.values()):
+            return
+        for ev, policy, state in self._unhopped:
+            hops = path_hops(self.fabric, policy, state, self.params)
+            if hops is not None:
+                ev["path_hops"] = hops
+        self._unhopped.clear()
 
     def _event(self, event: str, **fields: Any) -> dict[str, Any]:
         record = {"event": event, **fields}

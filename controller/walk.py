@@ -89,10 +89,15 @@ def deliveries(
         "ip_dscp": 0,
     }
     packet.update(fields)
-    by_switch = {}
-    for sw in fabric.switches:
-        flows, groups = rules.for_switch(sw.name)
-        by_switch[sw.name] = (flows, {g.group_id: g for g in groups})
+    by_switch: dict[str, tuple[list[Rule], dict[int, Group]]] = {
+        sw.name: ([], {}) for sw in fabric.switches
+    }
+    for rule in rules.rules:  # one pass: Valiant's source+destination rules are many
+        if rule.switch in by_switch:
+            by_switch[rule.switch][0].append(rule)
+    for group in rules.groups:
+        if group.switch in by_switch:
+            by_switch[group.switch][1][group.group_id] = group
     done: list[Delivery] = []
     first, in_port = ingress(fabric, src, dst)
     stack = [([src, first], in_port, packet, [])]

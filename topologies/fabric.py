@@ -16,11 +16,21 @@ from typing import Any
 import networkx as nx
 
 HOST_KINDS = ("gpu", "storage")  # storage: a flash-tier node on the fabric
-SWITCH_KINDS = ("leaf", "rail", "spine", "core", "nvlink")
+# router: a switch of a direct (low-diameter) fabric, hosts and peers alike (dragonfly, hyperx)
+SWITCH_KINDS = ("leaf", "rail", "spine", "core", "nvlink", "router")
 NODE_KINDS = HOST_KINDS + SWITCH_KINDS
 LINK_KINDS = ("host", "fabric", "nvlink", "storage")
 # Tier of each node kind: a link from a lower to a higher tier is an uplink.
-TIER = {"gpu": 0, "storage": 0, "leaf": 1, "rail": 1, "nvlink": 1, "spine": 2, "core": 3}
+TIER = {
+    "gpu": 0,
+    "storage": 0,
+    "leaf": 1,
+    "rail": 1,
+    "nvlink": 1,
+    "router": 1,
+    "spine": 2,
+    "core": 3,
+}
 
 
 class FabricError(ValueError):
@@ -37,7 +47,7 @@ class Node:
     """A host (a GPU, or a storage node of the flash KV tier) or a switch. ``number``
     is the node's index among its class (hosts or switches) and fixes its addresses;
     ``server``/``index``/``rail`` say where a GPU sits; ``pod`` groups fat-tree
-    switches and hosts."""
+    switches and hosts, and is a dragonfly's group (``index``: a router's place in it)."""
 
     name: str
     kind: str
@@ -233,7 +243,10 @@ class Fabric:
             return []
 
     def oversubscription(self) -> dict[str, float]:
-        """Per switch with uplinks: downlink capacity ÷ uplink capacity."""
+        """Per switch with uplinks: downlink capacity ÷ uplink capacity. A router of a
+        direct fabric has no uplinks: its hosts' capacity ÷ its share of the bisection
+        (``bisection_gbps`` over half the routers with GPUs), so a full-bisection
+        fabric reads 1 as a fat-tree does."""
         ratios: dict[str, float] = {}
         for sw in self.switches:
             up = down = 0.0
@@ -245,12 +258,29 @@ class Fabric:
                     down += link.real_gbps
             if up > 0:
                 ratios[sw.name] = down / up
-        return ratios
+        return ratios | self._router_oversubscription()
+
+    def _router_oversubscription(self) -> dict[str, float]:
+        injection = {
+            sw.name: sum(lk.real_gbps for lk in self.links_of(sw.name) if lk.kind == "host")
+            for sw in self.switches
+            if sw.kind == "router"
+        }
+        edge = [name for name, gbps in injection.items() if gbps > 0]
+        bisection = self.bisection_gbps()
+        if len(edge) < 2 or bisection <= 0:
+            return {}
+        share = bisection / (len(edge) / 2)
+        return {name: injection[name] / share for name in edge}
 
     def bisection_gbps(self) -> float:
         """Real-equivalent bandwidth across the cut between the first and the
-        second half of the servers (GPUs in server order: by leaf, pod or
+        second half of the servers (GPUs in server order: by leaf, pod, group or
         server), over the scale-out network (NVLink excluded): a max-flow."""
+        return self._bisection_gbps
+
+    @cached_property
+    def _bisection_gbps(self) -> float:
         hosts = self.gpus
         if len(hosts) < 2:
             return 0.0
@@ -270,18 +300,25 @@ class Fabric:
 
     def mean_switch_hops(self) -> float:
         """Mean number of switches on a shortest path, over ordered GPU pairs."""
+        lengths = self._gpu_path_lengths
+        return sum(n - 1 for n in lengths) / len(lengths) if lengths else 0.0
+
+    def diameter(self) -> int:
+        """The most switch-to-switch links on a fewest-hop path between two GPUs
+        (0: every GPU on one switch): 2 on a spine-leaf, 4 on a fat-tree, 3 on a
+        balanced dragonfly, L on an L-dimensional HyperX."""
+        return max((n - 2 for n in self._gpu_path_lengths), default=0)
+
+    @cached_property
+    def _gpu_path_lengths(self) -> list[int]:
+        """Links on a fewest-hop path, for every ordered pair of GPUs that connect."""
         hosts = [h.name for h in self.gpus]
-        if len(hosts) < 2:
-            return 0.0
         g = self.graph()
-        total = pairs = 0
+        found = []
         for src in hosts:
             lengths = nx.single_source_shortest_path_length(g, src)
-            for dst in hosts:
-                if dst != src and dst in lengths:
-                    total += lengths[dst] - 1
-                    pairs += 1
-        return total / pairs if pairs else 0.0
+            found += [lengths[dst] for dst in hosts if dst != src and dst in lengths]
+        return found
 
     def host_capacity_gbps(self) -> float:
         """Sum of the host links' real-equivalent rates (one direction)."""
@@ -302,6 +339,7 @@ class Fabric:
             "max_oversubscription": max(over.values(), default=1.0),
             "bisection_gbps": self.bisection_gbps(),
             "mean_switch_hops": round(self.mean_switch_hops(), 3),
+            "diameter": self.diameter(),
         }
 
     # ----- serialisation -------------------------------------------------

@@ -1,4 +1,5 @@
-"""Fabric generators: spine-leaf, k-ary fat-tree and rail-optimized GPU fabrics.
+"""Fabric generators: spine-leaf, k-ary fat-tree and rail-optimized GPU fabrics, and
+the low-diameter direct fabrics Dragonfly (``dragonfly``) and HyperX (``hyperx``).
 
 Every parameter is checked before anything is made; an error names the
 generator, the parameter, its value and what is allowed. Each generator also takes
@@ -9,31 +10,15 @@ generator, the parameter, its value and what is allowed. Each generator also tak
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import Callable
 from typing import Any
 
+from .checks import check_gbps, check_int, params_of
+from .dragonfly import dragonfly
 from .fabric import Fabric, FabricBuilder, FabricError
+from .hyperx import hyperx
 from .shaping import MAX_BUFFER_PKTS
 from .storage import DEFAULT_ATTACH, attach_storage_nodes
-
-
-def _check_int(gen: str, name: str, value: Any, low: int, high: int | None = None) -> int:
-    ok = isinstance(value, int) and not isinstance(value, bool) and value >= low
-    ok = ok and (high is None or value <= high)
-    if not ok:
-        allowed = f"an integer from {low} to {high}" if high else f"an integer >= {low}"
-        raise FabricError(f"{gen}: {name}={value!r} is not allowed: must be {allowed}", name)
-    return value
-
-
-def _check_gbps(gen: str, name: str, value: Any) -> float:
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if not ok or not math.isfinite(value) or value <= 0:
-        raise FabricError(
-            f"{gen}: {name}={value!r} is not allowed: must be a rate in Gbit/s > 0", name
-        )
-    return float(value)
 
 
 def spine_leaf(
@@ -49,15 +34,15 @@ def spine_leaf(
 ) -> Fabric:
     """Two-tier Clos: every leaf connects to every spine."""
     g = "spine_leaf"
-    _check_int(g, "spines", spines, 1, 64)
-    _check_int(g, "leaves", leaves, 1, 256)
-    _check_int(g, "hosts_per_leaf", hosts_per_leaf, 1, 256)
-    _check_gbps(g, "host_gbps", host_gbps)
-    _check_gbps(g, "uplink_gbps", uplink_gbps)
-    _check_int(g, "buffer_pkts", buffer_pkts, 1, MAX_BUFFER_PKTS)
-    _check_int(g, "storage_nodes", storage_nodes, 0, 64)
-    _check_gbps(g, "storage_gbps", storage_gbps)
-    fb = FabricBuilder(g, _params(spine_leaf, locals()))
+    check_int(g, "spines", spines, 1, 64)
+    check_int(g, "leaves", leaves, 1, 256)
+    check_int(g, "hosts_per_leaf", hosts_per_leaf, 1, 256)
+    check_gbps(g, "host_gbps", host_gbps)
+    check_gbps(g, "uplink_gbps", uplink_gbps)
+    check_int(g, "buffer_pkts", buffer_pkts, 1, MAX_BUFFER_PKTS)
+    check_int(g, "storage_nodes", storage_nodes, 0, 64)
+    check_gbps(g, "storage_gbps", storage_gbps)
+    fb = FabricBuilder(g, params_of(spine_leaf, locals()))
     leaf_names = [fb.switch(f"leaf{i}", "leaf") for i in range(leaves)]
     spine_names = [fb.switch(f"spine{j}", "spine") for j in range(spines)]
     number = 0
@@ -87,12 +72,12 @@ def fat_tree(
     g = "fat_tree"
     if not (isinstance(k, int) and not isinstance(k, bool) and 2 <= k <= 16 and k % 2 == 0):
         raise FabricError(f"{g}: k={k!r} is not allowed: must be an even integer from 2 to 16", "k")
-    _check_gbps(g, "host_gbps", host_gbps)
-    _check_gbps(g, "fabric_gbps", fabric_gbps)
-    _check_int(g, "buffer_pkts", buffer_pkts, 1, MAX_BUFFER_PKTS)
-    _check_int(g, "storage_nodes", storage_nodes, 0, 64)
-    _check_gbps(g, "storage_gbps", storage_gbps)
-    fb = FabricBuilder(g, _params(fat_tree, locals()))
+    check_gbps(g, "host_gbps", host_gbps)
+    check_gbps(g, "fabric_gbps", fabric_gbps)
+    check_int(g, "buffer_pkts", buffer_pkts, 1, MAX_BUFFER_PKTS)
+    check_int(g, "storage_nodes", storage_nodes, 0, 64)
+    check_gbps(g, "storage_gbps", storage_gbps)
+    fb = FabricBuilder(g, params_of(fat_tree, locals()))
     half = k // 2
     edges = [[fb.switch(f"leaf{p}_{i}", "leaf", pod=p) for i in range(half)] for p in range(k)]
     aggs = [[fb.switch(f"spine{p}_{i}", "spine", pod=p) for i in range(half)] for p in range(k)]
@@ -132,16 +117,16 @@ def rail_optimized(
     connects to every spine; a server's GPUs share its NVLink switch, so
     traffic between two GPUs of one server never touches the network."""
     g = "rail_optimized"
-    _check_int(g, "servers", servers, 1, 256)
-    _check_int(g, "gpus_per_server", gpus_per_server, 1, 16)
-    _check_int(g, "spines", spines, 1, 64)
-    _check_gbps(g, "rail_gbps", rail_gbps)
-    _check_gbps(g, "spine_gbps", spine_gbps)
-    _check_gbps(g, "nvlink_gbps", nvlink_gbps)
-    _check_int(g, "buffer_pkts", buffer_pkts, 1, MAX_BUFFER_PKTS)
-    _check_int(g, "storage_nodes", storage_nodes, 0, 64)
-    _check_gbps(g, "storage_gbps", storage_gbps)
-    fb = FabricBuilder(g, _params(rail_optimized, locals()))
+    check_int(g, "servers", servers, 1, 256)
+    check_int(g, "gpus_per_server", gpus_per_server, 1, 16)
+    check_int(g, "spines", spines, 1, 64)
+    check_gbps(g, "rail_gbps", rail_gbps)
+    check_gbps(g, "spine_gbps", spine_gbps)
+    check_gbps(g, "nvlink_gbps", nvlink_gbps)
+    check_int(g, "buffer_pkts", buffer_pkts, 1, MAX_BUFFER_PKTS)
+    check_int(g, "storage_nodes", storage_nodes, 0, 64)
+    check_gbps(g, "storage_gbps", storage_gbps)
+    fb = FabricBuilder(g, params_of(rail_optimized, locals()))
     rails = [fb.switch(f"rail{i}", "rail", rail=i) for i in range(gpus_per_server)]
     spine_names = [fb.switch(f"spine{j}", "spine") for j in range(spines)]
     nvl = [
@@ -165,6 +150,8 @@ GENERATORS: dict[str, Callable[..., Fabric]] = {
     "spine_leaf": spine_leaf,
     "fat_tree": fat_tree,
     "rail_optimized": rail_optimized,
+    "dragonfly": dragonfly,
+    "hyperx": hyperx,
 }
 
 # One line per generator parameter (rates are real-equivalent, before the bandwidth scale).
@@ -172,7 +159,7 @@ PARAM_DOCS = {
     "spines": "spine switches",
     "leaves": "leaf switches",
     "hosts_per_leaf": "hosts (GPUs) under each leaf",
-    "host_gbps": "host-to-leaf link rate, Gbit/s",
+    "host_gbps": "host-to-leaf (or -router) link rate, Gbit/s",
     "uplink_gbps": "leaf-to-spine link rate, Gbit/s",
     "k": "switch radix: k pods, k³/4 hosts (even, 2 to 16)",
     "fabric_gbps": "switch-to-switch link rate, Gbit/s",
@@ -183,14 +170,27 @@ PARAM_DOCS = {
     "nvlink_gbps": "GPU-to-NVLink-switch rate inside a server, Gbit/s",
     "buffer_pkts": "egress buffer of every link, packets",
     "storage_nodes": "storage nodes (hosts of the flash KV tier), numbered after the GPUs",
-    "storage_attach": "where storage nodes attach: a switch kind (spine, leaf, rail, core;"
-    " round robin over its switches) or one switch's name",
+    "storage_attach": "where storage nodes attach: a switch kind (spine, leaf, rail, core,"
+    " router; round robin over its switches) or one switch's name",
     "storage_gbps": "each storage node's link rate, Gbit/s",
+    "p": "hosts (GPUs) per router",
+    "a": "routers per group, joined all-to-all by local links",
+    "h": "global links per router",
+    "groups": "groups; 0: the largest, a·h + 1 (one global link between every two groups);"
+    " a·h must divide equally among the other groups",
+    "arrangement": "which group each global port leads to: consecutive or palmtree",
+    "local_gbps": "router-to-router link rate inside a group, Gbit/s",
+    "global_gbps": "router-to-router link rate between groups, Gbit/s",
+    "shape": "routers per dimension: [S1, ..., SL], 1 to 4 dimensions of 2 to 64",
+    "router_gbps": "router-to-router link rate, Gbit/s",
 }
+# Where one name means something else in one generator (kind -> name -> doc).
+KIND_PARAM_DOCS = {"hyperx": {"k": "hosts (GPUs) per router"}}
 
 
-def _params(gen: Callable[..., Fabric], local: dict[str, Any]) -> dict[str, Any]:
-    return {name: local[name] for name in inspect.signature(gen).parameters}
+def param_doc(kind: str, name: str) -> str:
+    """The one line that says what ``kind``'s parameter ``name`` is."""
+    return KIND_PARAM_DOCS.get(kind, {}).get(name, PARAM_DOCS[name])
 
 
 def defaults(kind: str) -> dict[str, Any]:
@@ -225,10 +225,23 @@ def parse_param(kind: str, name: str, text: str) -> Any:
         raise FabricError(f"{kind}: unknown parameter {name!r}: allowed {', '.join(allowed)}")
     if isinstance(allowed[name], str):
         return text
+    if isinstance(allowed[name], tuple):
+        return _parse_sizes(kind, name, text)
     try:
         return int(text) if isinstance(allowed[name], int) else float(text)
     except ValueError:
         kind_word = "an integer" if isinstance(allowed[name], int) else "a number"
         raise FabricError(
             f"{kind}: {name}={text!r} is not allowed: must be {kind_word}", name
+        ) from None
+
+
+def _parse_sizes(kind: str, name: str, text: str) -> tuple[int, ...]:
+    """``4,4`` or ``[4,4]`` as (4, 4)."""
+    try:
+        return tuple(int(part) for part in text.strip().strip("[]").split(","))
+    except ValueError:
+        raise FabricError(
+            f"{kind}: {name}={text!r} is not allowed: must be integers separated by commas (4,4)",
+            name,
         ) from None

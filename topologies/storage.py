@@ -4,7 +4,7 @@ A fabric generator's ``storage_nodes`` (how many), ``storage_attach`` (where) an
 ``storage_gbps`` (each storage node's link rate) add hosts ``storage0``, ``storage1``,
 ... of node kind ``storage``, each with one link of kind ``storage`` to a switch.
 ``storage_attach`` is a switch kind the fabric has (``spine``, ``leaf``, ``rail``,
-``core``: storage node k goes to the k-th switch of that kind, round robin) or one
+``core``, ``router``: storage node k goes to the k-th switch of that kind, round robin) or one
 switch's name (``spine1``, ``rail0``: every storage node on it). NVLink switches are
 inside a server and never an attachment point.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from .fabric import FabricBuilder, FabricError
 
-ATTACH_KINDS = ("spine", "leaf", "rail", "core")
+ATTACH_KINDS = ("spine", "leaf", "rail", "core", "router")
 DEFAULT_ATTACH = "spine"
 
 

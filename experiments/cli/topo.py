@@ -42,7 +42,9 @@ def add_parsers(sub: Any) -> None:
     t = sub.add_parser("topo", help="fabrics as data")
     tsub = t.add_subparsers(dest="topo_command", required=True)
     tsub.add_parser("list", help="fabric kinds and their parameters")
-    ts = tsub.add_parser("show", help="one fabric: counts, links, oversubscription, bisection")
+    ts = tsub.add_parser(
+        "show", help="one fabric: counts, links, oversubscription, bisection, diameter"
+    )
     ts.add_argument(
         "kind",
         help=f"one of {', '.join(GENERATORS)}, or a spec (SPEC.yaml or "
@@ -76,9 +78,7 @@ def _topo_list() -> int:
     table.add_column("parameters (defaults)")
     table.add_column("what")
     for kind, gen in GENERATORS.items():
-        params = " ".join(
-            f"{k}={v}" if isinstance(v, str) else f"{k}={v:g}" for k, v in defaults(kind).items()
-        )
+        params = " ".join(f"{k}={_shown(v)}" for k, v in defaults(kind).items())
         doc = " ".join((gen.__doc__ or "").split())
         table.add_row(kind, params, doc.split(". ")[0].rstrip("."))
     console.print(table)
@@ -87,6 +87,13 @@ def _topo_list() -> int:
         "a rate R at R x S (kvfabric topo show KIND --scale S)"
     )
     return EXIT_OK
+
+
+def _shown(value: object) -> str:
+    """A parameter's value as ``topo show`` takes it (``4,4`` for sizes)."""
+    if isinstance(value, tuple | list):
+        return ",".join(map(str, value))
+    return value if isinstance(value, str) else f"{value:g}"
 
 
 def _is_spec(argument: str) -> bool:
@@ -164,19 +171,22 @@ def cmd_topo(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(info, indent=2, default=str))
         return EXIT_OK
-    table = Table(title=f"{fabric.kind} " + " ".join(f"{k}={v}" for k, v in fabric.params.items()))
+    title = " ".join(f"{k}={_shown(v)}" for k, v in fabric.params.items())
+    table = Table(title=f"{fabric.kind} {title}")
     table.add_column("what")
     table.add_column("value", justify="right")
     table.add_row("hosts (GPUs)", str(info["gpus"]))
     if info["storage_nodes"]:
         table.add_row("storage nodes (hosts)", str(info["storage_nodes"]))
-    table.add_row("switches", str(info["switches"]))
+    routers = all(sw.kind == "router" for sw in fabric.switches)
+    table.add_row("routers" if routers else "switches", str(info["switches"]))
     for kind, n in info["links_by_kind"].items():
         if n:
             table.add_row(f"{kind} links", str(n))
     table.add_row("max oversubscription", f"{info['max_oversubscription']:.3g}:1")
     table.add_row("bisection (real)", f"{info['bisection_gbps']:g} Gbit/s")
     table.add_row("mean switches per path", f"{info['mean_switch_hops']:.2f}")
+    table.add_row("diameter (switch-to-switch hops)", str(info["diameter"]))
     for real, emu in info["emulated_mbps_by_real_gbps"].items():
         table.add_row(f"{real} Gbit/s link at scale {scale.bandwidth:g}", f"{emu:g} Mbit/s")
     fits = "[green]yes[/green]" if info["fits"] else "[red]no[/red]"

@@ -65,7 +65,8 @@ def unused_copy(driver: Driver, fabric: Fabric | None) -> Driver:
 
 def controller_params(controller: Controller, seed: int | None = None) -> dict[str, Any]:
     """The controller section as policy parameters (only what the spec gives), and the
-    run's ``seed``, from which the policy breaks ties among equal paths."""
+    run's ``seed``, from which the policy breaks ties among equal paths (and ``valiant``
+    and ``ugal`` draw their intermediates)."""
     params: dict[str, Any] = {} if seed is None else {"seed": seed}
     if controller.tenants:
         params["tenants"] = resolved_of(controller.tenants)

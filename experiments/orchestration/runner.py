@@ -191,7 +191,7 @@ def prepare(
         deployment = None if auto else Deployment.of(fabric, config.scale)
         env, why = envelope or load_envelope(machine_identity(mtu=config.scale.mtu))
         ctl = config.controller
-        compute(fabric, ctl.policy, params=controller_params(ctl, config.seed))  # policy parameters
+        compute(fabric, ctl.policy, params=controller_params(ctl, config.seed))  # parameters
         try:
             plan = traffic_plan(config, fabric, spec.base_dir, env, 1.0 if auto else config.scale.d)
         except ValueError as exc:

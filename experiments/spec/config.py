@@ -29,7 +29,7 @@ class RunConfig:
     # the emulation's scale
     scale: Scale
     # the topology: kind and its generator's parameters
-    fabric: SpineLeafFabric | FatTreeFabric | RailOptimizedFabric
+    fabric: SpineLeafFabric | FatTreeFabric | RailOptimizedFabric | DragonflyFabric | HyperxFabric
     # several machines emulating the fabric together (default: this one alone)
     cluster: Cluster | None
     # routing policy, tenants and QoS classes
@@ -64,7 +64,7 @@ class SpineLeafFabric:
     leaves: int
     # hosts (GPUs) under each leaf
     hosts_per_leaf: int
-    # host-to-leaf link rate, Gbit/s
+    # host-to-leaf (or -router) link rate, Gbit/s
     host_gbps: float
     # leaf-to-spine link rate, Gbit/s
     uplink_gbps: float
@@ -72,8 +72,8 @@ class SpineLeafFabric:
     buffer_pkts: int
     # storage nodes (hosts of the flash KV tier), numbered after the GPUs
     storage_nodes: int
-    # where storage nodes attach: a switch kind (spine, leaf, rail, core; round robin over its
-    # switches) or one switch's name
+    # where storage nodes attach: a switch kind (spine, leaf, rail, core, router; round robin over
+    # its switches) or one switch's name
     storage_attach: str
     # each storage node's link rate, Gbit/s
     storage_gbps: float
@@ -90,7 +90,7 @@ class FatTreeFabric:
     kind: Literal['fat_tree']
     # switch radix: k pods, k³/4 hosts (even, 2 to 16)
     k: int
-    # host-to-leaf link rate, Gbit/s
+    # host-to-leaf (or -router) link rate, Gbit/s
     host_gbps: float
     # switch-to-switch link rate, Gbit/s
     fabric_gbps: float
@@ -98,8 +98,8 @@ class FatTreeFabric:
     buffer_pkts: int
     # storage nodes (hosts of the flash KV tier), numbered after the GPUs
     storage_nodes: int
-    # where storage nodes attach: a switch kind (spine, leaf, rail, core; round robin over its
-    # switches) or one switch's name
+    # where storage nodes attach: a switch kind (spine, leaf, rail, core, router; round robin over
+    # its switches) or one switch's name
     storage_attach: str
     # each storage node's link rate, Gbit/s
     storage_gbps: float
@@ -132,8 +132,73 @@ class RailOptimizedFabric:
     buffer_pkts: int
     # storage nodes (hosts of the flash KV tier), numbered after the GPUs
     storage_nodes: int
-    # where storage nodes attach: a switch kind (spine, leaf, rail, core; round robin over its
-    # switches) or one switch's name
+    # where storage nodes attach: a switch kind (spine, leaf, rail, core, router; round robin over
+    # its switches) or one switch's name
+    storage_attach: str
+    # each storage node's link rate, Gbit/s
+    storage_gbps: float
+
+
+@dataclass(frozen=True)
+class DragonflyFabric:
+    """Dragonfly: groups of a routers joined all-to-all, p hosts and h global links per router
+    (balanced a = 2p = 2h); groups 0 means the largest, a·h + 1 (``fabric[dragonfly]``).
+    """
+
+    # Dragonfly: groups of a routers joined all-to-all, p hosts and h global links per router
+    # (balanced a = 2p = 2h); groups 0 means the largest, a·h + 1.
+    kind: Literal['dragonfly']
+    # hosts (GPUs) per router
+    p: int
+    # routers per group, joined all-to-all by local links
+    a: int
+    # global links per router
+    h: int
+    # groups; 0: the largest, a·h + 1 (one global link between every two groups); a·h must divide
+    # equally among the other groups
+    groups: int
+    # which group each global port leads to: consecutive or palmtree
+    arrangement: str
+    # host-to-leaf (or -router) link rate, Gbit/s
+    host_gbps: float
+    # router-to-router link rate inside a group, Gbit/s
+    local_gbps: float
+    # router-to-router link rate between groups, Gbit/s
+    global_gbps: float
+    # egress buffer of every link, packets
+    buffer_pkts: int
+    # storage nodes (hosts of the flash KV tier), numbered after the GPUs
+    storage_nodes: int
+    # where storage nodes attach: a switch kind (spine, leaf, rail, core, router; round robin over
+    # its switches) or one switch's name
+    storage_attach: str
+    # each storage node's link rate, Gbit/s
+    storage_gbps: float
+
+
+@dataclass(frozen=True)
+class HyperxFabric:
+    """HyperX: routers on a lattice of the given shape, all-to-all along each dimension, k hosts
+    per router (diameter: one hop per dimension) (``fabric[hyperx]``).
+    """
+
+    # HyperX: routers on a lattice of the given shape, all-to-all along each dimension, k hosts per
+    # router (diameter: one hop per dimension).
+    kind: Literal['hyperx']
+    # routers per dimension: [S1, ..., SL], 1 to 4 dimensions of 2 to 64
+    shape: tuple[int, ...]
+    # hosts (GPUs) per router
+    k: int
+    # host-to-leaf (or -router) link rate, Gbit/s
+    host_gbps: float
+    # router-to-router link rate, Gbit/s
+    router_gbps: float
+    # egress buffer of every link, packets
+    buffer_pkts: int
+    # storage nodes (hosts of the flash KV tier), numbered after the GPUs
+    storage_nodes: int
+    # where storage nodes attach: a switch kind (spine, leaf, rail, core, router; round robin over
+    # its switches) or one switch's name
     storage_attach: str
     # each storage node's link rate, Gbit/s
     storage_gbps: float
@@ -173,7 +238,7 @@ class Controller:
     """routing policy, tenants and QoS classes (``controller``)."""
 
     # the routing policy the controller installs
-    policy: Literal['shortest_path', 'ecmp', 'adaptive', 'tenant_paths']
+    policy: Literal['shortest_path', 'ecmp', 'adaptive', 'tenant_paths', 'minimal', 'valiant', 'ugal']
     # OpenFlow over TLS only, with a CA made for the run and removed with it (what switches on other
     # machines use)
     tls: bool
@@ -749,6 +814,8 @@ SECTIONS = (
     SpineLeafFabric,
     FatTreeFabric,
     RailOptimizedFabric,
+    DragonflyFabric,
+    HyperxFabric,
     Cluster,
     ServerAddress,
     Controller,

@@ -14,7 +14,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from controller.policy import known_policies
+from controller.policy import SEEDED, known_policies
+from controller.valiant import fabric_problem
 from experiments.spec.cluster import CLUSTER
 from experiments.spec.faults import FAULT, faults_post
 from experiments.spec.schema import (
@@ -50,7 +51,7 @@ from experiments.spec.serving import one_serving
 from experiments.spec.workloads import workload
 from topologies import Fabric
 from topologies.fabric import FabricError
-from topologies.generators import GENERATORS, PARAM_DOCS, defaults, make_fabric
+from topologies.generators import GENERATORS, defaults, make_fabric, param_doc
 from topologies.scale import (
     DEFAULT_BANDWIDTH_SCALE,
     DEFAULT_MTU,
@@ -73,7 +74,9 @@ def _build(kind: str, params: tuple[tuple[str, Any], ...]) -> Fabric:
 
 def build_fabric(resolved: dict[str, Any]) -> Fabric:
     """The ``Fabric`` of a resolved ``fabric:`` section (cached: fabrics are immutable)."""
-    params = tuple((k, v) for k, v in resolved.items() if k != "kind")
+    params = tuple(
+        (k, tuple(v) if isinstance(v, list) else v) for k, v in resolved.items() if k != "kind"
+    )
     return _build(resolved["kind"], params)
 
 
@@ -90,8 +93,13 @@ def _fabric() -> Check:
             value = raw.get(name, default)
             if isinstance(default, str):
                 if not isinstance(value, str):
-                    raise bad(join(path, name), value, PARAM_DOCS[name])
+                    raise bad(join(path, name), value, param_doc(kind, name))
                 out[name] = value
+                continue
+            if isinstance(default, tuple):  # sizes: the generator checks them
+                if not isinstance(value, list | tuple):
+                    raise bad(join(path, name), value, param_doc(kind, name))
+                out[name] = list(value)
                 continue
             numeric = isinstance(value, int | float) and not isinstance(value, bool)
             if not numeric:
@@ -118,8 +126,8 @@ def _fabric_json() -> dict[str, Any]:
         props: dict[str, Any] = {"kind": {"const": kind, "description": _first_line(gen)}}
         for name, default in defaults(kind).items():
             props[name] = _param_json(default) | {
-                "default": default,
-                "description": PARAM_DOCS[name],
+                "default": list(default) if isinstance(default, tuple) else default,
+                "description": param_doc(kind, name),
             }
         branches.append(
             {
@@ -133,10 +141,12 @@ def _fabric_json() -> dict[str, Any]:
 
 
 def _param_json(default: Any) -> dict[str, Any]:
-    """A generator parameter's JSON type by its default: a name, a count from 0 (a
-    default of 0 allows none), or a positive number."""
+    """A generator parameter's JSON type by its default: a name, a list of sizes, a
+    count from 0 (a default of 0 allows none), or a positive number."""
     if isinstance(default, str):
         return {"type": "string"}
+    if isinstance(default, tuple):
+        return {"type": "array", "items": {"type": "integer", "minimum": 2}, "minItems": 1}
     if isinstance(default, int):
         return (
             {"type": "integer", "minimum": 0}
@@ -193,6 +203,10 @@ def _controller_post(out: dict[str, Any], path: str, ctx: Ctx) -> None:
             owner[h] = tenant
     if out["policy"] == "tenant_paths" and not tenants:
         raise missing(join(path, "tenants"), "tenant -> hosts, for policy tenant_paths")
+    problem = fabric_problem(ctx.fabric) if ctx.fabric and out["policy"] in SEEDED else None
+    if problem is not None:
+        others = listing([p for p in POLICIES if p not in SEEDED])
+        raise bad(join(path, "policy"), out["policy"], f"on this fabric: {others}", problem)
     known = f"a tenant of controller.tenants: {listing(list(tenants)) or 'none declared'}"
     for tenant in out["spines"]:
         if tenant not in tenants:

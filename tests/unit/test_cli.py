@@ -86,7 +86,9 @@ def test_topo_list_shows_every_parameter_and_default(capsys):
     out = capsys.readouterr().out
     for kind in GENERATORS:
         for name, value in defaults(kind).items():
-            shown = value if isinstance(value, str) else f"{value:g}"
+            shown = value if isinstance(value, str | tuple) else f"{value:g}"
+            if isinstance(value, tuple):  # sizes, as topo show takes them: shape=4,4
+                shown = ",".join(map(str, value))
             assert f"{name}={shown}" in out, (kind, name)
 
 

@@ -193,7 +193,14 @@ PARAM_RANGES = {
     ("rail_optimized", "gpus_per_server"): (1, 16),
     ("rail_optimized", "spines"): (1, 64),
     ("rail_optimized", "buffer_pkts"): (1, MAX_BUFFER_PKTS),
-    **{(kind, "storage_nodes"): (0, 64) for kind in ("spine_leaf", "fat_tree", "rail_optimized")},
+    ("dragonfly", "p"): (1, 64),
+    ("dragonfly", "a"): (1, 64),
+    ("dragonfly", "h"): (1, 64),
+    ("dragonfly", "groups"): (0, 4097),  # 0: a·h + 1; a·h + 1 bounds it too (test_dragonfly)
+    ("dragonfly", "buffer_pkts"): (1, MAX_BUFFER_PKTS),
+    ("hyperx", "k"): (1, 64),
+    ("hyperx", "buffer_pkts"): (1, MAX_BUFFER_PKTS),
+    **{(kind, "storage_nodes"): (0, 64) for kind in GENERATORS},
 }
 
 
@@ -203,6 +210,8 @@ def _bad_values():
             bad = [0, -1, "3", True, None]
             if isinstance(default, str):  # a name: of a switch or a switch kind
                 bad = [0, True, None, "nowhere", "nvlink"]
+            elif isinstance(default, tuple):  # sizes
+                bad = [0, None, "4,4", [], [1], [65], [2] * 5, [2.5], [True, 2], [64, 64, 2]]
             elif isinstance(default, int):
                 low, high = PARAM_RANGES[(kind, name)]
                 bad = [v for v in bad if not (type(v) is int and v == low)]  # 0 may be allowed
@@ -231,5 +240,6 @@ def test_every_parameter_at_its_bounds_is_allowed(kind):
     for name, default in defaults(kind).items():
         if isinstance(default, int):
             low, high = PARAM_RANGES[(kind, name)]
-            for value in (low, min(high, low + 2)) if name != "k" else (2, 4):
+            special = {"k": (2, 4), "groups": (0, 3)}  # k: even; groups: h + 1 at least
+            for value in special.get(name, (low, min(high, low + 2))):
                 assert make_fabric(kind, **{name: value}).params[name] == value

@@ -28,7 +28,14 @@ def halves(fabric, spare=1):
 
 
 def params_for(policy, fabric):
+    if policy in ("valiant", "ugal"):
+        return {"seed": 1}
     return {"tenants": halves(fabric)} if policy == "tenant_paths" else {}
+
+
+# Valiant routes every pair through an intermediate switch: not a fewest-hop path
+# (tests/unit/test_low_diameter_routing.py judges its routes).
+DETOURING = ("valiant",)
 
 
 def pairs(fabric):
@@ -48,7 +55,8 @@ def test_every_policy_reaches_every_host_on_shortest_paths(fabric, policy):
     for src, dst in pairs(fabric):
         paths = trace(fabric, rules, src, dst, **TCP)  # raises on a loop or a drop
         assert paths
-        assert all(p in fabric_paths(fabric, src, dst) for p in paths)
+        if policy not in DETOURING:
+            assert all(p in fabric_paths(fabric, src, dst) for p in paths)
 
 
 @pytest.mark.parametrize("fabric", FABRICS, ids=lambda f: f.kind)
@@ -173,7 +181,8 @@ def test_a_down_link_is_in_no_rule_and_no_group(fabric, policy):
     for src, dst in pairs(fabric):
         for path in trace(fabric, rules, src, dst, **TCP):
             assert not any({path[i], path[i + 1]} == {lower, spine} for i in range(len(path) - 1))
-            assert path in fabric_paths(fabric, src, dst, state.down_pairs())
+            if policy not in DETOURING:
+                assert path in fabric_paths(fabric, src, dst, state.down_pairs())
 
 
 def test_unreachable_destination_gets_no_rule():
@@ -364,7 +373,7 @@ def test_bad_flows_are_named():
 @pytest.mark.skipif(shutil.which("ovs-ofctl") is None, reason="needs ovs-ofctl")
 @pytest.mark.parametrize("policy", list(POLICIES))
 def test_ofctl_accepts_every_rule(tmp_path, policy):
-    f = spine_leaf(2, 2, 2)
+    f = spine_leaf(2, 3, 2) if policy in ("valiant", "ugal") else spine_leaf(2, 2, 2)
     params = dict(params_for(policy, f))
     params["tenants"] = halves(f)
     params["qos"] = {"classes": [{"name": "be", "dscp": 0, "rate_share": 0.9}]}
