@@ -46,7 +46,13 @@ ECN_INCAST = Procedure(
     Sweep(
         "incast-collapse",
         (
-            axis("incast senders M → 1", "workloads.0.senders", (2, 8), (2, 4, 8, 14), (2, 4, 8, 16, 32)),
+            axis(
+                "incast senders M → 1",
+                "workloads.0.senders",
+                (2, 8),
+                (2, 4, 8, 14),
+                (2, 4, 8, 16, 32),
+            ),
             QUEUE_LIMITS,
         ),
         fixed={"workloads.0.sru_bytes": KV_BLOCK, "workloads.0.rounds": 10},
@@ -61,7 +67,13 @@ ECN_INCAST = Procedure(
 BURST_BASE = base(
     [
         {"kind": "incast", "receiver": "h0", "senders": 8, "sru_bytes": KV_BLOCK, "rounds": 10},
-        {"kind": "probe", "pairs": [["h15", "h0"]], "rate_hz": 100, "size_bytes": 200, "tenant": "probe"},
+        {
+            "kind": "probe",
+            "pairs": [["h15", "h0"]],
+            "rate_hz": 100,
+            "size_bytes": 200,
+            "tenant": "probe",
+        },
     ],
     fabric=spine_leaf(spines=1, hosts_per_leaf=8, buffer_pkts=16),
 )
@@ -75,8 +87,20 @@ PFC_BURST = Procedure(
     Sweep(
         BURST_BASE,
         (
-            axis("concurrent 16 MB transfers N_burst", "workloads.0.senders", (4, 8), (4, 8, 14), (4, 8, 16, 32)),
-            axis("arrival window T_arrival, µs", "workloads.0.jitter_us", (1000.0,), (100.0, 1000.0, 10000.0), (100.0, 1000.0, 10000.0)),
+            axis(
+                "concurrent 16 MB transfers N_burst",
+                "workloads.0.senders",
+                (4, 8),
+                (4, 8, 14),
+                (4, 8, 16, 32),
+            ),
+            axis(
+                "arrival window T_arrival, µs",
+                "workloads.0.jitter_us",
+                (1000.0,),
+                (100.0, 1000.0, 10000.0),
+                (100.0, 1000.0, 10000.0),
+            ),
             QUEUE_LIMITS,
         ),
         budgets=budgets(QUICK, STANDARD, Budget(20, 60.0, 10.0, BIG_LEAVES)),
@@ -114,8 +138,20 @@ CC_CONVERGENCE = Procedure(
     "substitute",
     ("Convergence_time", "JFI", "Fabric_Goodput", "Packet_drop_rate"),
     Sweep(
-        base([kv_stream(hosts(4), ["h4"], 0.8, 10.0)], scale={"bandwidth": 1.0e-3, "time_dilation": "auto"}),
-        (ORDERS, axis("TCP congestion control", "agents.cc", ("cubic",), ("cubic", "bbr"), ("cubic", "reno", "bbr"))),
+        base(
+            [kv_stream(hosts(4), ["h4"], 0.8, 10.0)],
+            scale={"bandwidth": 1.0e-3, "time_dilation": "auto"},
+        ),
+        (
+            ORDERS,
+            axis(
+                "TCP congestion control",
+                "agents.cc",
+                ("cubic",),
+                ("cubic", "bbr"),
+                ("cubic", "reno", "bbr"),
+            ),
+        ),
         budgets=budgets(QUICK, STANDARD, DRAFT),
         quick_gives_up="cubic only and 18 of 20 repetitions",
     ),

@@ -53,9 +53,7 @@ XPYD = Axis(
     {
         "quick": tuple(Point(f"{p}P{8 - p}D", _ratio(p, 8)) for p in (2, 4, 6)),
         "standard": tuple(Point(f"{p}P{8 - p}D", _ratio(p, 8)) for p in range(1, 8)),
-        "draft": tuple(
-            Point(f"{p}P{12 - p}D", _ratio(p, 12)) for p in (1, 2, 3, 4, 6, 8, 10, 11)
-        ),
+        "draft": tuple(Point(f"{p}P{12 - p}D", _ratio(p, 12)) for p in (1, 2, 3, 4, 6, 8, 10, 11)),
     },
 )
 # Zipf(α = 1) over [128, 8192] is log-uniform: mean 1939, sd of the log 1.2
@@ -70,9 +68,7 @@ XPYD_SWEEP = Procedure(
     Sweep(
         base([serving([0, 1], [2, 3, 4, 5, 6, 7], 4.0, ZIPF_LIKE)]),
         (XPYD, axis("request rate, req/s", RATE, (8.0,), (4.0, 16.0), (2.0, 4.0, 8.0, 16.0, 32.0))),
-        budgets=budgets(
-            QUICK, STANDARD, Budget(20, 60.0, 10.0, {"fabric": spine_leaf(leaves=3)})
-        ),
+        budgets=budgets(QUICK, STANDARD, Budget(20, 60.0, 10.0, {"fabric": spine_leaf(leaves=3)})),
         quick_gives_up="ratios but 2P6D/4P4D/6P2D on 8 GPUs (the draft's 12 nodes: draft "
         "profile), one request rate, 18 of 20 repetitions",
     ),
@@ -113,9 +109,7 @@ HETEROGENEOUS = Procedure(
     Sweep(
         base([serving([0, 1], [2, 3], 4.0, 2048)], fabric=RAIL4),
         (PARALLELISM,),
-        budgets=budgets(
-            QUICK, STANDARD, Budget(20, 60.0, 10.0, {"fabric.gpus_per_server": 8})
-        ),
+        budgets=budgets(QUICK, STANDARD, Budget(20, 60.0, 10.0, {"fabric.gpus_per_server": 8})),
         quick_gives_up="8-GPU servers (TP degrees halved) and 18 of 20 repetitions",
     ),
     (

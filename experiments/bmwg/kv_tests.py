@@ -16,7 +16,15 @@ from experiments.bmwg.bases import (
     spine_leaf,
     streams,
 )
-from experiments.bmwg.model import DEFAULT_BUDGETS, PROFILES, Axis, Point, Procedure, Sweep
+from experiments.bmwg.model import (
+    DEFAULT_BUDGETS,
+    PROFILES,
+    Axis,
+    Point,
+    Procedure,
+    Substitute,
+    Sweep,
+)
 
 CATEGORY = "RDMA KV cache transfer"
 FINE = {"bandwidth": 1.0e-3, "time_dilation": "auto"}  # two hosts only: packets of 1.4 KB real
@@ -27,7 +35,11 @@ def _trial(profile: str) -> float:
 
 
 def _size_x_qps() -> Axis:
-    sizes = {"quick": (MB, 16 * MB, 256 * MB), "standard": MESSAGE_SIZES[::2], "draft": MESSAGE_SIZES}
+    sizes = {
+        "quick": (MB, 16 * MB, 256 * MB),
+        "standard": MESSAGE_SIZES[::2],
+        "draft": MESSAGE_SIZES,
+    }
     qps = {"quick": (1, 8), "standard": (1, 4, 16, 64), "draft": (1, 4, 8, 16, 32, 64, 128)}
     points = {
         p: tuple(
@@ -129,7 +141,9 @@ TIERS = Axis(
     {
         p: (
             Point("hbm-remote-hbm", {"workloads.0.kv_tiers": None}),
-            Point("hbm-cxl", {"workloads.0.kv_tiers": {"hbm_gb": 0.6, "cxl": {"capacity_gb": 256}}}),
+            Point(
+                "hbm-cxl", {"workloads.0.kv_tiers": {"hbm_gb": 0.6, "cxl": {"capacity_gb": 256}}}
+            ),
             Point(
                 "hbm-flash",
                 {"workloads.0.kv_tiers": {"hbm_gb": 0.6, "flash": {"capacity_gb": 4000}}},
@@ -160,11 +174,11 @@ MULTI_TIER = Procedure(
     ("KV_xfer_bandwidth", "KV_xfer_latency", "Tier_throughput_ratio"),
     Sweep("kv-tiering", (TIERS, TIER_SIZE)),
     (
-        si.Substitute(
+        Substitute(
             "HBM → NVMe/SSD and HBM → remote CPU DRAM over RDMA",
             "the flash tier on fabric.storage_nodes (tier_fetch messages over the fabric)",
         ),
-        si.Substitute(
+        Substitute(
             "DRAM ↔ HBM offload and reload",
             "the CXL tier: host-local, modelled (bandwidth and latency), no fabric hop",
         ),

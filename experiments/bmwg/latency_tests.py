@@ -100,7 +100,10 @@ def _tenancy(name: str) -> Point:
     victim = serving([0, 1], [4, 5], 4.0, 2048, 64) | {"tenant": "a"}
     other = {
         "single": [],
-        "+ep": [alltoall(["h2", "h3", "h6", "h7"], 4096, 2, 8192, step_interval_ms=100.0, steps=100) | {"tenant": "b"}],
+        "+ep": [
+            alltoall(["h2", "h3", "h6", "h7"], 4096, 2, 8192, step_interval_ms=100.0, steps=100)
+            | {"tenant": "b"}
+        ],
         "+kv": [
             {"kind": "kv_transfer", "tenant": "b", "model": "llama-3.1-8b", "tokens": [8192] * 60}
             | {"prefill_hosts": ["h2", "h3"], "decode_hosts": ["h6", "h7"], "rate_rps": 6.0}

@@ -54,7 +54,9 @@ class Axis:
         )
 
 
-def axis(name: str, key: str, quick: Iterable[Any], standard: Iterable[Any], draft: Iterable[Any]) -> Axis:
+def axis(
+    name: str, key: str, quick: Iterable[Any], standard: Iterable[Any], draft: Iterable[Any]
+) -> Axis:
     """An axis that sets one spec key to each value."""
     return joint(name, lambda v: {key: v}, quick, standard, draft)
 
@@ -91,9 +93,7 @@ class Budget:
         return self.warmup_s + self.trial_s
 
 
-def budgets(
-    quick: Budget, standard: Budget, draft: Budget
-) -> dict[str, Budget]:
+def budgets(quick: Budget, standard: Budget, draft: Budget) -> dict[str, Budget]:
     return dict(zip(PROFILES, (quick, standard, draft), strict=True))
 
 

@@ -69,7 +69,13 @@ DISPATCH_THROUGHPUT = Procedure(
         (
             joint("Table 7 row", _row, ("M1", "M3"), tuple(ROWS), tuple(ROWS)),
             EP_SIZE,
-            axis("batch size B", "workloads.0.tokens_per_step", (128,), (8, 128, 512), (1, 8, 32, 128, 512)),
+            axis(
+                "batch size B",
+                "workloads.0.tokens_per_step",
+                (128,),
+                (8, 128, 512),
+                (1, 8, 32, 128, 512),
+            ),
         ),
         budgets=_budgets(),
         quick_gives_up="rows M2/M4, EP above 8, every batch but 128, 18 of 20 repetitions; "
@@ -113,7 +119,13 @@ DISPATCH_MODES = Procedure(
     Sweep(
         A2A,
         (
-            axis("routing mode", "workloads.0.routing", ("uniform", "random"), ("uniform", "random"), ("uniform", "random")),
+            axis(
+                "routing mode",
+                "workloads.0.routing",
+                ("uniform", "random"),
+                ("uniform", "random"),
+                ("uniform", "random"),
+            ),
             MODES,
             joint("EP group size", _ep_group, (8,), (4, 8), (8, 16, 32), lambda n: f"EP{n}"),
         ),
@@ -149,7 +161,11 @@ WIDE = Axis(
     "EP size (one server, then 2, 4, … servers)",
     {
         p: tuple(Point(f"EP{n * gpus}", _wide(gpus)(n)) for n in ns)
-        for p, gpus, ns in (("quick", 4, (1, 2, 4)), ("standard", 4, (1, 2, 4)), ("draft", 8, (1, 2, 4, 6)))
+        for p, gpus, ns in (
+            ("quick", 4, (1, 2, 4)),
+            ("standard", 4, (1, 2, 4)),
+            ("draft", 8, (1, 2, 4, 6)),
+        )
     },
 )
 
@@ -160,7 +176,11 @@ WIDE_EP = Procedure(
     "substitute",
     ("EP_alltoall_latency", "EP_alltoall_bandwidth", "EP_scaling_efficiency"),
     Sweep(
-        base([alltoall(hosts(4), *ROWS["M3"], 128, step_interval_ms=INTERVAL_MS)], fabric=RAIL, scale=FINE),
+        base(
+            [alltoall(hosts(4), *ROWS["M3"], 128, step_interval_ms=INTERVAL_MS)],
+            fabric=RAIL,
+            scale=FINE,
+        ),
         (WIDE,),
         budgets=_budgets({"fabric.gpus_per_server": 8}),
         quick_gives_up="4-GPU servers (EP 4–16 instead of 8–96) and 18 of 20 repetitions; "
@@ -179,7 +199,9 @@ def _mix(point: tuple[str, float], seconds: float) -> dict[str, object]:
     mix, load = point
     kv = kv_stream(hosts(4), ["h4"], load, seconds)
     steps = int(seconds * 1000 / INTERVAL_MS)
-    ep = alltoall(hosts(2) + ["h4", "h5"], *ROWS["M3"], 512, step_interval_ms=INTERVAL_MS, steps=steps)
+    ep = alltoall(
+        hosts(2) + ["h4", "h5"], *ROWS["M3"], 512, step_interval_ms=INTERVAL_MS, steps=steps
+    )
     work = {"kv": [kv], "ep": [ep], "kv+ep": [kv, ep]}[mix]
     return {"workloads": work}
 
@@ -201,7 +223,9 @@ CONTENTION = Procedure(
             Axis(
                 "traffic (isolated KV, isolated EP, both) × KV load (50%, 75%)",
                 {
-                    p: tuple(Point(_mix_label(m), _mix(m, DEFAULT_BUDGETS[p].duration_s)) for m in MIXES)
+                    p: tuple(
+                        Point(_mix_label(m), _mix(m, DEFAULT_BUDGETS[p].duration_s)) for m in MIXES
+                    )
                     for p in PROFILES
                 },
             ),

@@ -21,7 +21,15 @@ from itertools import product
 from typing import Any
 
 from experiments.bmwg.model import PROFILES, Procedure
-from experiments.spec.load import SPECS_DIR, RunSpec, Spec, bundled_names, expand, find_bundled, load_spec
+from experiments.spec.load import (
+    SPECS_DIR,
+    RunSpec,
+    Spec,
+    bundled_names,
+    expand,
+    find_bundled,
+    load_spec,
+)
 
 
 @dataclass(frozen=True)
@@ -59,7 +67,10 @@ def trials(procedure: Procedure, profile: str) -> list[Trial]:
     common.append(_set("duration_s", budget.duration_s))
     grid = [a for a in sweep.axes if a.on_grid(profile)]
     grid_sets = [
-        _set(f"sweep.{a.keys(profile)[0]}", [next(iter(p.values.values())) for p in a.points[profile]])
+        _set(
+            f"sweep.{a.keys(profile)[0]}",
+            [next(iter(p.values.values())) for p in a.points[profile]],
+        )
         for a in grid
     ]
     off_grid = [a.points[profile] for a in sweep.axes if not a.on_grid(profile)]

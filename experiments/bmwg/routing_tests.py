@@ -20,8 +20,20 @@ KV_AWARE = Procedure(
     Sweep(
         base([serving([0, 1], DECODE6, 10.0, prefix_cache=CACHE, kv_tiers={"hbm_gb": 2.0})]),
         (
-            axis("router", ROUTER, ("round_robin", "kv_affinity"), ("round_robin", "least_loaded", "kv_affinity"), ("round_robin", "least_loaded", "kv_affinity", "topology_aware")),
-            axis("request rate, req/s", RATE, (10.0, 50.0), (10.0, 50.0, 100.0), (10.0, 50.0, 100.0, 200.0)),
+            axis(
+                "router",
+                ROUTER,
+                ("round_robin", "kv_affinity"),
+                ("round_robin", "least_loaded", "kv_affinity"),
+                ("round_robin", "least_loaded", "kv_affinity", "topology_aware"),
+            ),
+            axis(
+                "request rate, req/s",
+                RATE,
+                (10.0, 50.0),
+                (10.0, 50.0, 100.0),
+                (10.0, 50.0, 100.0, 200.0),
+            ),
         ),
         quick_gives_up="least_loaded and topology_aware routers, 100 and 200 req/s, 18 of "
         "20 repetitions",
@@ -47,11 +59,41 @@ PREFIX_AWARE = Procedure(
     "substitute",
     ("Prefix_hit_rate", "Fabric_Goodput", "TTFT", "TPS_output"),
     Sweep(
-        base([serving([0, 1, 2, 3], [4, 5, 6, 7], 8.0, 4096, 64, prefix_cache=CACHE, router="kv_affinity")]),
+        base(
+            [
+                serving(
+                    [0, 1, 2, 3],
+                    [4, 5, 6, 7],
+                    8.0,
+                    4096,
+                    64,
+                    prefix_cache=CACHE,
+                    router="kv_affinity",
+                )
+            ]
+        ),
         (
-            axis("shared prefix length L (512-token blocks)", "workloads.0.arrivals.synthetic.shared_prefix_blocks", (2,), (1, 2, 4), (1, 2, 4)),
-            axis("distinct prefixes (stands in for P%)", "workloads.0.arrivals.synthetic.n_prefixes", (1, 8), (1, 2, 4, 8), (1, 2, 4, 8)),
-            axis("routing", ROUTER, ("round_robin", "kv_affinity"), ("round_robin", "kv_affinity"), ("round_robin", "kv_affinity")),
+            axis(
+                "shared prefix length L (512-token blocks)",
+                "workloads.0.arrivals.synthetic.shared_prefix_blocks",
+                (2,),
+                (1, 2, 4),
+                (1, 2, 4),
+            ),
+            axis(
+                "distinct prefixes (stands in for P%)",
+                "workloads.0.arrivals.synthetic.n_prefixes",
+                (1, 8),
+                (1, 2, 4, 8),
+                (1, 2, 4, 8),
+            ),
+            axis(
+                "routing",
+                ROUTER,
+                ("round_robin", "kv_affinity"),
+                ("round_robin", "kv_affinity"),
+                ("round_robin", "kv_affinity"),
+            ),
         ),
         quick_gives_up="L of 512 and 2048, two prefix counts, 18 of 20 repetitions",
     ),
@@ -85,8 +127,20 @@ ECMP_DLB = Procedure(
     Sweep(
         "ecmp-collisions",
         (
-            joint("traffic (KV >= 16 MB, EP < 1 MB, mixed)", _scenario, ("kv", "mixed"), ("kv", "ep", "mixed"), ("kv", "ep", "mixed")),
-            axis("load balancing", "controller.policy", ("ecmp", "adaptive"), ("ecmp", "adaptive"), ("ecmp", "adaptive")),
+            joint(
+                "traffic (KV >= 16 MB, EP < 1 MB, mixed)",
+                _scenario,
+                ("kv", "mixed"),
+                ("kv", "ep", "mixed"),
+                ("kv", "ep", "mixed"),
+            ),
+            axis(
+                "load balancing",
+                "controller.policy",
+                ("ecmp", "adaptive"),
+                ("ecmp", "adaptive"),
+                ("ecmp", "adaptive"),
+            ),
         ),
         quick_gives_up="the EP-only scenario and 18 of 20 repetitions",
     ),
@@ -127,7 +181,11 @@ DECODE_JFI = Procedure(
                 "decode workers N_D",
                 {
                     p: tuple(Point(f"ND{n}", _decoders(n)) for n in ns)
-                    for p, ns in (("quick", (2, 6)), ("standard", (4, 8, 12)), ("draft", (8, 16, 32, 64)))
+                    for p, ns in (
+                        ("quick", (2, 6)),
+                        ("standard", (4, 8, 12)),
+                        ("draft", (8, 16, 32, 64)),
+                    )
                 },
             ),
         ),

@@ -49,7 +49,11 @@ SCALE_LIMITS = Procedure(
                 "cluster size, GPUs (doubling)",
                 {
                     p: tuple(_size(n) for n in ns)
-                    for p, ns in (("quick", (4, 8)), ("standard", (4, 8, 16)), ("draft", (4, 8, 16, 32, 64)))
+                    for p, ns in (
+                        ("quick", (4, 8)),
+                        ("standard", (4, 8, 16)),
+                        ("draft", (4, 8, 16, 32, 64)),
+                    )
                 },
             ),
         ),
@@ -117,9 +121,7 @@ LINK_FAILURE = Procedure(
     "the SLO-bounded rate (11.3's default until 11.1 gives it).",
 )
 
-SOAK_BUDGETS = budgets(
-    Budget(1, 120.0, 10.0), Budget(1, 1800.0, 60.0), Budget(1, 86400.0, 600.0)
-)
+SOAK_BUDGETS = budgets(Budget(1, 120.0, 10.0), Budget(1, 1800.0, 60.0), Budget(1, 86400.0, 600.0))
 SOAK_BASE = base([serving([0, 1], DECODE6, AT_80, PROMPTS, 128)])
 SOAK_GIVES_UP = "23 h 58 min of the 24 h: a 2-minute soak shows no slow trend or leak"
 
@@ -128,7 +130,15 @@ SUSTAINED = Procedure(
     "24-hour sustained inference load",
     SOAK,
     "substitute",
-    ("Trend", "TTFT", "ITL", "TPS_output", "KV_xfer_latency", "Link_utilization", "Packet_drop_rate"),
+    (
+        "Trend",
+        "TTFT",
+        "ITL",
+        "TPS_output",
+        "KV_xfer_latency",
+        "Link_utilization",
+        "Packet_drop_rate",
+    ),
     Sweep(
         SOAK_BASE,
         (Axis("soak (one run)", {p: (Point("soak", {}),) for p in PROFILES}),),

@@ -18,7 +18,15 @@ SLO_TPS = Procedure(
     "Aggregate tokens per second under SLO",
     CATEGORY,
     "implemented",
-    ("TPS_input", "TPS_output", "Inference_Goodput", "TTFT", "ITL", "Link_utilization", "Request_Rate"),
+    (
+        "TPS_input",
+        "TPS_output",
+        "Inference_Goodput",
+        "TTFT",
+        "ITL",
+        "Link_utilization",
+        "Request_Rate",
+    ),
     Sweep(
         base([serving([0, 1], DECODE6, 1.0, PROMPTS, 128)]),
         (

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from experiments.cli import calc, cluster, machine, report, run, spec, tools, topo
+from experiments.cli import bmwg, calc, cluster, machine, report, run, spec, tools, topo
 from experiments.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, err
 from experiments.output.ownership import handed_back
 from topologies import FabricError
@@ -26,7 +26,7 @@ __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "UsageError", "main"]
 # Commands whose FabricError is "a parameter out of range" (exit 1); for the
 # others (run, cli, report, ...) it is bad input (exit 2).
 FABRIC_COMMANDS = ("topo",)
-ROOMS = (machine, cluster, topo, calc, run, report, spec, tools)  # each adds its subcommands
+ROOMS = (machine, cluster, topo, calc, run, report, spec, tools, bmwg)  # each adds its subcommands
 
 
 def _parser() -> argparse.ArgumentParser:

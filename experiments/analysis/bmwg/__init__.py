@@ -41,10 +41,13 @@ KPIS: dict[str, Kpi] = {
     "TPS_output": Kpi("tokens/s", "output tokens emitted per second", _T + "tps_output"),
     "TPS_per_GPU": Kpi("tokens/s/GPU", "TPS_output ÷ decode GPUs", _T + "tps_per_gpu"),
     "Inference_Goodput": Kpi(
-        "tokens/s", "output tokens/s of requests done without error or eviction",
+        "tokens/s",
+        "output tokens/s of requests done without error or eviction",
         _T + "inference_goodput",
     ),
-    "Fabric_Goodput": Kpi("Gbit/s", "delivered payload bytes per second", _T + "fabric_goodput_gbps"),
+    "Fabric_Goodput": Kpi(
+        "Gbit/s", "delivered payload bytes per second", _T + "fabric_goodput_gbps"
+    ),
     "KV_BW": Kpi("Gbit/s", "Fabric_Goodput of prefill→decode KV", _T + "kv_bw_gbps"),
     "KV_xfer_latency": Kpi("ms", "completion time of one KV message", _T + "kv_xfer"),
     "KV_xfer_bandwidth": Kpi("Gbit/s", "KV goodput per sending port", _T + "kv_xfer"),
@@ -61,13 +64,16 @@ KPIS: dict[str, Kpi] = {
     "Max_min_ratio": Kpi("ratio", "max ÷ min (9.3, 9.4)", _F + "max_min_ratio"),
     "Concurrent_KV_flows": Kpi("flows", "most KV flows in flight", _F + "peak_concurrent_flows"),
     "Probe_delay": Kpi(
-        "ms", "one-way delay of another tenant's probes", "experiments.analysis.metrics.probe_owd_ms"
+        "ms",
+        "one-way delay of another tenant's probes",
+        "experiments.analysis.metrics.probe_owd_ms",
     ),
     "Prefix_hit_rate": Kpi(
         "ratio", "cached ÷ prompt tokens", "experiments.analysis.metrics.prefix_cache_metrics"
     ),
     "Fault_disruption": Kpi(
-        "ms", "time the failure stopped traffic",
+        "ms",
+        "time the failure stopped traffic",
         "experiments.analysis.metrics.fault_impact.impact",
     ),
     "Recovery_time": Kpi(
@@ -79,7 +85,9 @@ KPIS: dict[str, Kpi] = {
     "Inflection_point": Kpi("load", "where P99 leaves its low-load band", _D + "inflection_point"),
     "Degradation_factor": Kpi("ratio", "P99 at 50/75/90% ÷ at 0%", _D + "degradation_factors"),
     "Scale_limit": Kpi("GPUs", "first size > 10% worse", _D + "scale_limit"),
-    "EP_scaling_efficiency": Kpi("ratio", "(EP8 ÷ EPN latency) × N/8", _D + "ep_scaling_efficiency"),
+    "EP_scaling_efficiency": Kpi(
+        "ratio", "(EP8 ÷ EPN latency) × N/8", _D + "ep_scaling_efficiency"
+    ),
     "Decode_balance_CV": Kpi("ratio", "CV across decode workers", _D + "coefficient_of_variation"),
     "Request_Rate": Kpi("req/s", "highest rate meeting the SLO", _D + "slo_bounded_rate"),
     "Pareto_xPyD": Kpi("xPyD", "highest TPS meeting the SLO", _D + "pareto_xpyd"),

@@ -40,7 +40,9 @@ def buffer_utilization(queues: pd.DataFrame, buffer_pkts: float) -> dict[str, ob
     return {"peak_pct": max(by_port.values(), default=None), "by_port": by_port}
 
 
-def link_utilization(links: pd.DataFrame, capacity_mbps: float | Mapping[str, float]) -> pd.DataFrame:
+def link_utilization(
+    links: pd.DataFrame, capacity_mbps: float | Mapping[str, float]
+) -> pd.DataFrame:
     """Per (node, port): mean, P95, P99 and peak of the sampled tx rate as % of its
     capacity (one emulated Mbit/s for all, or ``"node:port"`` → Mbit/s; ports without
     one are left out). The mean is time-weighted."""
