@@ -270,3 +270,17 @@ def test_soak_trend_flags_monotonic_growth():
     assert growing["monotonic_growth"] and growing["slope"] > 0
     assert growing["change"] == pytest.approx(0.4)
     assert not derived.trend([10.0, 9.0, 10.0])["monotonic_growth"]
+
+
+def test_warm_up_rows_are_left_out_and_soaks_cut_into_windows():
+    from experiments.analysis.bmwg.window import measured, windows
+
+    tokens = pd.DataFrame({"t_ns": [5 * MS, 1500 * MS, 2500 * MS, 3100 * MS], "itl_ms": [1.0] * 4})
+    start = 0
+    assert list(measured(tokens, "tokens", start, warmup_s=1.0)["t_ns"]) == [
+        1500 * MS,
+        2500 * MS,
+        3100 * MS,
+    ]
+    cut = [(t, len(rows)) for t, rows in windows(tokens, "tokens", start, window_s=2.0)]
+    assert cut == [(0.0, 2), (2.0, 2)]

@@ -5,6 +5,10 @@ from draft-calabria-bmwg-ai-fabric-terminology), computed from a run's tables.
 it is, and the function here (or the existing metric) that computes it, or ``None``
 when nothing here measures it (the procedures that need one are not feasible, or say
 what stands in).
+
+Modules: ``latency``, ``throughput``, ``fabric`` (KPIs of one run's tables),
+``derived`` (what a procedure derives across its runs) and ``window`` (the rows after
+the warm-up; a soak's windows).
 """
 
 from __future__ import annotations
