@@ -69,10 +69,14 @@ def background(load: float, **extra: Any) -> dict[str, Any]:
     return {"kind": "background", "load": float(load), "tenant": "background"} | extra
 
 
+MAX_MESSAGES = 20_000  # per run: the agents' schedule stays small enough to hold
+
+
 def rounds_for(size: int, trial_s: float, parallel: int = 1, gbps: float = 100.0) -> int:
-    """Rounds of ``parallel`` × ``size`` bytes that fill ``trial_s`` at ``gbps``, 1 to 400."""
+    """Rounds of ``parallel`` × ``size`` bytes that fill ``trial_s`` at ``gbps`` (at
+    most ``MAX_MESSAGES`` messages in all: small messages then stop early)."""
     per_round_s = parallel * size * 8 / (gbps * 1e9)
-    return max(1, min(400, int(trial_s / per_round_s)))
+    return max(1, min(MAX_MESSAGES // parallel, int(trial_s / per_round_s)))
 
 
 def serving(

@@ -116,16 +116,17 @@ KV_LATENCY = Procedure(
 )
 
 
-def _pairs(n: int) -> dict[str, object]:
+def _pairs(n: int, profile: str) -> dict[str, object]:
     per_leaf = max(4, n)
-    work = [message(f"h{i}", f"h{per_leaf + i}", 16 * MB, 400) for i in range(n)]
+    rounds = rounds_for(16 * MB, _trial(profile)) // n
+    work = [message(f"h{i}", f"h{per_leaf + i}", 16 * MB, max(1, rounds)) for i in range(n)]
     return {"fabric.hosts_per_leaf": per_leaf, "workloads": work}
 
 
 PAIRS = Axis(
     "simultaneous prefill→decode pairs N (16 MB messages, back to back)",
     {
-        p: tuple(Point(f"{n}pairs", _pairs(n)) for n in ns)
+        p: tuple(Point(f"{n}pairs", _pairs(n, p)) for n in ns)
         for p, ns in zip(PROFILES, ((1, 2, 4), (1, 2, 4, 8), (1, 2, 4, 8, 16, 32)), strict=True)
     },
 )
@@ -137,7 +138,7 @@ CONCURRENT_SCALING = Procedure(
     "substitute",
     ("KV_BW", "KV_xfer_latency", "JFI", "Link_utilization"),
     Sweep(
-        base([message("h0", "h4", 16 * MB, 1)], fabric=spine_leaf()),
+        base([message("h0", "h4", 16 * MB, 1)], fabric=spine_leaf(), scale=FINE),
         (PAIRS,),
         quick_gives_up="N above 4 and 18 of 20 repetitions; the draft's N = 64 and 128 "
         "(256 hosts) are beyond one machine: the draft profile stops at 32",

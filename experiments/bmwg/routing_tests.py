@@ -108,8 +108,6 @@ PREFIX_AWARE = Procedure(
     "pool: a hit held elsewhere is fetched over the fabric).",
 )
 
-ECMP_FABRIC = spine_leaf(spines=4, host_gbps=400)
-
 
 def _scenario(name: str) -> dict[str, object]:
     kv = {"kind": "kv_transfer", "prefill_hosts": hosts(4), "decode_hosts": hosts(4, 4)}
