@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from experiments.cli import calc, cluster, machine, report, run, spec, tools, topo
+from experiments.cli import bmwg, calc, cluster, machine, report, run, spec, tools, topo
 from experiments.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -29,7 +29,7 @@ from experiments.output.ownership import handed_back
 from topologies import FabricError
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_REFUSED", "EXIT_USAGE", "UsageError", "main"]
-ROOMS = (machine, cluster, topo, calc, run, report, spec, tools)  # each adds its subcommands
+ROOMS = (machine, cluster, topo, calc, run, report, spec, tools, bmwg)  # each adds its subcommands
 
 
 class _Version(argparse.Action):

@@ -44,7 +44,7 @@ CLI = "experiments.cli"
 
 # Rooms inside a package, top to bottom: a room imports its own and those below it.
 ROOMS: dict[str, tuple[str, ...]] = {
-    "experiments": ("cli", "orchestration", "output", "analysis", "measurement", "spec"),
+    "experiments": ("cli", "bmwg", "orchestration", "output", "analysis", "measurement", "spec"),
     # agents: processes and sockets; serving: the live driver; workloads: schedules;
     # models: traffic/*.py (presets, compute, traces, profiles, the driver protocol,
     # the wire format and header: data and pure functions)
@@ -453,7 +453,7 @@ def test_a_back_arrow_inside_a_room_fails() -> None:
     wrong = back_arrows(module, imported_modules(src, module))
     assert wrong == [
         "experiments.analysis.x (room analysis) imports experiments.output.report._fmt "
-        "(line 5), room output above it: experiments is cli → orchestration → output → "
+        "(line 5), room output above it: experiments is cli → bmwg → orchestration → output → "
         "analysis → measurement → spec; analysis may import analysis → measurement → spec"
     ]
     down = "from experiments.measurement import tcpcount\nfrom ..spec.load import Spec\n"

@@ -1,0 +1,91 @@
+"""Every test procedure of draft-calabria-bmwg-ai-fabric-inference-bench-02, in the
+draft's order, and the rows ``kvfabric bmwg list`` prints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from experiments.bmwg import (
+    congestion_tests,
+    disagg_tests,
+    kv_tests,
+    latency_tests,
+    moe_tests,
+    routing_tests,
+    scale_tests,
+    throughput_tests,
+)
+from experiments.bmwg.health import HEALTH
+from experiments.bmwg.model import PROFILES, STATUSES, Procedure
+
+DRAFT = "draft-calabria-bmwg-ai-fabric-inference-bench-02"
+PROCEDURES: tuple[Procedure, ...] = (
+    *kv_tests.PROCEDURES,
+    *disagg_tests.PROCEDURES,
+    *moe_tests.PROCEDURES,
+    *congestion_tests.PROCEDURES,
+    *routing_tests.PROCEDURES,
+    *latency_tests.PROCEDURES,
+    *throughput_tests.PROCEDURES,
+    *scale_tests.PROCEDURES,
+)
+BY_ID = {p.id: p for p in PROCEDURES}
+
+
+def procedure(test_id: str) -> Procedure:
+    """The procedure of a section number such as ``"5.1"``."""
+    if test_id not in BY_ID:
+        raise ValueError(f"no test {test_id!r} in {DRAFT}; tests: {', '.join(BY_ID)}")
+    return BY_ID[test_id]
+
+
+def counts() -> dict[str, int]:
+    """How many procedures have each status."""
+    return {s: sum(p.status == s for p in PROCEDURES) for s in STATUSES}
+
+
+def row(p: Procedure) -> dict[str, Any]:
+    """One procedure as ``bmwg list --json`` gives it."""
+    sweep = p.sweep
+    return {
+        "id": p.id,
+        "title": p.title,
+        "category": p.category,
+        "status": p.status,
+        "kpis": list(p.kpis),
+        "substitutes": [{"draft": s.draft, "here": s.here} for s in p.substitutes],
+        "why_not": p.why_not or None,
+        "notes": p.notes or None,
+        "sweep": None
+        if sweep is None
+        else {
+            "base": sweep.base if "\n" not in sweep.base else "(procedure's own spec)",
+            "axes": [a.name for a in sweep.axes],
+            "fixed": dict(sweep.fixed),
+            "quick_gives_up": sweep.quick_gives_up,
+            "profiles": {
+                prof: {
+                    "points": sweep.points(prof),
+                    "repetitions": sweep.budgets[prof].repetitions,
+                    "runs": sweep.runs(prof),
+                    "warmup_s": sweep.budgets[prof].warmup_s,
+                    "trial_s": sweep.budgets[prof].trial_s,
+                    "traffic_hours": round(sweep.wall_s(prof) / 3600, 2),
+                }
+                for prof in PROFILES
+            },
+        },
+    }
+
+
+def listing() -> dict[str, Any]:
+    """Everything ``bmwg list --json`` prints: the tests, the health indicators, counts."""
+    return {
+        "draft": DRAFT,
+        "counts": counts(),
+        "tests": [row(p) for p in PROCEDURES],
+        "health": [
+            {"name": h.name, "threshold": h.threshold, "status": h.status, "here": h.here}
+            for h in HEALTH
+        ],
+    }

@@ -1,0 +1,103 @@
+"""A procedure's runs at a profile, as the spec language's own calls.
+
+    for trial in trials(procedure, "quick"):
+        spec = load_trial(trial)                       # load_spec(base, overrides)
+        for run in expand(spec, repeat=trial.repetitions):
+            ...                                        # run_spec(run), then its KPIs
+
+Axes the spec's ``sweep:`` grid can hold (one key, scalar values) become
+``sweep.<key>=[...]`` overrides, so their runs are labelled by the runner as any
+sweep's; the others (several keys moving together, or a whole workload list) are
+enumerated here as variants, one ``load_spec`` each. Every trial's spec is named
+``bmwg-<id>`` (``bmwg-5-1``), its bundled sweep cleared, and its ``duration_s`` is
+the profile's warm-up + trial: the KPIs discard the first ``warmup_s``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from itertools import product
+from typing import Any
+
+from experiments.bmwg.model import PROFILES, Procedure
+from experiments.spec.load import (
+    SPECS_DIR,
+    RunSpec,
+    Spec,
+    bundled_names,
+    expand,
+    find_bundled,
+    load_spec,
+)
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One ``load_spec`` of a procedure: its variant (the points of the axes off the
+    spec's grid) and every ``--set`` override, in order."""
+
+    procedure: str
+    profile: str
+    variant: str
+    base: str
+    overrides: tuple[str, ...]
+    repetitions: int
+    warmup_s: float
+
+
+def experiment_name(procedure: Procedure) -> str:
+    return "bmwg-" + procedure.id.replace(".", "-")
+
+
+def _set(key: str, value: Any) -> str:
+    return f"{key}={json.dumps(value)}"
+
+
+def trials(procedure: Procedure, profile: str) -> list[Trial]:
+    """The trials of ``procedure`` at ``profile`` (none for a test not feasible here)."""
+    if profile not in PROFILES:
+        raise ValueError(f"profile {profile!r}; allowed: {', '.join(PROFILES)}")
+    sweep = procedure.sweep
+    if sweep is None:
+        return []
+    budget = sweep.budgets[profile]
+    common = [_set("name", experiment_name(procedure)), "sweep={}"]
+    common += [_set(k, v) for k, v in {**sweep.fixed, **budget.fixed}.items()]
+    common.append(_set("duration_s", budget.duration_s))
+    grid = [a for a in sweep.axes if a.on_grid(profile)]
+    grid_sets = [
+        _set(
+            f"sweep.{a.keys(profile)[0]}",
+            [next(iter(p.values.values())) for p in a.points[profile]],
+        )
+        for a in grid
+    ]
+    off_grid = [a.points[profile] for a in sweep.axes if not a.on_grid(profile)]
+    out = []
+    for points in product(*off_grid):
+        sets = [_set(k, v) for p in points for k, v in p.values.items()]
+        out.append(
+            Trial(
+                procedure.id,
+                profile,
+                ",".join(p.label for p in points),
+                sweep.base,
+                tuple(common + sets + grid_sets),
+                budget.repetitions,
+                budget.warmup_s,
+            )
+        )
+    return out
+
+
+def load_trial(trial: Trial, seed: int | None = None) -> Spec:
+    """The trial's spec, validated: ``base`` is a bundled spec's name or YAML text."""
+    if trial.base in bundled_names():
+        return load_spec(find_bundled(trial.base), trial.overrides, seed)
+    return load_spec(trial.base, trial.overrides, seed, base_dir=SPECS_DIR)
+
+
+def runs(trial: Trial, seed: int | None = None) -> list[RunSpec]:
+    """Every run of the trial: its grid × its repetitions (seeds seed..seed+R-1)."""
+    return expand(load_trial(trial, seed), repeat=trial.repetitions)
