@@ -24,7 +24,8 @@ QOS = {"classes": CLASSES, "tenant_class": {"serve": "token", "moe": "kv"}}
 
 @pytest.mark.parametrize("policy", list(POLICIES))
 def test_ingress_leaf_rewrites_dscp_by_tenant(policy):
-    f = spine_leaf(spines=2, leaves=2, hosts_per_leaf=3)
+    # three leaves: valiant and ugal draw an intermediate from a third switch with hosts
+    f = spine_leaf(spines=2, leaves=3, hosts_per_leaf=2)
     rules = compute(f, policy, params={"tenants": TENANTS, "qos": QOS})
     expected = {"h0": 46, "h2": 46, "h1": 26, "h3": 26, "h4": 0, "h5": 0}  # h4, h5: default
     for src, dscp in expected.items():
