@@ -5,6 +5,8 @@ the experiment handouts included from where they live (never copied into docs/).
   (``experiments.cli.reference``).
 - ``reference/python.md``: the Python API a script uses, from its signatures and
   docstrings (``experiments.cli.reference.api_markdown``).
+- ``reference/bmwg.md``: each test of the BMWG inference-fabric draft and what kvfabric
+  measures for it (``experiments.bmwg.catalog.markdown``).
 - ``reference/spec.md``: every spec key, from the schema's ``Field`` declarations the
   validator checks against (``experiments.spec.export.keys_markdown``).
 - ``experiments/*.md``: ``experiments/handouts/*.md`` as they are (their README is the
@@ -40,6 +42,9 @@ def on_files(files: Files, config: Any) -> Files:
     files.append(File.generated(config, "reference/cli.md", content=cli_markdown()))
     files.append(File.generated(config, "reference/spec.md", content=keys_markdown()))
     files.append(File.generated(config, "reference/python.md", content=api_markdown()))
+    from experiments.bmwg.catalog import markdown as bmwg_markdown
+
+    files.append(File.generated(config, "reference/bmwg.md", content=bmwg_markdown()))
     for handout in sorted(HANDOUTS.glob("*.md")):
         name = "index.md" if handout.name == "README.md" else handout.name
         files.append(File.generated(config, f"experiments/{name}", abs_src_path=str(handout)))

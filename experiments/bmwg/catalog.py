@@ -89,3 +89,39 @@ def listing() -> dict[str, Any]:
             for h in HEALTH
         ],
     }
+
+
+def markdown() -> str:
+    """The docs page mapping each test of the draft to what kvfabric measures for it
+    (generated when the site is built: ``docs/hooks.py``)."""
+    c = counts()
+    lines = [
+        f"# The BMWG inference-fabric tests here ({DRAFT})",
+        "",
+        f"Every test procedure of the draft, in its order: {c['implemented']} implemented as "
+        f"specified, {c['substitute']} as labelled substitutes (what stands in for what is "
+        f"said), {c['not_feasible']} not feasible on this kernel (and why). "
+        "`kvfabric bmwg list` prints the same; `kvfabric bmwg show TEST --profile "
+        "quick|standard|draft` prints one test's sweep. Running them (`bmwg run`) is not "
+        "built yet: each runnable test is a declared sweep over the spec language whose "
+        "runs load and expand today.",
+        "",
+        "| test | title | status | KPIs | here | runs quick / standard / draft |",
+        "| --- | --- | --- | --- | --- | ---: |",
+    ]
+    for p in PROCEDURES:
+        here = "; ".join(f"{s.draft} → {s.here}" for s in p.substitutes) or p.why_not or ""
+        runs = " / ".join(str(p.sweep.runs(prof)) for prof in PROFILES) if p.sweep else "–"
+        cells = [p.id, p.title, p.status, ", ".join(p.kpis), here, runs]
+        lines.append("| " + " | ".join(str(x).replace("|", "\\|") for x in cells) + " |")
+    lines += [
+        "",
+        "## Fabric health indicators",
+        "",
+        "| indicator | threshold | status | here |",
+        "| --- | --- | --- | --- |",
+    ]
+    for h in HEALTH:
+        cells = [h.name, h.threshold, h.status, h.here]
+        lines.append("| " + " | ".join(str(x).replace("|", "\\|") for x in cells) + " |")
+    return "\n".join(lines) + "\n"

@@ -132,3 +132,14 @@ def test_bmwg_show_prints_a_tests_overrides(capsys):
     (trial,) = json.loads(capsys.readouterr().out)
     assert 'name="bmwg-6-1"' in trial["overrides"]
     assert main(["bmwg", "show", "99.9"]) != EXIT_OK
+
+
+def test_the_docs_page_maps_every_test_to_what_is_measured_here():
+    from experiments.bmwg.catalog import PROCEDURES, markdown
+
+    page = markdown()
+    rows = [ln for ln in page.splitlines() if ln.startswith("| ") and ln[2:3].isdigit()]
+    assert [r.split(" | ")[0][2:] for r in rows] == [p.id for p in PROCEDURES]
+    for p in PROCEDURES:
+        row = next(r for r in rows if r.startswith(f"| {p.id} |"))
+        assert p.status in row and (p.status == "implemented" or " → " in row or p.why_not)
