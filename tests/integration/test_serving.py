@@ -121,8 +121,12 @@ def test_colocated_serving_moves_no_kv_cache(tmp_path):
 
 
 def test_a_shared_prefix_is_fetched_from_a_remote_cache(tmp_path):
+    # spaced out (1/s), so the prefix is in one server's cache before a request reaches
+    # the other server: at 4/s the first requests on both servers can overlap, each
+    # computes the prefix itself and every later hit is local (the fluid simulator
+    # of this spec: 3 remote blocks at 1/s, 0 at 4/s, with the seeded round-robin deal)
     synthetic = (
-        "workloads.0.arrivals={synthetic: {n: 12, rate_per_s: 4, input_tokens: 2048, "
+        "workloads.0.arrivals={synthetic: {n: 12, rate_per_s: 1, input_tokens: 2048, "
         "output_tokens: 8, shared_prefix_blocks: 3, n_prefixes: 1}}"
     )
     summary, requests, flows = run(
