@@ -31,7 +31,7 @@ class WireRate:
     steal_pct: float  # CPU time the host took from this VM during the transfer
 
 
-def _steal() -> tuple[int, int]:
+def steal_counters() -> tuple[int, int]:
     """(steal, total) jiffies of all CPUs, from /proc/stat."""
     with open("/proc/stat") as f:
         fields = [int(v) for v in f.readline().split()[1:]]
@@ -45,9 +45,9 @@ def wire_rates_mbps(
     the first whose best second reaches ``floor_mbps``."""
     rates: list[WireRate] = []
     for _ in range(tries):
-        steal0, total0 = _steal()
+        steal0, total0 = steal_counters()
         transfer = iperf3(net, src, dst, seconds=4)
-        steal1, total1 = _steal()
+        steal1, total1 = steal_counters()
         seconds = [i["sum"]["bits_per_second"] / 1e6 for i in transfer.raw["intervals"][1:]]
         rates.append(
             WireRate(
