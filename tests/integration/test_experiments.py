@@ -44,18 +44,27 @@ def test_incast_goodput_collapses_with_many_senders_and_a_shallow_buffer(tmp_pat
     runs = run(
         tmp_path,
         "incast-collapse",
-        "duration_s=5",
-        "workloads.0.rounds=6",
+        "duration_s=6",
+        "workloads.0.rounds=10",
         "sweep.fabric.buffer_pkts=[16]",
         "sweep.workloads.0.senders=[2, 14]",
     )
-    goodput = {
-        k: v["summary"]["metrics"]["incast"]["goodput_mbps"]["mean"] for k, v in runs.items()
-    }
-    # 14 senders (the spec's own fabric: 16 hosts), as the handout's collapse; at 8 senders
-    # only 1-2 rounds in 20 hit the minimum RTO here, and a busy machine's stall in a
-    # 2-sender round could outweigh them (seen once in a full suite: 8.18 vs 8.38 Mbit/s)
-    assert goodput["buffer_pkts=16,senders=14"] < goodput["buffer_pkts=16,senders=2"], goodput
+    ceiling_mbps = 10 * 1448 / 1514  # the receiver's 10 Mbit/s link, TCP/IP headers off
+
+    def rto_rounds(label: str) -> int:
+        """Rounds that waited out a minimum RTO: 150 ms (of the 200) past the ideal."""
+        rounds = runs[label]["summary"]["metrics"]["incast"]["per_round"]
+        return sum(r["round_ms"] > r["bytes"] * 8 / ceiling_mbps / 1e3 + 150 for r in rounds)
+
+    few, many = "buffer_pkts=16,senders=2", "buffer_pkts=16,senders=14"
+    goodput = {k: runs[k]["summary"]["metrics"]["incast"]["goodput_mbps"]["mean"] for k in runs}
+    # The collapse is rounds that pay a timeout, not a lower mean against a measured
+    # 2-sender baseline: a busy CI machine once slowed the 2-sender rounds from 16 to 24 ms
+    # (6.56 Mbit/s) while the 14-sender run paid timeouts in about 2 of 6 rounds (6.65);
+    # alone, 14 senders pay one in 3-6 of 6 rounds (4.3-6.9 Mbit/s), 2 senders in none.
+    assert rto_rounds(few) == 0, runs[few]["summary"]["metrics"]["incast"]["per_round"]
+    assert rto_rounds(many) >= 2, runs[many]["summary"]["metrics"]["incast"]["per_round"]
+    assert goodput[many] < 0.85 * ceiling_mbps, goodput
 
 
 def test_layer_pipelined_kv_transfer_gives_a_lower_ttft_for_long_prompts(tmp_path):
