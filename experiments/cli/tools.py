@@ -6,9 +6,11 @@ fidelity and cost benchmarks, each against its alternative in the same run)."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from experiments.cli.common import UsageError
+from experiments.orchestration.reference import REFERENCE_REPEATS
 
 
 def bench_names() -> list[str]:
@@ -49,6 +51,21 @@ def add_parsers(sub: Any) -> None:
         help="run nothing: rewrite the committed references' reports and plots "
         "from their own tables (no root)",
     )
+    r.add_argument(
+        "--repeat",
+        type=int,
+        default=REFERENCE_REPEATS,
+        metavar="N",
+        help="seeds per sweep point: the spec's seed, seed+1, ... (each headline then "
+        "has an interval across seeds)",
+    )
+    r.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="write the references under DIR/NAME/ instead of the checkout's "
+        "results/reference/ (--reports-only reads them from there too)",
+    )
     r.set_defaults(handler=cmd_references)
 
     b = sub.add_parser("bench", help="fidelity and cost benchmarks (benchmarks/README.md)")
@@ -81,7 +98,12 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 def cmd_references(args: argparse.Namespace) -> int:
     from experiments.orchestration.reference import regenerate_references
 
-    return regenerate_references(args.names, reports_only=args.reports_only)
+    if args.repeat < 1:
+        raise UsageError(f"--repeat {args.repeat}: allowed an integer >= 1")
+    dest = {"dest": args.out} if args.out else {}
+    return regenerate_references(
+        args.names, reports_only=args.reports_only, repeat=args.repeat, **dest
+    )
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

@@ -33,6 +33,7 @@ from experiments.spec.load import (
 RUN_FILES = ("summary.json", "spec.yaml", "report.md", "events.json")
 MAX_TABLE_BYTES = 256_000  # parquet tables up to this size are kept
 LATENCIES = ("ttft_ms", "itl_ms", "tpot_ms", "kv_transfer_ms", "e2e_ms", "fct_ms")
+REFERENCE_REPEATS = 3  # seeds per sweep point: every headline gets an interval across seeds
 NO_REFERENCE = (
     "background-ecmp",
     "incast-basic",
@@ -51,6 +52,7 @@ def run_index(summary: Mapping[str, Any], rel: str) -> dict[str, Any]:
     checks = fidelity.get("checks") or {}
     entry: dict[str, Any] = {
         "label": summary.get("label"),
+        "seed": summary.get("seed"),
         "run_id": summary.get("run_id"),
         "point": summary.get("point"),
         "fidelity_ok": fidelity.get("ok"),
@@ -91,7 +93,7 @@ def run_index(summary: Mapping[str, Any], rel: str) -> dict[str, Any]:
     return entry
 
 
-def assemble(name: str, run_dirs: Sequence[Path], dest: Path) -> Path:
+def assemble(name: str, run_dirs: Sequence[Path], dest: Path, repeat: int = 1) -> Path:
     """Replace ``dest/name`` by the curated copy of ``run_dirs``.
 
     The runs are copied whole first and their reports (each run's, and the comparison
@@ -123,24 +125,30 @@ def assemble(name: str, run_dirs: Sequence[Path], dest: Path) -> Path:
         for table in out.glob("*.parquet"):
             if table.stat().st_size > MAX_TABLE_BYTES:
                 table.unlink()
-    index = {"experiment": name, "command": f"kvfabric run {name}", "runs": runs}
+    seeds = sorted({r["seed"] for r in runs if r.get("seed") is not None})
+    repeat = max(repeat, len(seeds))
+    command = f"kvfabric run {name}" + (f" --repeat {repeat}" if repeat > 1 else "")
+    index = {"experiment": name, "command": command, "seeds": seeds, "runs": runs}
     (staging / "summary.json").write_text(json.dumps(index, indent=1) + "\n")
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
     return target
 
 
-def regenerate(name: str, dest: Path = REFERENCE_DIR) -> Path | None:
-    """Run experiment ``name`` and replace its reference; None if a run failed."""
+def regenerate(
+    name: str, dest: Path = REFERENCE_DIR, repeat: int = REFERENCE_REPEATS
+) -> Path | None:
+    """Run experiment ``name``, each sweep point ``repeat`` times with seeds seed,
+    seed+1, ..., and replace its reference; None if a run failed."""
     from experiments.orchestration.runner import run_spec
 
     spec = load_spec(find_bundled(name))
-    runs = expand(spec)
+    runs = expand(spec, repeat)
     with tempfile.TemporaryDirectory(prefix=f"kvfabric-ref-{name}-") as tmp:
         outcomes = run_spec(spec, runs, Path(tmp))
         if len(outcomes) != len(runs) or not all(o.ok for o in outcomes):
             return None
-        return assemble(name, [o.path for o in outcomes], dest)
+        return assemble(name, [o.path for o in outcomes], dest, repeat)
 
 
 def rewrite_reports(name: str, dest: Path = REFERENCE_DIR) -> Path | None:
@@ -152,9 +160,15 @@ def rewrite_reports(name: str, dest: Path = REFERENCE_DIR) -> Path | None:
     return assemble(name, run_dirs, dest) if run_dirs else None
 
 
-def regenerate_references(names: Sequence[str] = (), reports_only: bool = False) -> int:
-    """``kvfabric references [NAME ...] [--reports-only]``: regenerate the named
-    references (default all), or only rewrite their reports; exit 1 if any failed."""
+def regenerate_references(
+    names: Sequence[str] = (),
+    reports_only: bool = False,
+    repeat: int = REFERENCE_REPEATS,
+    dest: Path = REFERENCE_DIR,
+) -> int:
+    """``kvfabric references [NAME ...] [--reports-only] [--repeat N] [--out DIR]``:
+    regenerate the named references (default all) under ``dest``, or only rewrite
+    their reports; exit 1 if any failed."""
     allowed = reference_names()
     unknown = [n for n in names if n not in allowed]
     if unknown:
@@ -162,12 +176,12 @@ def regenerate_references(names: Sequence[str] = (), reports_only: bool = False)
     failed = []
     for name in names or allowed:
         if reports_only:
-            target = rewrite_reports(name)
+            target = rewrite_reports(name, dest)
             print(f"{name}: {target or 'no committed reference'}", flush=True)
             failed += [] if target else [name]
             continue
         print(f"{name}: running", flush=True)
-        target = regenerate(name)
+        target = regenerate(name, dest, repeat)
         if target is None:
             failed.append(name)
             print(f"{name}: a run failed; the old reference is kept", flush=True)
