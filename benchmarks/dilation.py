@@ -330,32 +330,21 @@ def run_size(quick: bool = False) -> dict:
 
 
 def run(quick: bool = False) -> dict:
-    if quick:
-        inv = invariance(["incast-collapse"], (1, 2), 2)
-        grains = grain([1, 16], [200, 1], 10)
-        sizes: list[dict] = []
-    else:
-        inv = invariance(list(INVARIANCE), DILATIONS, SEEDS)
-        grains = grain([1, 4, 8, 16, 32], [200, 1], 10)
-        sizes = size(SIZES, SIZE_REPEATS, 12.0)
-    rows = [r for spec in inv.values() for r in spec["agreement"]]
-    agree = sum(r["agrees"] for r in rows)
-    most, value, baseline = collapse(grains)
-    record = result(
+    """All three parts in one record (``kvfabric bench dilation``): each part's own
+    table and verdict line as it finishes, then the whole; ``--quick`` leaves out size."""
+    inv = run_invariance(quick)
+    grains = run_grain(quick)
+    sizes = [] if quick else run_size()["size"]
+    return result(
         NAME,
-        value=value,
-        baseline=baseline,
-        unit=f"Mbit/s incast goodput at {most} senders, real packets: 200 ms vs 1 ms min RTO",
+        value=grains["value"],
+        baseline=grains["baseline"],
+        unit=grains["unit"],
         target="every figure agrees across d; goodput collapses with a 200 ms RTO and recovers",
         target_met=None,
         quick=quick,
-        invariance=inv,
-        agreement=f"{agree} of {len(rows)} figures agree",
-        grain=grains,
+        invariance=inv["invariance"],
+        agreement=f"{inv['value']} of {inv['baseline']} figures agree",
+        grain=grains["grain"],
         size=sizes,
     )
-    show(record, INVARIANCE_COLUMNS, _invariance_rows(inv))
-    show(record, GRAIN_COLUMNS, _grain_rows(grains))
-    if sizes:
-        show(record, SIZE_COLUMNS, _size_rows(sizes))
-    return record
