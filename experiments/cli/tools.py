@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.cli.common import UsageError
-from experiments.orchestration.reference import REFERENCE_REPEATS
+from experiments.orchestration.reference import REFERENCE_REPEATS, REFERENCE_RETRIES
 
 
 def bench_names() -> list[str]:
@@ -60,6 +60,14 @@ def add_parsers(sub: Any) -> None:
         "has an interval across seeds)",
     )
     r.add_argument(
+        "--retries",
+        type=int,
+        default=REFERENCE_RETRIES,
+        metavar="N",
+        help="run an unfaithful run again (same seed) up to N times; the index names "
+        "every discarded attempt and the checks it failed",
+    )
+    r.add_argument(
         "--out",
         type=Path,
         metavar="DIR",
@@ -100,9 +108,11 @@ def cmd_references(args: argparse.Namespace) -> int:
 
     if args.repeat < 1:
         raise UsageError(f"--repeat {args.repeat}: allowed an integer >= 1")
+    if args.retries < 0:
+        raise UsageError(f"--retries {args.retries}: allowed an integer >= 0")
     dest = {"dest": args.out} if args.out else {}
     return regenerate_references(
-        args.names, reports_only=args.reports_only, repeat=args.repeat, **dest
+        args.names, reports_only=args.reports_only, repeat=args.repeat, retries=args.retries, **dest
     )
 
 

@@ -11,6 +11,7 @@ not "clean").
 
 from __future__ import annotations
 
+import functools
 import platform
 import shutil
 import subprocess
@@ -47,15 +48,24 @@ def _git(root: Path, *args: str) -> str | None:
 
 def git_state(root: Path = CHECKOUT) -> dict[str, Any]:
     """``{"git_revision": sha or None, "git_dirty": bool or None}`` of the checkout at
-    ``root``; dirty means tracked files differ from the revision."""
+    ``root``; dirty means tracked files other than results (``results/``: the committed
+    references, which a regeneration rewrites) differ from the revision."""
     revision = _git(root, "rev-parse", "HEAD")
     if revision is None:
         return {"git_revision": None, "git_dirty": None}
-    status = _git(root, "status", "--porcelain", "--untracked-files=no")
+    status = _git(root, "status", "--porcelain", "--untracked-files=no", "--", ".", ":!results")
     return {
         "git_revision": revision.strip() or None,
         "git_dirty": None if status is None else bool(status.strip()),
     }
+
+
+@functools.cache
+def loaded_state() -> dict[str, Any]:
+    """The checkout's git state when this process first asked: the code it runs was
+    loaded then, so a commit made while a long command (``kvfabric references``) is
+    running does not relabel its later runs."""
+    return git_state()
 
 
 def provenance(spec_hash: str | None, envelope: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -63,7 +73,7 @@ def provenance(spec_hash: str | None, envelope: Mapping[str, Any] | None = None)
     resolved spec's (``experiments.spec.load.spec_sha256``)."""
     return {
         "kvfabric_version": kvfabric_version(),
-        **git_state(),
+        **loaded_state(),
         "spec_sha256": spec_hash,
         "envelope": dict(envelope) if envelope is not None else None,
         "kernel": platform.release(),

@@ -34,6 +34,11 @@ RUN_FILES = ("summary.json", "spec.yaml", "report.md", "events.json")
 MAX_TABLE_BYTES = 256_000  # parquet tables up to this size are kept
 LATENCIES = ("ttft_ms", "itl_ms", "tpot_ms", "kv_transfer_ms", "e2e_ms", "fct_ms")
 REFERENCE_REPEATS = 3  # seeds per sweep point: every headline gets an interval across seeds
+# A run the verdict calls unfaithful is run again, same seed, up to this many more times:
+# on this shared VM the hypervisor steals 20-50 % of a core in bursts, which fails the
+# lateness or cpu check of whichever run it lands on. Every discarded attempt is named
+# in the reference's index (``discarded``), with the checks it failed.
+REFERENCE_RETRIES = 2
 NO_REFERENCE = (
     "background-ecmp",
     "incast-basic",
@@ -93,7 +98,13 @@ def run_index(summary: Mapping[str, Any], rel: str) -> dict[str, Any]:
     return entry
 
 
-def assemble(name: str, run_dirs: Sequence[Path], dest: Path, repeat: int = 1) -> Path:
+def assemble(
+    name: str,
+    run_dirs: Sequence[Path],
+    dest: Path,
+    repeat: int = 1,
+    discarded: Sequence[Mapping[str, Any]] = (),
+) -> Path:
     """Replace ``dest/name`` by the curated copy of ``run_dirs``.
 
     The runs are copied whole first and their reports (each run's, and the comparison
@@ -129,26 +140,59 @@ def assemble(name: str, run_dirs: Sequence[Path], dest: Path, repeat: int = 1) -
     repeat = max(repeat, len(seeds))
     command = f"kvfabric run {name}" + (f" --repeat {repeat}" if repeat > 1 else "")
     index = {"experiment": name, "command": command, "seeds": seeds, "runs": runs}
+    if discarded:  # unfaithful attempts run again (regenerate)
+        index["discarded"] = [dict(d) for d in discarded]
+    elif (target / "summary.json").is_file():  # a report rewrite keeps the record
+        old = json.loads((target / "summary.json").read_text()).get("discarded")
+        index |= {"discarded": old} if old else {}
     (staging / "summary.json").write_text(json.dumps(index, indent=1) + "\n")
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
     return target
 
 
+def faithful(summary: Mapping[str, Any]) -> bool:
+    return bool((summary.get("fidelity") or {}).get("ok"))
+
+
+def discarded_entry(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """What the index keeps of an unfaithful attempt that was run again."""
+    checks = (summary.get("fidelity") or {}).get("checks") or {}
+    failed = {k: c.get("detail") for k, c in checks.items() if not c.get("ok")}
+    return {"label": summary.get("label"), "run_id": summary.get("run_id"), "failed": failed}
+
+
 def regenerate(
-    name: str, dest: Path = REFERENCE_DIR, repeat: int = REFERENCE_REPEATS
+    name: str,
+    dest: Path = REFERENCE_DIR,
+    repeat: int = REFERENCE_REPEATS,
+    retries: int = REFERENCE_RETRIES,
 ) -> Path | None:
     """Run experiment ``name``, each sweep point ``repeat`` times with seeds seed,
-    seed+1, ..., and replace its reference; None if a run failed."""
-    from experiments.orchestration.runner import run_spec
+    seed+1, ..., run each unfaithful run again (same seed) up to ``retries`` times, and
+    replace its reference; None if a run failed."""
+    from experiments.orchestration.runner import record_repeats, run_spec
 
     spec = load_spec(find_bundled(name))
     runs = expand(spec, repeat)
+    discarded: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix=f"kvfabric-ref-{name}-") as tmp:
         outcomes = run_spec(spec, runs, Path(tmp))
         if len(outcomes) != len(runs) or not all(o.ok for o in outcomes):
             return None
-        return assemble(name, [o.path for o in outcomes], dest, repeat)
+        for _ in range(retries):
+            again = [i for i, o in enumerate(outcomes) if not faithful(o.summary)]
+            if not again:
+                break
+            print(f"{name}: running {len(again)} unfaithful run(s) again", flush=True)
+            redone = run_spec(spec, [runs[i] for i in again], Path(tmp))
+            if len(redone) != len(again) or not all(o.ok for o in redone):
+                return None
+            for i, o in zip(again, redone, strict=True):
+                discarded.append(discarded_entry(outcomes[i].summary))
+                outcomes[i] = o
+        record_repeats(outcomes)  # the spread over the runs kept
+        return assemble(name, [o.path for o in outcomes], dest, repeat, discarded)
 
 
 def rewrite_reports(name: str, dest: Path = REFERENCE_DIR) -> Path | None:
@@ -165,6 +209,7 @@ def regenerate_references(
     reports_only: bool = False,
     repeat: int = REFERENCE_REPEATS,
     dest: Path = REFERENCE_DIR,
+    retries: int = REFERENCE_RETRIES,
 ) -> int:
     """``kvfabric references [NAME ...] [--reports-only] [--repeat N] [--out DIR]``:
     regenerate the named references (default all) under ``dest``, or only rewrite
@@ -181,14 +226,18 @@ def regenerate_references(
             failed += [] if target else [name]
             continue
         print(f"{name}: running", flush=True)
-        target = regenerate(name, dest, repeat)
+        target = regenerate(name, dest, repeat, retries)
         if target is None:
             failed.append(name)
             print(f"{name}: a run failed; the old reference is kept", flush=True)
             continue
         index = json.loads((target / "summary.json").read_text())
         bad = [r["label"] for r in index["runs"] if not r["fidelity_ok"]]
-        print(f"{name}: {target} ({len(index['runs'])} runs; not faithful: {bad or 'none'})")
+        print(
+            f"{name}: {target} ({len(index['runs'])} runs; not faithful: {bad or 'none'}; "
+            f"unfaithful attempts run again: {len(index.get('discarded') or [])})",
+            flush=True,
+        )
     return 1 if failed else 0
 
 

@@ -49,6 +49,7 @@ from experiments.output.metric_rows import (
 )
 from experiments.output.ratios import ratio_lines
 from experiments.output.results import Run
+from experiments.output.seeds import seed_lines
 
 __all__ = ["compare_dir", "write_compare"]
 
@@ -73,9 +74,14 @@ def write_compare(runs: list[Run], out: Path) -> Path:
     if len(experiments) == 1:
         asked = question(experiments[0])
         lines += [f"> **Question.** {cell(asked)}", ""] if asked else []
+    across = seed_lines(runs)  # repeated points: means, intervals, paired ratios
+    lines += across
     headline_lines = _compare_headline(runs)
+    if across and headline_lines:
+        headline_lines[:2] = ["## Headline, run by run", ""]
     lines += headline_lines
-    lines += ratio_lines(runs, [(title, values) for title, _, values, _ in CDF_METRICS[:4]])
+    if not across:  # one run per point: the ratio of each run to the first, by bootstrap
+        lines += ratio_lines(runs, [(title, values) for title, _, values, _ in CDF_METRICS[:4]])
     lines += _compare_checks(runs)
     rows = [key_metrics(r) for r in runs]
     columns: list[str] = []

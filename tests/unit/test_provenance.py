@@ -50,7 +50,11 @@ def test_git_state_of_this_checkout_and_of_a_folder_that_is_none(tmp_path):
 def test_without_git_the_revision_is_unknown_not_an_error(monkeypatch):
     monkeypatch.setattr(prov.shutil, "which", lambda name: None)
     assert prov.git_state() == {"git_revision": None, "git_dirty": None}
-    assert prov.provenance(SHA)["git_revision"] is None
+    prov.loaded_state.cache_clear()  # the process's state is taken once, at its first run
+    try:
+        assert prov.provenance(SHA)["git_revision"] is None
+    finally:
+        prov.loaded_state.cache_clear()
     assert prov.version_line().endswith("git revision unknown")
 
 
@@ -100,3 +104,18 @@ def test_a_repeated_point_s_report_shows_the_spread_across_seeds(tmp_path):
     assert "## Across seeds" in text and "seeds 7, 8, 9" in text
     assert "| ttft_ms.p50 | 60, 70, 80 | 70 |" in text  # then the interval and CV 0.1429
     assert text.split("| ttft_ms.p50 |")[1].splitlines()[0].endswith("| 0.1429 |")
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_regenerated_results_do_not_make_the_checkout_dirty_but_code_does(tmp_path):
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "report.md").write_text("old\n")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "c"], check=True)
+    (tmp_path / "results" / "report.md").write_text("regenerated\n")
+    assert prov.git_state(tmp_path)["git_dirty"] is False
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert prov.git_state(tmp_path)["git_dirty"] is True
