@@ -42,7 +42,7 @@ LATENCY_ROWS: list[tuple[str, tuple[str, ...]]] = [
     ("session completion (ms)", ("serving", "sessions", "completion_ms")),
     ("TTFT, busiest second's arrivals (ms)", ("serving", "peak_second", "peak", "ttft_ms")),
     ("TTFT, other arrivals (ms)", ("serving", "peak_second", "rest", "ttft_ms")),
-    ("agent start lateness, t_start − t_sched (ms)", ("lateness_ms",)),
+    ("agent start lateness (ms)", ("lateness_ms",)),
     ("queue backlog (pkts)", ("queue_pkts", "all")),
 ]
 # Single numbers shown when present: (label, path, unit). Rates and bytes real-equivalent
