@@ -9,6 +9,8 @@ the experiment handouts included from where they live (never copied into docs/).
   measures for it (``experiments.bmwg.catalog.markdown``).
 - ``reference/spec.md``: every spec key, from the schema's ``Field`` declarations the
   validator checks against (``experiments.spec.export.keys_markdown``).
+- ``concepts/glossary.md``: every metric of summary.json with its formula, unit and
+  basis (``experiments.analysis.glossary``).
 - ``experiments/*.md``: ``experiments/handouts/*.md`` as they are (their README is the
   section's index page), each result page opening with what the emulation cannot
   represent (``GAP_NOTE``), and ``benchmarks/README.md`` as ``benchmarks/suite.md``."""
@@ -42,7 +44,10 @@ def on_files(files: Files, config: Any) -> Files:
     files.append(File.generated(config, "reference/cli.md", content=cli_markdown()))
     files.append(File.generated(config, "reference/spec.md", content=keys_markdown()))
     files.append(File.generated(config, "reference/python.md", content=api_markdown()))
+    from experiments.analysis.glossary import markdown as glossary_markdown
     from experiments.bmwg.catalog import markdown as bmwg_markdown
+
+    files.append(File.generated(config, "concepts/glossary.md", content=glossary_markdown()))
 
     files.append(File.generated(config, "reference/bmwg.md", content=bmwg_markdown()))
     for handout in sorted(HANDOUTS.glob("*.md")):

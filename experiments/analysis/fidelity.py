@@ -50,6 +50,10 @@ CPU_QUANTILE = 0.95
 # a core this busy (%) for this long (s) without a break starves what runs on it (OVS's
 # one main thread, an agent worker), even when the machine-wide p95 looks fine
 SATURATED_CORE_PCT, MAX_SATURATED_S = 95.0, 0.5
+# the host taking this share of the CPU (steal) slows the emulation, not what it models:
+# measured here, at 36-40 % steal a 46 Mbit/s shaped path carried 23-26 Mbit/s, at 5-9 %
+# its rate (tests that judge a rate, and calibrate's refusals, are excused only above it)
+BUSY_STEAL_PCT = 20.0
 MIN_BUSY_MS = 20.0  # a standing queue must last this long to count
 MIN_SAMPLER_RATIO = 0.9
 CHECKS = ("cpu", "dequeue_rate", "lateness", "sampler_rate", "offered_load", "unmodelled_loss")

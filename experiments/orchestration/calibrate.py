@@ -24,6 +24,12 @@ traffic window with the spec's default thresholds.
 Connections open at once are not measured: the default's figure is kept and the
 stored envelope says so. What a step measures, and why it failed, is kept in the
 stored file beside the figures (``steps``), so a surprising envelope can be read.
+
+Each step also records the load the machine was under (``load``): the steal the host
+took during the trial and the longest stretch a core stayed saturated in the second
+before the fabric came up (work outside the run). A refusal (no faithful step) is
+*explained* only when every step of the figure ran under such load
+(:func:`refusal_cause`); an unexplained refusal is a regression, not a busy machine.
 """
 
 from __future__ import annotations
@@ -41,10 +47,17 @@ import pandas as pd
 import yaml
 
 from controller.ofctl import StaticRules
-from experiments.analysis.fidelity import offered_switching_mbps, verdict
+from experiments.analysis.fidelity import (
+    BUSY_STEAL_PCT,
+    MAX_SATURATED_S,
+    SATURATED_CORE_PCT,
+    offered_switching_mbps,
+    saturated_core_s,
+    verdict,
+)
 from experiments.measurement import tcpcount
 from experiments.measurement.sampler_process import SamplerProcess
-from experiments.measurement.samplers import QueueSampler
+from experiments.measurement.samplers import CpuSampler, QueueSampler
 from experiments.orchestration.demand import SMALL_BYTES, WINDOW_NS, schedule_demand
 from experiments.orchestration.deployment import Deployment
 from experiments.orchestration.envelope import DEFAULT, Envelope, machine_identity
@@ -94,9 +107,19 @@ REFINE = {"full": 3, "quick": 1}  # halvings of the gap between faithful and not
 MAX_BRACKET_STEPS = 6  # up by 1.5x (or down by 2x) at most this often
 
 
+IDLE_SAMPLE_S = 1.0  # the machine's load sampled before each trial, nothing of it running
+
+
 class CalibrationError(RuntimeError):
     """No step of a figure was faithful: this machine (or its load now) emulates nothing
-    at the smallest step; the message names the checks that failed."""
+    at the smallest step; the message names the checks that failed. ``steps`` are the
+    figure's steps and ``cause`` the measured load that explains the refusal (None: the
+    machine was not measurably loaded, so the refusal is unexplained)."""
+
+    def __init__(self, message: str, steps: Sequence[Step] = (), cause: str | None = None):
+        super().__init__(message)
+        self.steps = list(steps)
+        self.cause = cause
 
 
 @dataclass
@@ -110,6 +133,35 @@ class Step:
     faithful: bool
     failed: list[str] = field(default_factory=list)
     checks: dict[str, Any] = field(default_factory=dict)
+    # the machine's load: "steal_pct" (mean over the trial), "busy_core_outside_s" (longest
+    # saturated-core stretch in the second before the fabric came up)
+    load: dict[str, float] = field(default_factory=dict)
+
+
+def busy_machine(load: dict[str, float]) -> str | None:
+    """Why a step's machine was too loaded to judge the emulation (the rules the shaped
+    rate tests and the cpu check use), or None when it was not measurably loaded."""
+    steal = load.get("steal_pct")
+    outside = load.get("busy_core_outside_s")
+    if steal is not None and steal >= BUSY_STEAL_PCT:
+        return f"the host took {steal:.0f}% of the CPU (steal; busy from {BUSY_STEAL_PCT:g}%)"
+    if outside is not None and outside >= MAX_SATURATED_S:
+        return (
+            f"a core was at ≥ {SATURATED_CORE_PCT:g}% for {outside:.1f} s before the run"
+            f" started (work outside the run; busy from {MAX_SATURATED_S:g} s)"
+        )
+    return None
+
+
+def refusal_cause(steps: Sequence[Step]) -> str | None:
+    """The measured load that explains a figure with no faithful step: every unfaithful
+    step ran on a busy machine (:func:`busy_machine`). None when any of them did not
+    (or its load was not measured): then the refusal is the emulation's, not the load's."""
+    failed = [s for s in steps if not s.faithful]
+    causes = [busy_machine(s.load) for s in failed]
+    if not failed or None in causes:
+        return None
+    return "; ".join(f"at {s.planned:,.0f}: {c}" for s, c in zip(failed, causes, strict=True))
 
 
 def largest_faithful(steps: Sequence[Step]) -> float | None:
@@ -206,15 +258,24 @@ def peak_message_hops(schedule: pd.DataFrame, fabric: Fabric, scale: float, cls:
 
 
 # ----- measurement (root) ----------------------------------------------------------------
+def load_outside_run(seconds: float = IDLE_SAMPLE_S) -> float:
+    """The longest stretch (s) a core stayed saturated over ``seconds`` with nothing of
+    the run up: work on this machine that is not the run's."""
+    with CpuSampler() as sampler:
+        time.sleep(seconds)
+    return saturated_core_s(sampler.table())
+
+
 def run_trial(
     fabric_section: dict[str, Any],
     schedule: pd.DataFrame,
     scale: float,
     seconds: float,
     mtu: int = DEFAULT_MTU,
-) -> tuple[pd.DataFrame, dict[str, Any]]:
+) -> tuple[pd.DataFrame, dict[str, Any], dict[str, float]]:
     """``schedule`` on the fabric of ``fabric_section`` (a spec's ``fabric:``) at ``mtu``,
-    measured and judged as ``kvfabric run`` measures and judges: the flows and the verdict."""
+    measured and judged as ``kvfabric run`` measures and judges: the flows, the verdict
+    and the machine's load (``Step.load``)."""
     text = yaml.safe_dump(
         {
             "name": "calibrate",
@@ -226,6 +287,7 @@ def run_trial(
     (run,) = expand(load_spec(text))
     config, fabric = run.config, run.fabric()
     deployment = Deployment.of(fabric, config.scale)
+    outside_s = load_outside_run()
     with tempfile.TemporaryDirectory(prefix="kvfabric-calibrate-") as tmp:
         scratch = Path(tmp)
         with fabric_up(fabric, config, scratch, deployment=deployment) as (_, net, _):
@@ -268,7 +330,11 @@ def run_trial(
                 tcp=tcp,
                 mtu=mtu,
             )
-    return flows, judged
+    steal = cpu["steal_pct"] if cpu is not None and "steal_pct" in cpu else pd.Series([])
+    load = {"busy_core_outside_s": outside_s}
+    if len(steal):
+        load["steal_pct"] = float(steal.mean())
+    return flows, judged, load
 
 
 def hop_step(hops: int, planned_mbps: float, seconds: float, mtu: int = DEFAULT_MTU) -> Step:
@@ -283,7 +349,7 @@ def hop_step(hops: int, planned_mbps: float, seconds: float, mtu: int = DEFAULT_
     except FabricError:  # a ceiling of the emulation, not a step that ran: search lower
         peak = peak_hop_mbps(schedule, fabric, scale)
         return Step(f"switch_hop_mbps:{hops}", planned_mbps, peak, None, False, [BEYOND_LINK_RATE])
-    flows, judged = run_trial(section, schedule, scale, seconds, mtu)
+    flows, judged, load = run_trial(section, schedule, scale, seconds, mtu)
     carried, _ = offered_switching_mbps(flows, fabric)
     return _step(
         f"switch_hop_mbps:{hops}",
@@ -291,6 +357,7 @@ def hop_step(hops: int, planned_mbps: float, seconds: float, mtu: int = DEFAULT_
         peak_hop_mbps(schedule, fabric, scale),
         carried,
         judged,
+        load,
     )
 
 
@@ -305,9 +372,9 @@ def message_step(
     schedule = message_schedule(
         hosts, planned_hops_per_s / mean_hops, MESSAGE_BYTES[cls], seconds, MESSAGE_SCALE
     )
-    flows, judged = run_trial(section, schedule, MESSAGE_SCALE, seconds, mtu)
+    flows, judged, load = run_trial(section, schedule, MESSAGE_SCALE, seconds, mtu)
     peak = peak_message_hops(schedule, fabric, MESSAGE_SCALE, cls)
-    return _step(f"messages_per_s:{cls}", planned_hops_per_s, peak, None, judged)
+    return _step(f"messages_per_s:{cls}", planned_hops_per_s, peak, None, judged, load)
 
 
 def sampler_us_per_port(ticks: int = 200) -> float:
@@ -320,10 +387,16 @@ def sampler_us_per_port(ticks: int = 200) -> float:
 
 
 def _step(
-    figure: str, planned: float, peak: float, carried: float | None, judged: dict[str, Any]
+    figure: str,
+    planned: float,
+    peak: float,
+    carried: float | None,
+    judged: dict[str, Any],
+    load: dict[str, float],
 ) -> Step:
     checks = {k: c["value"] for k, c in judged["checks"].items()}
-    return Step(figure, planned, peak, carried, bool(judged["ok"]), failed_checks(judged), checks)
+    ok = bool(judged["ok"])
+    return Step(figure, planned, peak, carried, ok, failed_checks(judged), checks, load)
 
 
 def calibrate(
@@ -352,9 +425,18 @@ def calibrate(
         value = largest_faithful(found)
         if value is None:
             least = min(found, key=lambda s: s.planned)
+            cause = refusal_cause(found)
+            why = (
+                f"explained by measured load: {cause}"
+                if cause
+                else "NOT explained by measured load (no steal or busy core outside the run"
+                " at every step): a regression of the emulation, not a busy machine?"
+            )
             raise CalibrationError(
                 f"{figure}: not faithful even at {least.planned:,.0f} (failed: "
-                f"{', '.join(least.failed)}); is the machine busy (steal, other runs)?"
+                f"{', '.join(least.failed)}); {why}",
+                found,
+                cause,
             )
         return value
 

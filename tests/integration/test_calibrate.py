@@ -1,6 +1,11 @@
 """``kvfabric calibrate`` on this machine: it measures every figure with steps judged
 faithful and not, stores the envelope with the machine it was measured on, and later
-runs are judged by it (what ``kvfabric run --dry-run`` reports as the envelope)."""
+runs are judged by it (what ``kvfabric run --dry-run`` reports as the envelope).
+
+A refusal is a skip only when the measured load explains it (every unfaithful step ran
+under steal or beside a core saturated outside the run: ``calibrate.refusal_cause``);
+a refusal on a quiet machine fails, since it is what a regression that makes every step
+unfaithful looks like."""
 
 from __future__ import annotations
 
@@ -9,19 +14,33 @@ import json
 import pytest
 
 from experiments.cli.main import EXIT_OK, main
-from experiments.orchestration import envelope
+from experiments.orchestration import calibrate, envelope
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 
 def test_calibrate_stores_the_envelope_later_runs_are_judged_by(tmp_path, monkeypatch, capsys):
     path = tmp_path / "envelope.json"
+    refusals: list[calibrate.CalibrationError] = []
+    measure = calibrate.calibrate
+
+    def recorded(*args, **kwargs):
+        try:
+            return measure(*args, **kwargs)
+        except calibrate.CalibrationError as exc:
+            refusals.append(exc)
+            raise
+
+    monkeypatch.setattr(calibrate, "calibrate", recorded)
     code = main(["calibrate", "--quick", "--out", str(path)])
     if code != EXIT_OK:  # a figure unfaithful even at its lowest step: a refusal, not a guess
         err = " ".join(capsys.readouterr().err.split())  # however the console wrapped it
         assert "not calibrated:" in err and "not faithful even at" in err, err
         assert "is unchanged" in err and not path.exists()  # nothing half-measured is stored
-        pytest.skip(f"this VM was too busy to calibrate (steal, a shared host): {err}")
+        (refusal,) = refusals
+        loads = [(s.planned, s.failed, s.load) for s in refusal.steps]
+        assert refusal.cause, f"refused on a machine not measurably loaded: {err}; {loads}"
+        pytest.skip(f"this VM was too busy to calibrate ({refusal.cause}): {err}")
     doc = json.loads(path.read_text())
     steps = doc["measured"]["steps"]
     figures = {f"switch_hop_mbps:{n}": v for n, v in doc["switch_hop_mbps"].items()}

@@ -116,3 +116,57 @@ def test_a_step_beyond_what_one_emulated_link_honours_is_not_run_and_the_search_
     step = cal.hop_step(3, 30_000.0, 1.0)  # 3,333 Mbit/s host links: above 1 Gbit/s
     assert not step.faithful and step.failed == [cal.BEYOND_LINK_RATE]
     assert step.planned == 30_000.0 and step.peak > 0
+
+
+# ---- a refusal is explained by measured load, or it is not --------------------------------
+
+QUIET = {"steal_pct": 2.0, "busy_core_outside_s": 0.0}
+STOLEN = {"steal_pct": 35.0, "busy_core_outside_s": 0.0}
+BUSY_OUTSIDE = {"steal_pct": 0.0, "busy_core_outside_s": 1.0}
+
+
+def _refused(monkeypatch, load: dict[str, float]) -> Exception:
+    """A quick calibration whose every trial fails the cpu check under ``load`` (a faked
+    trial: nothing is built), and the refusal it raises."""
+    from experiments.orchestration import calibrate as cal
+
+    def trial(section, schedule, scale, seconds, mtu=1500):
+        judged = {"ok": False, "checks": {"cpu": {"ok": False, "value": 97.0}}}
+        return None, judged, dict(load)
+
+    monkeypatch.setattr(cal, "run_trial", trial)
+    said: list[str] = []
+    with pytest.raises(cal.CalibrationError) as refused:
+        cal.calibrate(quick=True, say=said.append)
+    assert len(said) == len(refused.value.steps) == 6  # halved six times, every step logged
+    assert all(s.load == load and s.failed == ["cpu"] for s in refused.value.steps)
+    return refused.value
+
+
+@pytest.mark.parametrize(
+    ("load", "named"),
+    [(STOLEN, "the host took 35% of the CPU (steal"), (BUSY_OUTSIDE, "before the run started")],
+)
+def test_a_refusal_on_a_loaded_machine_names_the_load_that_explains_it(monkeypatch, load, named):
+    refusal = _refused(monkeypatch, load)
+    assert named in refusal.cause
+    assert "explained by measured load" in str(refusal) and "NOT" not in str(refusal)
+
+
+def test_a_refusal_on_a_quiet_machine_is_unexplained(monkeypatch):
+    refusal = _refused(monkeypatch, QUIET)
+    assert refusal.cause is None
+    assert "NOT explained by measured load" in str(refusal)
+
+
+def test_a_refusal_is_explained_only_when_every_failed_step_ran_under_load():
+    from experiments.orchestration.calibrate import refusal_cause
+
+    def step(planned, load, ok=False):
+        return Step("messages_per_s:small", planned, planned, None, ok, ["lateness"], {}, load)
+
+    assert refusal_cause([step(400, STOLEN), step(200, BUSY_OUTSIDE)]).startswith("at 400: ")
+    assert refusal_cause([step(400, STOLEN), step(200, QUIET)]) is None  # 200 was quiet
+    assert refusal_cause([step(400, STOLEN), step(200, {})]) is None  # load not measured
+    assert refusal_cause([step(400, {"steal_pct": 19.9})]) is None  # below the steal rule
+    assert refusal_cause([step(400, QUIET, ok=True)]) is None  # nothing refused

@@ -522,3 +522,16 @@ def test_the_headline_of_a_dilated_run_says_its_times_are_wall_times_over_d():
     assert "times are as measured" not in dilated
     assert "4 times slower" in dilated and "wall times ÷ 4" in dilated
     assert "different time dilations" in units_note(1e-4, 0)
+
+
+def test_key_metrics_are_real_equivalent_and_the_emulated_ones_are_labelled_raw(tmp_path):
+    text = write_report([canned_run(tmp_path)]).read_text()
+    key = text.split("## Key metrics")[1]
+    values, _, raw = key.partition("Raw, as on the emulated links")
+    assert raw, "no labelled raw section"
+    assert "| goodput |" in values and "Gbit/s real-equivalent" in values
+    assert "Mbit/s" not in values  # no emulated rate beside the real-equivalent ones
+    assert "| goodput |" in raw and "Mbit/s emulated" in raw
+    # two lateness figures, named apart: the table's start lateness and the judged column
+    assert "| agent start lateness (ms) |" in values
+    assert "judges the agents' timer lag, `issue_lateness_ms`" in values

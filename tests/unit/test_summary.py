@@ -94,6 +94,10 @@ def test_incast_two_rounds_goodput():
     assert inc["goodput_real_gbps"]["min"] == pytest.approx(80.0)  # 8 Mbit/s / 1e-4
     assert inc["by_senders"]["2"]["rounds"] == 2
     assert [r["goodput_mbps"] for r in inc["per_round"]] == pytest.approx([20.0, 8.0])
+    # the per-round mean (14 Mbit/s) is not the aggregate: 20,000 B in 14 ms of rounds
+    assert inc["goodput_mbps"]["mean"] == pytest.approx(14.0)
+    assert inc["aggregate_goodput_mbps"] == pytest.approx(20_000 * 8 / 14e-3 / 1e6)
+    assert inc["aggregate_goodput_real_gbps"] == pytest.approx(20_000 * 8 / 14e-3 / 1e6 / 1e-1)
     json.dumps(m, allow_nan=False)
 
 
