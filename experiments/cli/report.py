@@ -22,8 +22,8 @@ def add_parsers(sub: Any) -> None:
     rep.add_argument(
         "--json",
         action="store_true",
-        help="print the report's path and the comparison rows (one per run: label,"
-        " verdict, p50/p99 of each latency, key values) as JSON",
+        help="print the report's path and the comparison rows (one per run, labelled as "
+        "the report labels them: label, verdict, p50/p99 of each latency, key values) as JSON",
     )
     rep.set_defaults(handler=cmd_report)
 
@@ -48,8 +48,10 @@ def report_json(report: Path, run_dirs: list[Path]) -> dict[str, Any]:
     comparison's table has them (``metric_rows.key_metrics``) plus the run's path."""
     from experiments.output.metric_rows import key_metrics
     from experiments.output.results import load_run
+    from experiments.output.run_labels import labelled
 
     runs = [load_run(d) for d in run_dirs]
+    runs = labelled(runs) if len(runs) > 1 else runs
     return {
         "report": report,
         "html": report.with_suffix(".html"),
