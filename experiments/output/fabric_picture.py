@@ -69,7 +69,9 @@ def port_utilisation(
     rates = link_rates(links)
     out = {}
     for (node, port), g in rates.groupby(["node", "port"], sort=True):
-        key = (str(node), int(port))
+        key = _key(node, port)
+        if key is None:
+            continue
         mbps = g["tx_mbps"].to_numpy(dtype=float)
         mbps = mbps[np.isfinite(mbps)]
         if capacity_mbps.get(key) and mbps.size:
@@ -84,11 +86,17 @@ def hot_queues(queues: pd.DataFrame | None, n: int = 3) -> list[HotQueue]:
     if queues is None or not len(queues):
         return []
     hot = hottest_ports(queues, n)
-    return [
-        HotQueue(str(r.node), int(r.port), float(r.max_pkts))
-        for r in hot.itertuples(index=False)
-        if r.max_pkts > 0
-    ]
+    keys = [(_key(r.node, r.port), float(r.max_pkts)) for r in hot.itertuples(index=False)]
+    return [HotQueue(*key, peak) for key, peak in keys if key is not None and peak > 0]
+
+
+def _key(node: object, port: object) -> Port | None:
+    """A table's (node, port) as the fabric numbers ports; ``None`` for a port named
+    otherwise (``eth1``), which no link of the fabric can be."""
+    try:
+        return (str(node), int(port))  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return None
 
 
 def link_load(link: Link, utilisation: Mapping[Port, float]) -> float | None:

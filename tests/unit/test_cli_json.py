@@ -30,7 +30,7 @@ def test_a_dry_run_as_json_is_the_plan_of_every_sweep_point(capsys):
     assert [r["label"] for r in plan["runs"]] == [
         "senders=1,seed=7",
         "senders=3,seed=7",
-        "senders=6,seed=7",
+        "senders=7,seed=7",
     ]
     first = plan["runs"][0]
     figures = {f["name"]: f for f in first["figures"]}

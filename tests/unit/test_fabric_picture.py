@@ -44,7 +44,15 @@ def _links(rates_mbps: dict[tuple[str, int], float], seconds: int = 4) -> pd.Dat
 
 def _queues(backlogs: dict[tuple[str, int], list[int]]) -> pd.DataFrame:
     rows = [
-        {"t_ns": i * 100_000_000, "node": node, "port": port, "backlog_pkts": b, "drops": 0}
+        {
+            "t_ns": i * 100_000_000,
+            "node": node,
+            "port": port,
+            "backlog_pkts": b,
+            "backlog_bytes": b * 1514,
+            "drops": 0,
+            "sent_bytes": i * 15_140,
+        }
         for (node, port), series in backlogs.items()
         for i, b in enumerate(series)
     ]
@@ -140,6 +148,13 @@ def test_a_tree_is_drawn_hosts_below_leaves_below_spines():
     fabric = make_fabric("rail_optimized")
     y = {name: xy[1] for name, xy in fp.layout(fabric).items()}
     assert y["spine0"] > y["rail0"] > y["gpu0_0"] > y["nvl0"]
+
+
+def test_ports_not_numbered_as_the_fabric_numbers_them_are_left_out():
+    queues = _queues({("leaf0", "eth1"): [0, 3, 1]})  # a table from another tool
+    assert fp.hot_queues(queues) == []
+    links = _links({("leaf0", 1): 20.0}).assign(port="eth1")
+    assert fp.port_utilisation(links, {("leaf0", 1): 40.0}) == {}
 
 
 def test_no_picture_without_a_fabric_or_any_sampled_table(tmp_path):
