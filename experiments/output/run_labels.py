@@ -6,7 +6,7 @@ edited key), are labelled instead by the spec keys whose values differ between t
 the experiment first: ``experiment=incast-collapse`` / ``experiment=kv-tiering``, or
 ``fabric.buffer_pkts=16`` / ``fabric.buffer_pkts=64``. A key is added only when it
 tells more runs apart, so a label stays short; runs that nothing tells apart get their
-run ids.
+run ids (and one run given twice its place in the list).
 """
 
 from __future__ import annotations
@@ -71,6 +71,8 @@ def distinct_labels(runs: Sequence[Run]) -> list[str]:
             f"{label}, run {r.run_id}" if label else f"run {r.run_id}"
             for label, r in zip(labels, runs, strict=True)
         ]
+    if len(set(labels)) < len(labels):  # one run given twice
+        labels = [f"{label} ({i})" for i, label in enumerate(labels, 1)]
     return labels
 
 

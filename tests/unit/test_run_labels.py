@@ -59,6 +59,7 @@ def test_runs_of_different_experiments_are_labelled_by_experiment(tmp_path):
 def test_runs_nothing_tells_apart_get_their_run_ids(tmp_path):
     runs = [load_run(_run(tmp_path, "x", rid, "same", 64)) for rid in ("r1", "r2")]
     assert distinct_labels(runs) == ["run r1", "run r2"]
+    assert distinct_labels([runs[0], runs[0]]) == ["run r1 (1)", "run r1 (2)"]
 
 
 def test_a_sweeps_own_labels_are_kept(tmp_path):
