@@ -185,9 +185,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not _require_engine(runs):
         return EXIT_FAILED
     if args.json:
-        args.quiet = True  # stdout holds the JSON alone
+        args.quiet = True  # stdout holds the JSON alone; the warnings go to stderr
     if not args.quiet:
         console.print(f"[bold]{spec.name}[/bold]: {len(runs)} run(s) → {args.out}/{spec.name}/")
+    if not args.quiet or args.json:
         _print_transport([(r.config, r.config.scale) for r in runs], err)
         _print_noops(runs, err)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 from experiments.cli.main import main
 from experiments.spec.load import bundled_names
@@ -82,3 +83,32 @@ def test_report_as_json_gives_the_report_and_one_row_per_run(tmp_path, capsys):
     assert row["drops"] == 3 and row["path"] == str(run)
     assert main(["report", str(run)]) == 0  # without --json: the path alone, as before
     assert capsys.readouterr().out.strip() == str(run / "report.md")
+
+
+def test_a_run_as_json_gives_each_outcome_and_keeps_stdout_for_the_json(
+    monkeypatch, tmp_path, capsys
+):
+    import experiments.orchestration.runner as runner
+
+    spec = tmp_path / "one.yaml"
+    spec.write_text("name: one\nduration_s: 2\nfabric: {kind: spine_leaf}\nworkloads: []\n")
+    run_dir = tmp_path / "results" / "one" / "20250101-000000-1"
+    summary = {
+        "label": "seed=1",
+        "fidelity": {"ok": True},
+        "metrics": {"fct_ms": {"count": 1, "p50": 2.5, "p99": 2.5}},
+    }
+
+    def ran(spec, runs, out, **kwargs):
+        assert "progress" not in kwargs  # no progress bar on stdout
+        return [SimpleNamespace(path=run_dir, summary=summary, ok=True)]
+
+    monkeypatch.setattr(runner, "run_spec", ran)
+    assert main(["run", str(spec), "--json", "--out", str(tmp_path / "results")]) == 0
+    out, err = capsys.readouterr()
+    printed = json.loads(out)
+    assert printed["exit_code"] == 0 and printed["planned_runs"] == 1
+    (row,) = printed["runs"]
+    assert row["state"] == "done" and row["faithful"] is True
+    assert row["report"] == str(run_dir / "report.md") and row["metrics"]["fct_ms p50"] == 2.5
+    assert "workloads: empty" in err  # the warning still said, on stderr
