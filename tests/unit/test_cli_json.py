@@ -71,7 +71,7 @@ def test_report_as_json_gives_the_report_and_one_row_per_run(tmp_path, capsys):
         "experiment": "incast-collapse",
         "label": "senders=8,seed=7",
         "fidelity": {"ok": True, "checks": {}},
-        "metrics": {"fct_ms": {"count": 40, "p50": 2.5, "p99": 9.0}, "drops": {"total": 3}},
+        "metrics": {"fct_ms": {"count": 400, "p50": 2.5, "p99": 9.0}, "drops": {"total": 3}},
     }
     (run / "summary.json").write_text(json.dumps(summary))
     assert main(["report", str(run), "--json"]) == 0
@@ -80,6 +80,7 @@ def test_report_as_json_gives_the_report_and_one_row_per_run(tmp_path, capsys):
     (row,) = printed["rows"]
     assert row["label"] == "senders=8,seed=7" and row["fidelity"] == "OK"
     assert row["FCT, all flows p50"] == 2.5 and row["FCT, all flows p99"] == 9.0
+    assert row["FCT, all flows n"] == 400  # a p99 is given only where n supports it
     assert row["drops"] == 3 and row["path"] == str(run)
     assert main(["report", str(run)]) == 0  # without --json: the path alone, as before
     assert capsys.readouterr().out.strip() == str(run / "report.md")
