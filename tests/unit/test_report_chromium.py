@@ -4,10 +4,12 @@ The page is made by ``experiments.output.html`` from a committed reference run's
 report.md and plots (into tmp_path; nothing in the results tree is written). Headless
 Chromium loads it from a file URL twice: once to dump the DOM after a probe script
 (added to the test's copy only: the report itself carries no script) marked each
-``<img>`` with whether it decoded (``naturalWidth`` > 0), once to take a screenshot,
-which must not be blank. Without a Chromium binary the test is skipped with the reason
-(``sudo make setup`` installs Debian's ``chromium-headless-shell``); under CI (``CI``
-set) it fails instead, so a machine whose install step lost it cannot pass.
+``<img>`` with whether it decoded (``naturalWidth`` > 0), once to take a screenshot of
+the whole page, which must not be blank and must hold the figures' colours (a page
+of text and tables alone has under 0.02 % coloured pixels). Without a Chromium binary
+the test is skipped with the reason (``sudo make setup`` installs Debian's
+``chromium-headless-shell``); under CI (``CI`` set) it fails instead, so a machine
+whose install step lost it cannot pass.
 """
 
 from __future__ import annotations
@@ -97,10 +99,13 @@ def test_report_html_opens_in_headless_chromium_with_every_figure(tmp_path):
         browser,
         tmp_path / "shot-profile",
         f"--screenshot={shot}",
-        "--window-size=1200,2400",
+        "--window-size=1200,12000",  # the whole report, its figures below the tables
         probed.as_uri(),
     )
     pixels = imread(shot)[..., :3]  # floats in 0..1
-    assert pixels.shape[0] >= 2000 and pixels.shape[1] >= 1000
+    assert pixels.shape[0] >= 10000 and pixels.shape[1] >= 1000
     ink = (pixels < 0.9).any(axis=-1).mean()  # share of pixels that are not near-white
     assert float(np.std(pixels)) > 0.05 and ink > 0.02, (float(np.std(pixels)), ink)
+    # the page's text and tables are grey; the figures' lines and bars are in colour
+    coloured = (pixels.max(axis=-1) - pixels.min(axis=-1) > 0.3).mean()
+    assert coloured > 0.002, coloured
