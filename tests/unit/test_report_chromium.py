@@ -78,6 +78,7 @@ def _reference_run() -> Path:
     return runs[0]
 
 
+@pytest.mark.timeout(900)  # two browser starts; minutes on a loaded 2-core machine
 def test_report_html_opens_in_headless_chromium_with_every_figure(tmp_path):
     browser = _chromium()
     run = _reference_run()
@@ -104,6 +105,7 @@ def test_report_html_opens_in_headless_chromium_with_every_figure(tmp_path):
     )
     pixels = imread(shot)[..., :3]  # floats in 0..1
     assert pixels.shape[0] >= 10000 and pixels.shape[1] >= 1000
+    pixels = pixels[::3, ::3]  # every third pixel each way: the same shares, 9 times faster
     ink = (pixels < 0.9).any(axis=-1).mean()  # share of pixels that are not near-white
     assert float(np.std(pixels)) > 0.05 and ink > 0.02, (float(np.std(pixels)), ink)
     # the page's text and tables are grey; the figures' lines and bars are in colour
