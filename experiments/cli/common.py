@@ -3,6 +3,9 @@ error for bad input, and the checks of ``--scale`` the builder would make."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from rich.console import Console
 
 from topologies import Fabric, FabricError
@@ -24,6 +27,14 @@ class UsageError(Exception):
 def say(line: str) -> None:
     """One message line on stdout, never wrapped (tables still wrap)."""
     console.print(line, soft_wrap=True, highlight=False)
+
+
+def print_json(obj: Any) -> None:
+    """``obj`` on stdout as JSON (``--json``): plain data as summary.json writes it,
+    2-space indent, nothing else on the line, so ``| jq`` reads it."""
+    from experiments.analysis.jsonable import to_jsonable
+
+    print(json.dumps(to_jsonable(obj), indent=2, ensure_ascii=False, allow_nan=False))
 
 
 def scale_arg(text: str, mtu: int = DEFAULT_MTU) -> Scale:

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from experiments.cli.common import EXIT_OK, UsageError
+from experiments.cli.common import EXIT_OK, UsageError, print_json
 
 
 def add_parsers(sub: Any) -> None:
@@ -18,6 +18,12 @@ def add_parsers(sub: Any) -> None:
         metavar="DIR",
         help="where to write (default: the run, or "
         "<first run's parent>/compare-<timestamp> for several)",
+    )
+    rep.add_argument(
+        "--json",
+        action="store_true",
+        help="print the report's path and the comparison rows (one per run, labelled as "
+        "the report labels them: label, verdict, p50/p99 of each latency, key values) as JSON",
     )
     rep.set_defaults(handler=cmd_report)
 
@@ -30,5 +36,24 @@ def cmd_report(args: argparse.Namespace) -> int:
         path = write_report([Path(d) for d in args.run_dirs], Path(args.out) if args.out else None)
     except NotARunError as exc:
         raise UsageError(str(exc)) from None
-    print(path)
+    if args.json:
+        print_json(report_json(path, [Path(d) for d in args.run_dirs]))
+    else:
+        print(path)
     return EXIT_OK
+
+
+def report_json(report: Path, run_dirs: list[Path]) -> dict[str, Any]:
+    """``kvfabric report --json``: where the report went and one row per run, as the
+    comparison's table has them (``metric_rows.key_metrics``) plus the run's path."""
+    from experiments.output.metric_rows import key_metrics
+    from experiments.output.results import load_run
+    from experiments.output.run_labels import labelled
+
+    runs = [load_run(d) for d in run_dirs]
+    runs = labelled(runs) if len(runs) > 1 else runs
+    return {
+        "report": report,
+        "html": report.with_suffix(".html"),
+        "rows": [{**key_metrics(r), "path": r.path} for r in runs],
+    }

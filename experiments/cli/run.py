@@ -25,6 +25,7 @@ from experiments.cli.common import (
     EXIT_USAGE,
     console,
     err,
+    print_json,
     say,
 )
 from experiments.spec.cluster import cluster_override
@@ -53,9 +54,9 @@ def add_parsers(sub: Any) -> None:
     _run_options(d)
     d.set_defaults(handler=cmd_run, spec=FLAGSHIP)
 
-    sub.add_parser("list", help="bundled experiments with one-line purposes").set_defaults(
-        handler=cmd_list
-    )
+    ls = sub.add_parser("list", help="bundled experiments with one-line purposes")
+    ls.add_argument("--json", action="store_true", help="the list as JSON")
+    ls.set_defaults(handler=cmd_list)
 
     c = sub.add_parser("cli", help="a spec's fabric up, controller on, Mininet's CLI")
     c.add_argument("spec")
@@ -100,6 +101,13 @@ def _run_options(r: argparse.ArgumentParser) -> None:
         "--dry-run",
         action="store_true",
         help="check the spec, print each run's demand on this machine, build nothing",
+    )
+    r.add_argument(
+        "--json",
+        action="store_true",
+        help="print the result as JSON on stdout: with --dry-run the plan (each run's "
+        "demand, dilation, wall time and warnings), else each run's outcome; the exit "
+        "code is the same",
     )
     r.add_argument(
         "--capture",
@@ -170,12 +178,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     from experiments.output.results import ResultsError
 
     spec, runs = _spec_and_runs(args)
+    if args.dry_run and args.json:
+        return _dry_run_json(spec, runs, args.force, args.max_dilation)
     if args.dry_run:
         return _dry_run(spec, runs, args.force, args.max_dilation)
     if not _require_engine(runs):
         return EXIT_FAILED
+    if args.json:
+        args.quiet = True  # stdout holds the JSON alone; the warnings go to stderr
     if not args.quiet:
         console.print(f"[bold]{spec.name}[/bold]: {len(runs)} run(s) → {args.out}/{spec.name}/")
+    if not args.quiet or args.json:
         _print_transport([(r.config, r.config.scale) for r in runs], err)
         _print_noops(runs, err)
 
@@ -231,14 +244,53 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ResultsError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         return EXIT_USAGE
+    compare = None
     if len(outcomes) > 1:
         from experiments.output.report import write_report
 
         compare = write_report([o.path for o in outcomes])
-        console.print(f"comparison report: {compare}", soft_wrap=True)
-    _print_outcomes(outcomes, console, args.quiet)
+        if not args.json:
+            console.print(f"comparison report: {compare}", soft_wrap=True)
     complete = len(outcomes) == len(runs) and all(o.ok for o in outcomes)
-    return EXIT_OK if complete else EXIT_FAILED
+    code = EXIT_OK if complete else EXIT_FAILED
+    if args.json:
+        print_json(outcomes_json(spec.name, outcomes, len(runs), compare, code))
+    else:
+        _print_outcomes(outcomes, console, args.quiet)
+    return code
+
+
+def outcomes_json(
+    name: str, outcomes: list[Any], planned: int, compare: Path | None, code: int
+) -> dict[str, Any]:
+    """``kvfabric run --json``: each run's directory, state, verdict and headline
+    latencies (ms), the comparison report of a sweep and the exit code."""
+    rows = []
+    for o in outcomes:
+        s, m = o.summary, o.summary.get("metrics") or {}
+        rows.append(
+            {
+                "label": s.get("label", o.path.name),
+                "path": o.path,
+                "report": o.path / "report.md",
+                "state": "done" if o.ok else ("partial" if s.get("partial") else "failed"),
+                "faithful": (s.get("fidelity") or {}).get("ok"),
+                "error": s.get("error"),
+                "metrics": {
+                    f"{key} {q}": (m.get(key) or {}).get(q)
+                    for key in ("fct_ms", "ttft_ms", "itl_ms", "kv_transfer_ms")
+                    for q in ("p50", "p99")
+                    if m.get(key)
+                },
+            }
+        )
+    return {
+        "experiment": name,
+        "runs": rows,
+        "planned_runs": planned,
+        "comparison_report": compare,
+        "exit_code": code,
+    }
 
 
 def _dry_run(spec: Any, runs: list[Any], force: bool, max_dilation: float) -> int:
@@ -272,6 +324,67 @@ def _dry_run(spec: Any, runs: list[Any], force: bool, max_dilation: float) -> in
         soft_wrap=True,
     )
     return EXIT_REFUSED
+
+
+def _dry_run_json(spec: Any, runs: list[Any], force: bool, max_dilation: float) -> int:
+    """``--dry-run --json``: what ``_dry_run`` prints, as one JSON object on stdout, with
+    the exit code it returns (3: the run would be refused)."""
+    from experiments.orchestration.runner import prepare
+
+    prepared = prepare(spec, runs, force=True, max_dilation=max_dilation)
+    plan = dry_run_plan(prepared)
+    over = [p.run.label for p in prepared if p.forced]
+    code = EXIT_REFUSED if over and not force else EXIT_OK
+    print_json({"experiment": spec.name, **plan, "force": force, "exit_code": code})
+    return code
+
+
+def dry_run_plan(prepared: list[Any]) -> dict[str, Any]:
+    """Each prepared run's plan as data: its demand figures against the envelope, time
+    dilation and wall time, what of TCP does not dilate and what would do nothing."""
+    from experiments.orchestration.envelope import figures
+    from experiments.orchestration.noops import noop_warnings
+    from topologies.transport import dilation_warnings
+
+    rows = []
+    for p in prepared:
+        plan, config, scale = p.plan, p.run.config, p.deployment.scale
+        rows.append(
+            {
+                "label": p.run.label,
+                "scheduled_messages": len(plan.schedule),
+                "live_serving_driver": bool(plan.driver),
+                "flow_size_scale": {f"workloads.{i}": k for i, k in plan.flow_size_scale.items()},
+                "figures": [
+                    {"name": f.name, "peak": f.peak, "limit": f.limit, "unit": f.unit, "fits": f.ok}
+                    for f in figures(plan.demand, p.envelope, scale.d)
+                ],
+                "dilation": p.chosen.record(),
+                "exceeded": list(plan.exceeded),
+                "over_envelope": p.forced,
+                "warnings": {
+                    "transport": dilation_warnings(config.agents.cc, config.transport, scale),
+                    "does_nothing": noop_warnings(config, p.fabric),
+                },
+                "cluster": _cluster_servers(config),
+            }
+        )
+    return {
+        "runs": rows,
+        "envelope": prepared[0].envelope.source if prepared else None,
+        "wall_s": sum(p.chosen.wall_s for p in prepared),
+    }
+
+
+def _cluster_servers(config: Any) -> list[str] | None:
+    """The servers a cluster run spans (``None``: this machine alone)."""
+    from experiments.orchestration.cluster import with_placeholders
+    from experiments.spec.cluster import servers_of
+
+    c = config.cluster
+    if c is None or not (c.servers or c.local):
+        return None
+    return [str(s) for s in servers_of(with_placeholders(c))]
 
 
 def _print_demand(p: Any, console: Console) -> None:
@@ -422,7 +535,29 @@ def purpose(path: Path) -> str:
     return sentence.split(": ")[0].rstrip(".")
 
 
+def bundled_list() -> list[dict[str, Any]]:
+    """Every bundled experiment: its name, topic, and its handout and reference results
+    (paths from the project root, ``None`` when it has none)."""
+    rows = []
+    for name in bundled_names():
+        handout = HANDOUTS_DIR / f"{name}.md"
+        ref = REFERENCE_DIR / name / "summary.json"
+        rows.append(
+            {
+                "name": name,
+                "topic": purpose(SPECS_DIR / f"{name}.yaml"),
+                "spec": (SPECS_DIR / f"{name}.yaml").relative_to(ROOT),
+                "handout": handout.relative_to(ROOT) if handout.exists() else None,
+                "reference": ref.parent.relative_to(ROOT) if ref.exists() else None,
+            }
+        )
+    return rows
+
+
 def cmd_list(args: argparse.Namespace) -> int:
+    if args.json:
+        print_json(bundled_list())
+        return EXIT_OK
     table = Table(title="bundled experiments (kvfabric run NAME)")
     table.add_column("name", no_wrap=True)
     table.add_column("handout", no_wrap=True)

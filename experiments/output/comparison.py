@@ -49,6 +49,7 @@ from experiments.output.metric_rows import (
 )
 from experiments.output.ratios import ratio_lines
 from experiments.output.results import Run
+from experiments.output.run_labels import labelled
 from experiments.output.seeds import seed_lines
 
 __all__ = ["compare_dir", "write_compare"]
@@ -65,8 +66,10 @@ def compare_dir(parent: Path) -> Path:
 
 
 def write_compare(runs: list[Run], out: Path) -> Path:
-    """Write the comparison of ``runs`` into ``out``; returns the path of report.md."""
+    """Write the comparison of ``runs`` into ``out``; returns the path of report.md. Each
+    run is labelled by what tells it apart from the others (``run_labels``)."""
     out.mkdir(parents=True, exist_ok=True)
+    runs = labelled(runs)
     experiments = sorted({str(r.summary.get("experiment") or r.path.parent.name) for r in runs})
     lines = [f"# Comparison of {len(runs)} runs: {', '.join(experiments)}", ""]
     lines += _revision_lines(runs)

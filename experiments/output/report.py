@@ -29,6 +29,7 @@ from typing import Any
 from experiments.analysis.headline import headline, question
 from experiments.output import plots
 from experiments.output.comparison import compare_dir, write_compare
+from experiments.output.fabric_picture import write_fabric_picture
 from experiments.output.fault_report import fault_lines
 from experiments.output.formatting import (
     SHORT_REVISION,
@@ -501,6 +502,7 @@ def _plot_lines(run: Run, out: Path) -> list[str]:
     capacity = plots.port_capacity_mbps(fabric, run_scale(run))
     made: list[tuple[str, Path | None]] = [
         ("Timeline", write_timeline(run, pdir / TIMELINE)),
+        (FABRIC, _fabric_picture(run, fabric, names, capacity, pdir / "fabric.png")),
         ("Flow completion time by kind", _plot(plots.fct_cdf, run.flows, pdir / "fct_cdf.png")),
         (
             "TTFT and inter-token latency",
@@ -530,13 +532,32 @@ def _plot_lines(run: Run, out: Path) -> list[str]:
     made = [(title, p) for title, p in made if p is not None]
     if not made:
         return ["## Plots", "", "No tables to plot.", ""]
-    captions = {"TTFT breakdown per request": _ttft_caption(_ttft_parts(run))}
+    captions = {
+        "TTFT breakdown per request": _ttft_caption(_ttft_parts(run)),
+        FABRIC: FABRIC_CAPTION,
+    }
     lines = ["## Plots", ""]
     for title, p in made:
         lines += [f"### {title}", "", f"![{title}]({p.relative_to(out).as_posix()})", ""]
         if captions.get(title):
             lines += [captions[title], ""]
     return lines
+
+
+FABRIC = "The fabric and its hot links"
+FABRIC_CAPTION = (
+    "Each link is coloured by the p95, over the sampling intervals, of its busier "
+    "direction's transmit rate in % of the link's rate (grey: neither end sampled; a "
+    "host's own port never is). Numbered red dots: the hottest egress queues as the "
+    "table above ranks them, drawn at the switch end they drain, with their peak."
+)
+
+
+def _fabric_picture(run: Run, fabric: Any, names: Any, capacity: Any, path: Path) -> Path | None:
+    made = write_fabric_picture(fabric, run.links, run.queues, capacity, path, names)
+    if made is None:
+        path.unlink(missing_ok=True)  # no stale picture from an earlier report
+    return made
 
 
 def _ttft_caption(parts: Any) -> str:

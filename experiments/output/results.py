@@ -169,6 +169,7 @@ class Run:
     spec: dict[str, Any] = field(default_factory=dict)
     events: dict[str, Any] = field(default_factory=dict)
     recovered: tuple[str, ...] = ()
+    shown_as: str | None = None  # the label a comparison gives it (``comparison.labelled``)
     _tables: dict[str, pd.DataFrame | None] = field(default_factory=dict, repr=False)
     _skipped: dict[str, list[str]] = field(default_factory=dict, repr=False)
 
@@ -237,8 +238,9 @@ class Run:
 
     @property
     def label(self) -> str:
-        """The run's sweep label (``senders=3,seed=8``), else its run id."""
-        return str(self.summary.get("label") or self.run_id)
+        """The label a comparison gave it, else the run's sweep label
+        (``senders=3,seed=8``), else its run id."""
+        return self.shown_as or str(self.summary.get("label") or self.run_id)
 
     @property
     def partial(self) -> bool:

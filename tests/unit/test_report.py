@@ -287,7 +287,8 @@ def test_single_run_report(tmp_path):
     assert "| drops | 18 | packets |" in text
     assert "| failed flows | 1 |" in text
     assert "- 1 × timeout" in text
-    for name in ("fct_cdf", "serving_cdf", "queues", "links"):
+    assert "### The fabric and its hot links" in text and "Numbered red dots" in text
+    for name in ("fct_cdf", "serving_cdf", "queues", "links", "fabric"):
         png = run_dir / "plots" / f"{name}.png"
         assert f"(plots/{name}.png)" in text
         assert png.stat().st_size > 1000 and png.read_bytes()[:8] == PNG
