@@ -27,6 +27,7 @@ from experiments.output.formatting import fmt
 
 SCALE_SWEEPS = {"5.3", "7.3", "9.4", "12.1"}  # tests whose axis is the cluster's size
 THROUGHPUT_WORDS = ("TPS", "Goodput", "KV_BW", "bandwidth", "BusBW")
+OWN_SCALE = "each procedure's own (a finer one where its messages are small)"
 TRANSPORT = (
     "kernel TCP over drop-tail (HTB-shaped, bounded pfifo) queues in Open vSwitch: "
     "no RDMA, no ECN marking, no PFC; congestion shows as loss and retransmission"
@@ -60,10 +61,11 @@ def _configuration(
         f"{fabric.get('gpus', '?')} GPUs, oversubscription {fabric.get('oversubscription', '?')}, "
         f"bisection {fmt(fabric.get('bisection_gbps'))} Gbit/s (real-equivalent).",
         f"- Routing: `{json.dumps(raw.get('controller', {'policy': 'each test’s own'}))}`.",
-        f"- Bandwidth scale: {json.dumps(scale) if scale else 'each procedure’s own (a finer one where its messages are small)'}; "
+        f"- Bandwidth scale: {json.dumps(scale) if scale else OWN_SCALE}; "
         "one emulated packet stands for 1,514 ÷ scale real bytes (the grain).",
         f"- Time dilation used: {', '.join(fmt(d) for d in dilations) or 'none recorded'} "
-        "(wall seconds per real-equivalent second; every time and rate here reads real-equivalent).",
+        "(wall seconds per real-equivalent second; every time and rate here reads "
+        "real-equivalent).",
         f"- Transport: {TRANSPORT}.",
         f"- Profile **{plan['profile']}**: {plan['runs']} runs planned, estimated "
         f"{fmt(plan['estimated_wall_s'] / 60)} min of wall time.",
@@ -133,8 +135,9 @@ def _health(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     failed = sum(int(r.get("failed_flows") or 0) for r in rows)
     faults = sum(int(r.get("fault_events") or 0) for r in rows)
     measured = {
-        "Switch control-plane CPU": f"busiest core of the machine, max over runs: {fmt(max(cpu)) if cpu else '–'} %",
-        "BGP/OSPF adjacency flaps": f"{faults} link/fault events applied (the procedures' own faults)",
+        "Switch control-plane CPU": "busiest core of the machine, max over runs: "
+        f"{fmt(max(cpu)) if cpu else '–'} %",
+        "BGP/OSPF adjacency flaps": f"{faults} fault events applied (the procedures' own)",
         "NIC RDMA QP state": f"{failed} failed flows over all runs",
     }
     lines = ["## Fabric health indicators", "", "| indicator | threshold | here | this suite |"]
@@ -154,7 +157,8 @@ def _anomalies(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> li
         lines.append(f"- {a['test']} {_esc(a['point'])} seed {a['seed']}: {_esc(a['what'])}")
     for m in plan.get("misfits") or []:
         lines.append(
-            f"- {m['test']} {_esc(m['variant'])}: not run, the fabric cannot hold it: {_esc(m['reason'])}"
+            f"- {m['test']} {_esc(m['variant'])}: not run, the fabric cannot hold it: "
+            f"{_esc(m['reason'])}"
         )
     return [*lines, ""]
 
@@ -206,8 +210,8 @@ def _samples(
     rows: Sequence[Mapping[str, Any]], test: str, warm: float
 ) -> dict[str, dict[str, list[float]]]:
     """point → {"TTFT": […], "KV_xfer_latency": […]} pooled over the counted runs."""
-    from experiments.analysis.bmwg.window import measured
     from experiments.analysis.bmwg.throughput import KV_KINDS
+    from experiments.analysis.bmwg.window import measured
     from experiments.output.results import load_run
 
     out: dict[str, dict[str, list[float]]] = {}
