@@ -211,3 +211,18 @@ def test_compare_marks_a_fabric_that_differs(latency_plan, tmp_path):
     text = compare_markdown([read_suite(fast), read_suite(slow)])
     row = next(ln for ln in text.splitlines() if "KV_xfer_latency p50 ms" in ln)
     assert "differs" in row and row.count("n=2") == 2
+
+
+def test_ecmp_balance_is_over_the_busiest_switchs_uplinks():
+    def counter(node, port, mbps):  # tx_bytes growing at ``mbps`` over 3 one-second samples
+        return [(t * 1_000 * MS, node, port, int(t * mbps * 125_000), 0, 0) for t in range(3)]
+
+    rows = counter("leaf0", 9, 30.0) + counter("leaf0", 10, 10.0) + counter("leaf1", 9, 0.1)
+    links = pd.DataFrame(
+        rows, columns=["t_ns", "node", "port", "tx_bytes", "tx_packets", "tx_dropped"]
+    )
+    uplinks = ("leaf0:9", "leaf0:10", "leaf1:9", "leaf1:10")
+    tables = RunTables("9.3", 2.0, Scale(1e-4), links=links, uplinks=uplinks)
+    got = kpi_values(("MMR", "Max_min_ratio"), tables)
+    # leaf0's two uplinks at 30 and 10 Mbit/s: max/mean 1.5, max/min 3 (leaf1's ACKs aside)
+    assert (got["MMR"], got["Max_min_ratio"]) == (pytest.approx(1.5), pytest.approx(3.0))

@@ -7,7 +7,8 @@ measure it (no serving workload, no probe, nothing delivered).
 
 Which loads a balance KPI (JFI, MMR, max/min) is over depends on the procedure:
 ``BALANCE`` (5.3: each pair's KV goodput; 8.3: each tenant's goodput; 9.4: each decode
-worker's output tokens/s; otherwise the fabric uplinks' mean tx rate).
+worker's output tokens/s; otherwise the mean tx rate of each uplink of the switch that
+sent the most up: ECMP's spread over its members).
 """
 
 from __future__ import annotations
@@ -101,7 +102,12 @@ def balance_loads(t: RunTables) -> list[float]:
     rates = link_rates(t.links)
     rates["key"] = rates["node"].astype(str) + ":" + rates["port"].astype(str)
     up = rates[rates["key"].isin(t.uplinks)]
-    return [float(np.nanmean(g["tx_mbps"])) for _, g in up.groupby("key")]
+    if not len(up):
+        return []
+    # ECMP's spread is over one switch's uplinks: those of the switch that sent most
+    busiest = up.groupby("node")["tx_mbps"].mean().idxmax()
+    mine = up[up["node"] == busiest]
+    return [float(np.nanmean(g["tx_mbps"])) for _, g in mine.groupby("key")]
 
 
 BALANCE = {"5.3": "kv_pairs", "8.3": "tenants", "9.4": "decode_workers"}
