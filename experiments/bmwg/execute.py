@@ -24,10 +24,10 @@ from typing import Any, Protocol
 import pandas as pd
 
 from experiments.analysis.bmwg.per_run import kpi_values
-from experiments.analysis.bmwg.run_tables import run_tables
 from experiments.analysis.jsonable import to_jsonable as jsonable
 from experiments.bmwg.aggregate import anomalies, by_point, point_of
 from experiments.bmwg.catalog import BY_ID, DRAFT
+from experiments.bmwg.run_tables import run_tables
 from experiments.bmwg.suite import PlannedTrial, SuitePlan, run_wall_s
 from experiments.output.results import Run, load_run
 from experiments.spec.load import RunSpec, Spec
@@ -146,7 +146,7 @@ def run_suite(
 ) -> Path:
     """Every trial of ``plan`` through ``run_spec(spec, runs, out_dir)``; returns the
     suite's directory. ``clock`` (seconds) times the runs for the report."""
-    from experiments.output.bmwg_report import write_report
+    from experiments.bmwg.report import write_report
 
     suite_dir = Path(out_root) / f"bmwg-{now:%Y%m%d-%H%M%S}"
     suite_dir.mkdir(parents=True, exist_ok=False)

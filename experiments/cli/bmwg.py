@@ -119,7 +119,7 @@ def _run(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from experiments.output.bmwg_compare import compare_markdown, read_suite
+    from experiments.bmwg.compare import compare_markdown, read_suite
 
     try:
         suites = [read_suite(Path(d)) for d in args.dirs]

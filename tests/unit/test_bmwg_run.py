@@ -16,11 +16,11 @@ import yaml
 
 from experiments.analysis.bmwg.per_run import RunTables, kpi_values
 from experiments.bmwg.catalog import BY_ID
+from experiments.bmwg.compare import compare_markdown, read_suite
 from experiments.bmwg.execute import run_suite
 from experiments.bmwg.fabric_map import HostMap
 from experiments.bmwg.plan import SMOKE_S, trials
 from experiments.bmwg.suite import Refused, fabric_of, plan_suite, read_fabric
-from experiments.output.bmwg_compare import compare_markdown, read_suite
 from experiments.spec.load import SPECS_DIR, load_spec, resolved_yaml
 from topologies.scale import Scale
 
@@ -226,3 +226,25 @@ def test_ecmp_balance_is_over_the_busiest_switchs_uplinks():
     got = kpi_values(("MMR", "Max_min_ratio"), tables)
     # leaf0's two uplinks at 30 and 10 Mbit/s: max/mean 1.5, max/min 3 (leaf1's ACKs aside)
     assert (got["MMR"], got["Max_min_ratio"]) == (pytest.approx(1.5), pytest.approx(3.0))
+
+
+def test_dry_run_prints_the_plan_without_root_and_refuses_by_name(capsys):
+    from experiments.cli.common import EXIT_OK, EXIT_USAGE
+    from experiments.cli.main import main
+
+    args = ["bmwg", "run", "5.2", "--fabric", "rail-optimized", "--profile", "smoke"]
+    assert main([*args, "--dry-run"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "1 runs" in out and "estimated wall time: 0.2 min" in out
+    assert "substitute: one-sided RDMA PUT" in out
+    bad = ["bmwg", "run", "5.2", "8.4", "99.9", "--fabric", "rail-optimized", "--dry-run"]
+    assert main(bad) == EXIT_USAGE
+    refused = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("refused")]
+    assert [ln.split()[1] for ln in refused] == ["8.4:", "99.9:"]
+
+
+def test_compare_refuses_a_directory_that_is_no_bmwg_result(tmp_path, capsys):
+    from experiments.cli.main import main
+
+    assert main(["bmwg", "compare", str(tmp_path)]) == 2
+    assert "not a kvfabric bmwg result" in capsys.readouterr().out

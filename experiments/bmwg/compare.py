@@ -20,7 +20,7 @@ from typing import Any
 from experiments.analysis.intervals import ratio_over_requests
 from experiments.bmwg.aggregate import by_point
 from experiments.bmwg.catalog import BY_ID
-from experiments.output.bmwg_report import interval_text
+from experiments.bmwg.report import interval_text
 from experiments.output.formatting import fmt
 from experiments.output.ratios import ratio_verdict
 from experiments.output.uncertainty import INTERVAL_SEED
