@@ -28,7 +28,7 @@ from experiments.analysis.jsonable import to_jsonable as jsonable
 from experiments.bmwg.aggregate import anomalies, by_point, point_of
 from experiments.bmwg.catalog import BY_ID, DRAFT
 from experiments.bmwg.run_tables import run_tables
-from experiments.bmwg.suite import PlannedTrial, SuitePlan, run_wall_s
+from experiments.bmwg.suite import PlannedTrial, SuitePlan, measured_after_s, run_wall_s
 from experiments.output.results import Run, load_run
 from experiments.spec.load import RunSpec, Spec
 
@@ -86,7 +86,8 @@ def run_row(planned: PlannedTrial, outcome: Outcome, wall_s: float) -> dict[str,
     try:
         run = load_run(Path(outcome.path))
         row |= health(run)
-        tables = run_tables(run, planned.test, planned.trial.warmup_s)
+        skip = measured_after_s(planned.test, planned.trial.warmup_s)
+        tables = run_tables(run, planned.test, skip)
         row |= kpi_values(BY_ID[planned.test].kpis, tables)
     except Exception as exc:  # a run whose tables cannot be read is an anomaly, not a crash
         log.debug("KPIs of %s failed", outcome.path, exc_info=True)

@@ -23,6 +23,7 @@ from experiments.analysis.bmwg.per_run import KPI_COLUMNS
 from experiments.bmwg.aggregate import anomalies, by_point
 from experiments.bmwg.catalog import BY_ID, DRAFT
 from experiments.bmwg.health import HEALTH
+from experiments.bmwg.suite import measured_after_s
 from experiments.output.formatting import fmt
 
 SCALE_SWEEPS = {"5.3", "7.3", "9.4", "12.1"}  # tests whose axis is the cluster's size
@@ -250,7 +251,7 @@ def _plots(
     folder.mkdir(exist_ok=True)
     figures = []
     points = by_point(rows)
-    warmups = {t["test"]: t["warmup_s"] for t in plan["trials"]}
+    warmups = {t["test"]: measured_after_s(t["test"], t["warmup_s"]) for t in plan["trials"]}
     for test in plan["tests"]:
         samples = _samples(rows, test, warmups.get(test, 0.0))
         for metric in ("TTFT", "KV_xfer_latency"):
