@@ -102,9 +102,21 @@ def markdown() -> str:
         f"specified, {c['substitute']} as labelled substitutes (what stands in for what is "
         f"said), {c['not_feasible']} not feasible on this kernel (and why). "
         "`kvfabric bmwg list` prints the same; `kvfabric bmwg show TEST --profile "
-        "quick|standard|draft` prints one test's sweep. Running them (`bmwg run`) is not "
-        "built yet: each runnable test is a declared sweep over the spec language whose "
-        "runs load and expand today.",
+        "quick|standard|draft` prints one test's sweep.",
+        "",
+        "`sudo kvfabric bmwg run TEST… --fabric SPEC [--profile smoke|quick|standard|draft] "
+        "[--out DIR]` runs tests on your fabric: SPEC is a YAML file with `fabric:` (and "
+        "optionally `scale:`, `controller:` and a serving workload whose pools are used), "
+        "one of `experiments/bmwg/fabrics/` (`spine-leaf-1to1`, `spine-leaf-2to1`, "
+        "`rail-optimized`: 16 GPUs each) or a bundled experiment's name. The procedure's "
+        "i-th GPU becomes the fabric's i-th GPU (serving pools: those GPUs' servers), a "
+        "switch keeps its tier and position; a trial the fabric cannot hold is listed, "
+        "not run. `--dry-run` prints the plan and its wall-time estimate without root. "
+        "Every run is judged by the fidelity verdict; `DIR/bmwg-<timestamp>/` holds each "
+        "test's `kpis.json` (per point: mean, 95 % interval over seeds, n) and `kpis.csv` "
+        "(per run), and the draft's Section 14 report (`report.md`, `report.html`). "
+        "`kvfabric bmwg compare DIR…` sets several fabrics side by side, marking the "
+        "differences whose ratio interval excludes 1.",
         "",
         "| test | title | status | KPIs | here | runs quick / standard / draft |",
         "| --- | --- | --- | --- | --- | ---: |",

@@ -16,11 +16,11 @@ the profile's warm-up + trial: the KPIs discard the first ``warmup_s``.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import product
 from typing import Any
 
-from experiments.bmwg.model import PROFILES, Procedure
+from experiments.bmwg.model import PROFILES, Axis, Budget, Point, Procedure
 from experiments.spec.load import (
     SPECS_DIR,
     RunSpec,
@@ -54,13 +54,45 @@ def _set(key: str, value: Any) -> str:
     return f"{key}={json.dumps(value)}"
 
 
+SMOKE = "smoke"  # the root tests' profile: quick's first point, one run, <= SMOKE_S
+SMOKE_S, SMOKE_WARMUP_S = 10.0, 1.0
+RUN_PROFILES = (SMOKE, *PROFILES)
+
+
+def _smoke(axis: Axis, factor: float) -> Axis:
+    """Quick's first point; a fault timeline's instants × ``factor`` (smoke ÷ quick
+    duration), so a fault at a third of the run stays at a third of it."""
+    first = axis.points["quick"][0]
+    values = dict(first.values)
+    if isinstance(values.get("faults"), list):
+        values["faults"] = [
+            f | {"at_s": round(f["at_s"] * factor, 3)} if isinstance(f, dict) and "at_s" in f else f
+            for f in values["faults"]
+        ]
+    return Axis(axis.name, {SMOKE: (Point(first.label, values),), **axis.points})
+
+
+def smoke_budget(quick: Budget) -> Budget:
+    """One run of at most ``SMOKE_S`` (warm-up included), quick's fixed keys."""
+    trial_s = min(quick.trial_s, SMOKE_S - SMOKE_WARMUP_S)
+    return Budget(1, trial_s, min(quick.warmup_s, SMOKE_WARMUP_S), quick.fixed)
+
+
 def trials(procedure: Procedure, profile: str) -> list[Trial]:
-    """The trials of ``procedure`` at ``profile`` (none for a test not feasible here)."""
-    if profile not in PROFILES:
-        raise ValueError(f"profile {profile!r}; allowed: {', '.join(PROFILES)}")
+    """The trials of ``procedure`` at ``profile`` (none for a test not feasible here).
+    ``smoke``: the first point of each axis at ``quick``, once, for at most
+    ``SMOKE_S`` (a check that the procedure runs, not a measurement)."""
+    if profile not in RUN_PROFILES:
+        raise ValueError(f"profile {profile!r}; allowed: {', '.join(RUN_PROFILES)}")
     sweep = procedure.sweep
     if sweep is None:
         return []
+    if profile == SMOKE:
+        quick = sweep.budgets["quick"]
+        smoke = smoke_budget(quick)
+        factor = smoke.duration_s / quick.duration_s
+        axes = tuple(_smoke(a, factor) for a in sweep.axes)
+        sweep = replace(sweep, axes=axes, budgets={**sweep.budgets, SMOKE: smoke})
     budget = sweep.budgets[profile]
     common = [_set("name", experiment_name(procedure)), "sweep={}"]
     common += [_set(k, v) for k, v in {**sweep.fixed, **budget.fixed}.items()]

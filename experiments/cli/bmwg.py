@@ -1,7 +1,9 @@
 """``kvfabric bmwg list`` (every test of draft-calabria-bmwg-ai-fabric-inference-bench-02:
 its status here, what stands in for what or why it cannot run, its sweep size per
-profile) and ``kvfabric bmwg show TEST`` (a test's trials as the spec overrides a run
-applies). No root: nothing is run."""
+profile), ``kvfabric bmwg show TEST`` (a test's trials as the spec overrides a run
+applies), ``kvfabric bmwg run TEST… --fabric SPEC`` (the tests on a fabric, its Section
+14 report; ``--dry-run``: the plan only, no root) and ``kvfabric bmwg compare DIR…``
+(several fabrics' results side by side, no root)."""
 
 from __future__ import annotations
 
@@ -11,9 +13,10 @@ from typing import Any
 
 from rich.table import Table
 
-from experiments.cli.common import EXIT_OK, console, say
+from experiments.cli.common import EXIT_OK, EXIT_USAGE, console, say
 
 PROFILE_NAMES = ("quick", "standard", "draft")
+RUN_PROFILES = ("smoke", *PROFILE_NAMES)
 
 
 def add_parsers(sub: Any) -> None:
@@ -25,11 +28,111 @@ def add_parsers(sub: Any) -> None:
     show.add_argument("test", help="the draft's section number, e.g. 5.1")
     show.add_argument("--profile", choices=PROFILE_NAMES, default="quick")
     show.add_argument("--json", action="store_true", help="the trials as JSON")
+    run = bsub.add_parser("run", help="run tests on a fabric; results and the Section 14 report")
+    run.add_argument("tests", nargs="+", metavar="TEST", help="the draft's section numbers")
+    run.add_argument(
+        "--fabric",
+        required=True,
+        help="a fabric spec (YAML with fabric:, optional scale:, controller:, a serving "
+        "workload's pools), a name of experiments/bmwg/fabrics or a bundled spec's name",
+    )
+    run.add_argument("--profile", choices=RUN_PROFILES, default="quick")
+    run.add_argument("--out", default="results", help="where bmwg-<timestamp>/ goes")
+    run.add_argument("--dry-run", action="store_true", help="print the plan and exit (no root)")
+    run.add_argument("--json", action="store_true", help="with --dry-run: the plan as JSON")
+    cmp = bsub.add_parser("compare", help="several fabrics' bmwg results side by side")
+    cmp.add_argument("dirs", nargs="+", metavar="DIR", help="bmwg-<timestamp> directories")
+    cmp.add_argument("--out", default=None, help="write the comparison here (Markdown)")
     b.set_defaults(handler=cmd_bmwg)
 
 
 def cmd_bmwg(args: argparse.Namespace) -> int:
-    return _list(args) if args.bmwg_command == "list" else _show(args)
+    handlers = {"list": _list, "show": _show, "run": _run, "compare": _compare}
+    return handlers[args.bmwg_command](args)
+
+
+def _plan(args: argparse.Namespace) -> Any:
+    from experiments.bmwg.suite import Refused, plan_suite, read_fabric
+    from experiments.spec.schema import SpecError
+
+    try:
+        return plan_suite(args.tests, read_fabric(args.fabric), args.profile)
+    except Refused as exc:
+        for reason in exc.reasons:
+            say(f"refused: {reason}")
+    except SpecError as exc:
+        say(f"--fabric {args.fabric}: {exc}")
+    return None
+
+
+def plan_lines(plan: Any) -> list[str]:
+    """The trial plan as ``--dry-run`` prints it."""
+    from experiments.bmwg.catalog import BY_ID
+
+    lines = [f"fabric {plan.fabric.name}, profile {plan.profile}: {plan.runs} runs"]
+    for t in plan.trials:
+        lines.append(
+            f"  {t.test} {t.trial.variant or '(one)'}: {len(t.runs)} runs × "
+            f"{t.spec.duration_s:g} s (warm-up {t.trial.warmup_s:g} s), ~{t.wall_s / 60:.1f} min"
+        )
+    for m in plan.misfits:
+        lines.append(f"  {m.test} {m.variant}: does not fit the fabric: {m.reason}")
+    for test in plan.tests:
+        p = BY_ID[test]
+        for sub in p.substitutes:
+            lines.append(f"  {test} substitute: {sub.draft} → {sub.here}")
+    lines.append(
+        f"estimated wall time: {plan.wall_s / 60:.1f} min (each run's duration × its time "
+        "dilation, auto counted as 1, + 5 s set-up)"
+    )
+    return lines
+
+
+def _run(args: argparse.Namespace) -> int:
+    plan = _plan(args)
+    if plan is None:
+        return EXIT_USAGE
+    if args.dry_run:
+        if args.json:
+            from experiments.analysis.jsonable import to_jsonable
+            from experiments.bmwg.execute import plan_record
+
+            print(json.dumps(to_jsonable(plan_record(plan)), indent=2, ensure_ascii=False))
+        else:
+            for line in plan_lines(plan):
+                say(line)
+        return EXIT_OK
+    import time
+    from datetime import datetime
+    from pathlib import Path
+
+    from experiments.bmwg.execute import run_suite
+    from experiments.orchestration.runner import run_spec
+
+    for line in plan_lines(plan):
+        say(line)
+    suite_dir = run_suite(plan, Path(args.out), run_spec, datetime.now(), time.monotonic)
+    say(f"results and report: {suite_dir / 'report.md'}")
+    return EXIT_OK
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from experiments.bmwg.compare import compare_markdown, read_suite
+
+    try:
+        suites = [read_suite(Path(d)) for d in args.dirs]
+    except (OSError, ValueError) as exc:
+        say(f"cannot read: {exc}")
+        return EXIT_USAGE
+    text = compare_markdown(suites)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        say(f"comparison: {args.out}")
+    else:
+        print(text)
+    return EXIT_OK
 
 
 def _list(args: argparse.Namespace) -> int:

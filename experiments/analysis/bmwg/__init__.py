@@ -7,8 +7,8 @@ when nothing here measures it (the procedures that need one are not feasible, or
 what stands in).
 
 Modules: ``latency``, ``throughput``, ``fabric`` (KPIs of one run's tables),
-``derived`` (what a procedure derives across its runs) and ``window`` (the rows after
-the warm-up; a soak's windows).
+``derived`` (what a procedure derives across its runs), ``window`` (the rows after
+the warm-up; a soak's windows) and ``per_run`` (each KPI of one run as numbers).
 """
 
 from __future__ import annotations

@@ -1,0 +1,90 @@
+"""``kvfabric bmwg compare DIR…``: several fabrics' bmwg results side by side.
+
+One table per test: a row per (point, KPI), a column per fabric holding the mean over
+its faithful runs with its 95 % interval (Student's t over seeds) and n; then, for
+every fabric after the first, the ratio of its mean to the first fabric's with a 95 %
+interval (bootstrap over each side's per-run values, ``ratio_over_requests`` with the
+mean, as ``output.ratios`` does for runs) and whether that interval excludes 1
+(``ratio_verdict``). With the 2 runs of a quick point, the ratio interval is wide: a
+"no difference detected" there says little.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from experiments.analysis.intervals import ratio_over_requests
+from experiments.bmwg.aggregate import by_point
+from experiments.bmwg.catalog import BY_ID
+from experiments.bmwg.report import interval_text
+from experiments.output.formatting import fmt
+from experiments.output.ratios import ratio_verdict
+from experiments.output.uncertainty import INTERVAL_SEED
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    plan: dict[str, Any]
+    rows: list[dict[str, Any]]
+
+
+def read_suite(path: Path) -> Suite:
+    """A ``bmwg-<timestamp>`` directory's plan and rows (``ValueError`` if it is not one)."""
+    plan_file, suite_file = path / "plan.json", path / "suite.json"
+    if not plan_file.is_file() or not suite_file.is_file():
+        raise ValueError(f"{path} is not a kvfabric bmwg result (no plan.json / suite.json)")
+    plan = json.loads(plan_file.read_text())
+    return Suite(plan["fabric"]["name"], plan, json.loads(suite_file.read_text())["rows"])
+
+
+def _cell(cell: Mapping[str, Any] | None) -> str:
+    if not cell:
+        return "–"
+    value, ci = interval_text(cell)
+    return f"{value} [{ci}] n={cell['n']}"
+
+
+def ratio_cell(a: Sequence[Any] | None, b: Sequence[Any] | None) -> str:
+    """``mean(a) ÷ mean(b)`` with its 95 % interval and verdict, or "–"."""
+    ci = ratio_over_requests(a or [], b or [], "mean", INTERVAL_SEED)
+    if ci is None:
+        return "–"
+    return f"{fmt(ci.estimate)} [{fmt(ci.low)} – {fmt(ci.high)}] {ratio_verdict(ci.excludes_one)}"
+
+
+def compare_markdown(suites: Sequence[Suite]) -> str:
+    names = [s.name for s in suites]
+    stats = [by_point(s.rows) for s in suites]
+    tests = list(dict.fromkeys(t for s in suites for t in s.plan["tests"]))
+    lines = [
+        f"# BMWG results compared: {', '.join(names)}",
+        "",
+        "Each cell: mean over the faithful runs [95 % interval, t over seeds] n. Ratios: "
+        f"each fabric's mean ÷ **{names[0]}**'s, 95 % interval by bootstrap over runs; "
+        '"differs" where it excludes 1.',
+        "",
+    ]
+    for test in tests:
+        title = BY_ID[test].title if test in BY_ID else ""
+        header = ["point", "KPI", *names, *(f"{n} ÷ {names[0]}" for n in names[1:])]
+        lines += [f"## {test} {title}", "", "| " + " | ".join(header) + " |"]
+        lines.append("| --- | --- |" + " ---: |" * (len(header) - 2))
+        keys = dict.fromkeys(
+            (point, column)
+            for st in stats
+            for point, data in st.get(test, {}).items()
+            for column in data["kpis"]
+        )
+        for point, column in keys:
+            data = [st.get(test, {}).get(point) for st in stats]
+            cells = [_cell(d["kpis"].get(column) if d else None) for d in data]
+            base = data[0]["values"].get(column) if data[0] else None
+            ratios = [ratio_cell(d["values"].get(column) if d else None, base) for d in data[1:]]
+            lines.append("| " + " | ".join([point, column, *cells, *ratios]) + " |")
+        lines.append("")
+    return "\n".join(lines)

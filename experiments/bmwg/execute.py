@@ -1,0 +1,176 @@
+"""``kvfabric bmwg run``'s effectful part: a ``SuitePlan``'s trials through a
+``run_spec``-like callable, then each run's KPIs, then the files.
+
+    suite_dir = run_suite(plan, Path("results"), run_spec, now=datetime.now())
+
+``DIR/bmwg-<YYYYmmdd-HHMMSS>/`` holds ``plan.json`` (fabric, profile, trials, misfits),
+``runs/<test>/…`` (every run's own results directory, fidelity verdict included),
+``<test>/kpis.json`` (each point's KPIs with 95 % intervals and trial counts) and
+``<test>/kpis.csv`` (one row per run: its KPI numbers), ``suite.json`` (every row) and
+the Section 14 report (``report.md``, ``report.html``, ``plots/``). A trial whose
+``run_spec`` raises (the machine cannot hold it, a run that would not start) is
+recorded as failed and the suite goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import pandas as pd
+
+from experiments.analysis.bmwg.per_run import kpi_values
+from experiments.analysis.jsonable import to_jsonable as jsonable
+from experiments.bmwg.aggregate import anomalies, by_point, point_of
+from experiments.bmwg.catalog import BY_ID, DRAFT
+from experiments.bmwg.run_tables import run_tables
+from experiments.bmwg.suite import PlannedTrial, SuitePlan, measured_after_s, run_wall_s
+from experiments.output.results import Run, load_run
+from experiments.spec.load import RunSpec, Spec
+
+log = logging.getLogger("kvfabric.bmwg")
+
+
+class Outcome(Protocol):
+    path: Path
+    summary: dict[str, Any]
+
+
+RunSpecFn = Callable[[Spec, list[RunSpec], Path], Sequence[Outcome]]
+
+
+def plan_record(plan: SuitePlan) -> dict[str, Any]:
+    """plan.json: what was asked and what the fabric could hold."""
+    return {
+        "draft": DRAFT,
+        "fabric": {"name": plan.fabric.name, **plan.fabric.raw, "pools": plan.fabric.pools},
+        "profile": plan.profile,
+        "tests": plan.tests,
+        "runs": plan.runs,
+        "estimated_wall_s": round(plan.wall_s, 1),
+        "trials": [
+            {
+                "test": t.test,
+                "variant": t.trial.variant,
+                "runs": [r.label for r in t.runs],
+                "repetitions": t.trial.repetitions,
+                "warmup_s": t.trial.warmup_s,
+                "duration_s": t.spec.duration_s,
+            }
+            for t in plan.trials
+        ],
+        "misfits": [
+            {"test": m.test, "variant": m.variant, "reason": m.reason} for m in plan.misfits
+        ],
+    }
+
+
+def run_row(planned: PlannedTrial, outcome: Outcome, wall_s: float) -> dict[str, Any]:
+    """One run's row: where it is, its verdict, and its KPI numbers."""
+    summary = outcome.summary
+    label = str(summary.get("label") or "")
+    row: dict[str, Any] = {
+        "test": planned.test,
+        "variant": planned.trial.variant,
+        "point": point_of(planned.trial.variant, label),
+        "seed": summary.get("seed"),
+        "run_dir": str(outcome.path),
+        "faithful": bool((summary.get("fidelity") or {}).get("ok")),
+        "error": summary.get("error") or ("partial" if summary.get("partial") else None),
+        "wall_s": round(wall_s, 1),
+    }
+    try:
+        run = load_run(Path(outcome.path))
+        row |= health(run)
+        skip = measured_after_s(planned.test, planned.trial.warmup_s)
+        tables = run_tables(run, planned.test, skip)
+        row |= kpi_values(BY_ID[planned.test].kpis, tables)
+    except Exception as exc:  # a run whose tables cannot be read is an anomaly, not a crash
+        log.debug("KPIs of %s failed", outcome.path, exc_info=True)
+        row["error"] = row["error"] or f"KPIs not computed: {type(exc).__name__}: {exc}"
+    return row
+
+
+def health(run: Run) -> dict[str, Any]:
+    """The fabric health indicators this emulator has of one run (``health.HEALTH``):
+    the machine's busiest core, flows that failed (for QPs in error), fault events
+    (for adjacency flaps), and the time dilation the run used."""
+    cpu, flows = run.cpu, run.flows
+    failed = None if flows is None else int((~flows["ok"].astype(bool)).sum())
+    return {
+        "cpu_max_core_pct": None
+        if cpu is None or not len(cpu)
+        else float(cpu["max_core_pct"].max()),
+        "failed_flows": failed,
+        "fault_events": len(run.events.get("faults") or []),
+        "time_dilation": run.summary.get("time_dilation"),
+    }
+
+
+def failed_rows(planned: PlannedTrial, exc: Exception) -> list[dict[str, Any]]:
+    why = f"{type(exc).__name__}: {exc}"
+    return [
+        {
+            "test": planned.test,
+            "variant": planned.trial.variant,
+            "point": point_of(planned.trial.variant, run.label),
+            "seed": run.seed,
+            "run_dir": None,
+            "faithful": False,
+            "error": why,
+            "wall_s": 0.0,
+        }
+        for run in planned.runs
+    ]
+
+
+def write_test(suite_dir: Path, test: str, rows: list[dict[str, Any]]) -> None:
+    folder = suite_dir / test
+    folder.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(folder / "kpis.csv", index=False)
+    points = by_point(rows).get(test, {})
+    record = {"test": test, "title": BY_ID[test].title, "kpis": list(BY_ID[test].kpis)}
+    record["points"] = {p: {k: v for k, v in d.items() if k != "values"} for p, d in points.items()}
+    (folder / "kpis.json").write_text(json.dumps(jsonable(record), indent=2, ensure_ascii=False))
+
+
+def run_suite(
+    plan: SuitePlan,
+    out_root: Path,
+    run_spec: RunSpecFn,
+    now: datetime,
+    clock: Callable[[], float] | None = None,
+) -> Path:
+    """Every trial of ``plan`` through ``run_spec(spec, runs, out_dir)``; returns the
+    suite's directory. ``clock`` (seconds) times the runs for the report."""
+    from experiments.bmwg.report import write_report
+
+    suite_dir = Path(out_root) / f"bmwg-{now:%Y%m%d-%H%M%S}"
+    suite_dir.mkdir(parents=True, exist_ok=False)
+    (suite_dir / "plan.json").write_text(json.dumps(jsonable(plan_record(plan)), indent=2))
+    rows: list[dict[str, Any]] = []
+    for planned in plan.trials:
+        out_dir = suite_dir / "runs" / planned.test
+        started = clock() if clock else 0.0
+        try:
+            outcomes = run_spec(planned.spec, list(planned.runs), out_dir)
+        except Exception as exc:
+            log.warning("trial %s %s failed: %s", planned.test, planned.trial.variant, exc)
+            rows += failed_rows(planned, exc)
+            continue
+        each = ((clock() - started) / max(1, len(outcomes))) if clock else 0.0
+        rows += [
+            run_row(planned, o, each or run_wall_s(r))
+            for o, r in zip(outcomes, planned.runs, strict=False)
+        ]
+    for test in plan.tests:
+        write_test(suite_dir, test, [r for r in rows if r["test"] == test])
+    (suite_dir / "suite.json").write_text(
+        json.dumps(jsonable({"rows": rows, "anomalies": anomalies(rows)}), indent=2)
+    )
+    write_report(suite_dir)
+    return suite_dir

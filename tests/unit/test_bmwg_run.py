@@ -1,0 +1,257 @@
+"""``kvfabric bmwg run`` and ``compare`` without root: the plan on a user's fabric (hosts,
+pools and fault links mapped, tests refused), the smoke profile, KPIs of hand-made
+tables, and a whole suite through a fake ``run_spec`` that writes hand-made run
+directories, to its files, report and comparison."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from experiments.analysis.bmwg.per_run import RunTables, kpi_values
+from experiments.bmwg.catalog import BY_ID
+from experiments.bmwg.compare import compare_markdown, read_suite
+from experiments.bmwg.execute import run_suite
+from experiments.bmwg.fabric_map import HostMap
+from experiments.bmwg.plan import SMOKE_S, trials
+from experiments.bmwg.suite import Refused, fabric_of, plan_suite, read_fabric
+from experiments.spec.load import SPECS_DIR, load_spec, resolved_yaml
+from topologies.scale import Scale
+
+MS = 1_000_000
+SMALL = {
+    "fabric": {"kind": "spine_leaf", "spines": 2, "leaves": 2, "hosts_per_leaf": 4},
+    "scale": {"bandwidth": 1.0e-4},
+}
+
+
+def fabric(raw: dict) -> object:
+    spec = {"name": "f", "duration_s": 1, **raw}
+    return load_spec(yaml.safe_dump(spec), base_dir=SPECS_DIR).fabric()
+
+
+@pytest.fixture(scope="module")
+def rail():
+    return read_fabric("rail-optimized")
+
+
+@pytest.fixture(scope="module")
+def p2p_on_rail(rail):
+    return plan_suite(["5.1"], rail, "quick")
+
+
+def test_the_procedure_hosts_land_on_the_users_gpus(p2p_on_rail):
+    first = p2p_on_rail.trials[0].runs[0].resolved
+    incast = first["workloads"][0]
+    assert (incast["senders"], incast["receiver"]) == (["gpu0_0"], "gpu1_0")
+    assert first["fabric"]["kind"] == "rail_optimized"
+    # 5.1 quick: 3 sizes x 2 QP counts, each twice
+    assert (len(p2p_on_rail.trials), p2p_on_rail.runs) == (6, 12)
+
+
+def test_the_plan_estimates_wall_time_from_durations_and_set_up(p2p_on_rail):
+    # 12 runs of 10 s (2 s warm-up + 8 s) at dilation auto (counted as 1) + 5 s each
+    assert p2p_on_rail.wall_s == pytest.approx(12 * 15.0)
+
+
+def test_serving_pools_and_fault_links_follow_the_fabric():
+    ref = fabric({"fabric": {"kind": "spine_leaf", "spines": 2, "leaves": 2, "hosts_per_leaf": 4}})
+    mine = fabric(
+        {"fabric": {"kind": "rail_optimized", "servers": 2, "gpus_per_server": 4, "spines": 2}}
+    )
+    hosts = HostMap(ref, mine)
+    assert hosts.pool([0, 1, 5]) == {"servers": [0, 1], "gpus": {0: [0, 1], 1: [1]}}
+    assert hosts.link(["leaf1", "spine0"]) == ["rail1", "spine0"]
+    assert hosts.link(["h4", "leaf1"]) == ["gpu1_0", "rail0"]
+
+
+def test_unknown_and_infeasible_tests_are_refused_by_name(rail):
+    with pytest.raises(Refused) as caught:
+        plan_suite(["5.1", "99.9", "8.4"], rail, "quick")
+    assert [r.split(":")[0] for r in caught.value.reasons] == ["99.9", "8.4"]
+
+
+def test_a_test_the_fabric_cannot_hold_is_refused_with_why():
+    with pytest.raises(Refused, match="h15"):  # 8.2 probes from h15: 16 GPUs
+        plan_suite(["8.2"], fabric_of("small", SMALL), "smoke")
+
+
+def test_smoke_is_one_short_run_and_keeps_faults_inside_it():
+    planned = trials(BY_ID["13.3"], "smoke")
+    assert [t.repetitions for t in planned] == [1]
+    sets = dict(o.split("=", 1) for o in planned[0].overrides)
+    assert float(sets["duration_s"]) <= SMOKE_S
+    flap = json.loads(sets["faults"])[0]
+    assert 0 < flap["at_s"] < float(sets["duration_s"])
+
+
+def kv_flows(fct_ms: float, n: int = 10, start_ns: int = 3_000 * MS) -> pd.DataFrame:
+    """``n`` delivered 1 MB KV messages gpu0_0 → gpu1_0 back to back, each ``fct_ms``."""
+    t0 = start_ns + np.arange(n) * int(fct_ms * MS)
+    return pd.DataFrame(
+        {
+            "flow_id": range(n),
+            "kind": ["incast"] * n,
+            "tenant": ["kv"] * n,
+            "src": ["gpu0_0"] * n,
+            "dst": ["gpu1_0"] * n,
+            "bytes": [100] * n,  # 1 MB real at scale 1e-4
+            "t_sched_ns": t0,
+            "t_start_ns": t0,
+            "t_end_ns": t0 + int(fct_ms * MS),
+            "fct_ms": [fct_ms] * n,
+            "ok": [True] * n,
+        }
+    )
+
+
+def test_kv_kpis_of_hand_made_flows():
+    tables = RunTables("5.2", 8.0, Scale(1e-4), flows=kv_flows(10.0))
+    got = kpi_values(("KV_xfer_latency", "Tail_spread", "KV_xfer_bandwidth"), tables)
+    assert got["KV_xfer_latency p50 ms"] == pytest.approx(10.0)
+    assert got["Tail_spread ms"] == pytest.approx(0.0)
+    # 10 MB real in 100 ms: 0.8 Gbit/s
+    assert got["KV_xfer_bandwidth Gbit/s"] == pytest.approx(0.8)
+
+
+def test_serving_kpis_are_none_without_requests_not_an_error():
+    got = kpi_values(("TTFT", "TPS_input"), RunTables("6.1", 8.0, Scale(1e-4)))
+    assert got == {"TTFT p50 ms": None, "TTFT p99 ms": None, "TPS_input tokens/s": None}
+
+
+def test_jfi_of_concurrent_pairs_is_over_each_pairs_goodput():
+    fast, slow = kv_flows(10.0), kv_flows(30.0).assign(src="gpu0_1", dst="gpu1_1")
+    tables = RunTables("5.3", 8.0, Scale(1e-4), flows=pd.concat([fast, slow]))
+    # goodputs 3:1: (3 + 1)^2 / (2 * (9 + 1)) = 0.8
+    assert kpi_values(("JFI",), tables)["JFI"] == pytest.approx(0.8)
+
+
+def fake_run_spec(fct_by_fabric: float, unfaithful_seed: int | None = None):
+    """A ``run_spec`` that writes each run's directory with KV flows of ``fct`` ms
+    (+ 1 ms per seed), judged faithful except ``unfaithful_seed``."""
+
+    def run_spec(spec, runs, out_dir: Path):
+        outcomes = []
+        for run in runs:
+            run = run.at_time_dilation(1)
+            path = Path(out_dir) / f"{run.experiment}-{run.index}-{run.seed}"
+            path.mkdir(parents=True)
+            (path / "spec.yaml").write_text(resolved_yaml(run))
+            summary = {
+                "label": run.label,
+                "seed": run.seed,
+                "time_dilation": 1,
+                "fidelity": {"ok": run.seed != unfaithful_seed},
+            }
+            (path / "summary.json").write_text(json.dumps(summary))
+            (path / "events.json").write_text(json.dumps({"t0_ns": 0}))
+            kv_flows(fct_by_fabric + run.seed).to_parquet(path / "flows.parquet")
+            outcomes.append(type("Outcome", (), {"path": path, "summary": summary})())
+        return outcomes
+
+    return run_spec
+
+
+@pytest.fixture(scope="module")
+def latency_plan(rail):
+    plan = plan_suite(["5.2"], rail, "quick")
+    plan.trials = plan.trials[:1]  # 1 MB unloaded, seeds 1 and 2
+    return plan
+
+
+def test_a_suite_writes_kpis_with_intervals_and_the_section_14_report(latency_plan, tmp_path):
+    suite = run_suite(latency_plan, tmp_path, fake_run_spec(10.0), datetime(2026, 12, 3, 16))
+    assert suite.name == "bmwg-20261203-160000"
+    points = json.loads((suite / "5.2" / "kpis.json").read_text())["points"]
+    (cell,) = [p["kpis"]["KV_xfer_latency p50 ms"] for p in points.values()]
+    assert (cell["estimate"], cell["n"]) == (pytest.approx(11.5), 2)  # seeds 1, 2: 11 and 12 ms
+    assert cell["low"] < cell["estimate"] < cell["high"]
+    assert len(pd.read_csv(suite / "5.2" / "kpis.csv")) == 2
+    report = (suite / "report.md").read_text()
+    for part in (
+        "## System configuration",
+        "## Workload characterisation",
+        "## KPIs per test",
+        "## Fabric health indicators",
+        "## Anomalies",
+        "## Substitutes",
+        "kernel TCP over drop-tail",
+        "Packet_drop_rate",
+    ):
+        assert part in report
+    assert (suite / "report.html").is_file()
+    assert (suite / "plots" / "5-2-KV_xfer_latency-cdf.png").is_file()
+
+
+def test_an_unfaithful_run_is_an_anomaly_and_left_out(latency_plan, tmp_path):
+    suite = run_suite(latency_plan, tmp_path, fake_run_spec(10.0, 2), datetime(2026, 12, 3))
+    points = json.loads((suite / "5.2" / "kpis.json").read_text())["points"]
+    (point,) = points.values()
+    assert (point["runs"], point["counted"]) == (2, 1)
+    assert "seed 2: judged not faithful" in (suite / "report.md").read_text()
+
+
+def test_a_trial_that_cannot_run_is_recorded_and_the_suite_goes_on(latency_plan, tmp_path):
+    def refuse(spec, runs, out_dir):
+        raise RuntimeError("EnvelopeExceeded: 40 Mbit/s over this machine")
+
+    suite = run_suite(latency_plan, tmp_path, refuse, datetime(2026, 12, 3))
+    assert "failed: RuntimeError: EnvelopeExceeded" in (suite / "report.md").read_text()
+
+
+def test_compare_marks_a_fabric_that_differs(latency_plan, tmp_path):
+    fast = run_suite(latency_plan, tmp_path / "a", fake_run_spec(10.0), datetime(2026, 1, 1))
+    slow = run_suite(latency_plan, tmp_path / "b", fake_run_spec(40.0), datetime(2026, 1, 1))
+    text = compare_markdown([read_suite(fast), read_suite(slow)])
+    row = next(ln for ln in text.splitlines() if "KV_xfer_latency p50 ms" in ln)
+    assert "differs" in row and row.count("n=2") == 2
+
+
+def test_ecmp_balance_is_over_the_busiest_switchs_uplinks():
+    def counter(node, port, mbps):  # tx_bytes growing at ``mbps`` over 3 one-second samples
+        return [(t * 1_000 * MS, node, port, int(t * mbps * 125_000), 0, 0) for t in range(3)]
+
+    rows = counter("leaf0", 9, 30.0) + counter("leaf0", 10, 10.0) + counter("leaf1", 9, 0.1)
+    links = pd.DataFrame(
+        rows, columns=["t_ns", "node", "port", "tx_bytes", "tx_packets", "tx_dropped"]
+    )
+    uplinks = ("leaf0:9", "leaf0:10", "leaf1:9", "leaf1:10")
+    tables = RunTables("9.3", 2.0, Scale(1e-4), links=links, uplinks=uplinks)
+    got = kpi_values(("MMR", "Max_min_ratio"), tables)
+    # leaf0's two uplinks at 30 and 10 Mbit/s: max/mean 1.5, max/min 3 (leaf1's ACKs aside)
+    assert (got["MMR"], got["Max_min_ratio"]) == (pytest.approx(1.5), pytest.approx(3.0))
+
+
+def test_dry_run_prints_the_plan_without_root_and_refuses_by_name(capsys):
+    from experiments.cli.common import EXIT_OK, EXIT_USAGE
+    from experiments.cli.main import main
+
+    args = ["bmwg", "run", "5.2", "--fabric", "rail-optimized", "--profile", "smoke"]
+    assert main([*args, "--dry-run"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "1 runs" in out and "estimated wall time: 0.2 min" in out
+    assert "substitute: one-sided RDMA PUT" in out
+    bad = ["bmwg", "run", "5.2", "8.4", "99.9", "--fabric", "rail-optimized", "--dry-run"]
+    assert main(bad) == EXIT_USAGE
+    refused = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("refused")]
+    assert [ln.split()[1] for ln in refused] == ["8.4:", "99.9:"]
+
+
+def test_compare_refuses_a_directory_that_is_no_bmwg_result(tmp_path, capsys):
+    from experiments.cli.main import main
+
+    assert main(["bmwg", "compare", str(tmp_path)]) == 2
+    assert "not a kvfabric bmwg result" in capsys.readouterr().out
+
+
+def test_a_one_shot_incast_is_measured_whole_not_after_a_warm_up():
+    from experiments.bmwg.suite import measured_after_s
+
+    # 8.1's ten 16 MB rounds are over in ~0.1 s, long before a 2 s warm-up ends
+    assert (measured_after_s("8.1", 2.0), measured_after_s("5.1", 2.0)) == (0.0, 2.0)
