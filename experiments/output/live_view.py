@@ -1,0 +1,142 @@
+"""What ``kvfabric run --live`` shows: a snapshot of the run so far, as a rich renderable.
+
+    screen = live_view(snapshot)            # a rich Group of tables; pure, no I/O
+
+A ``LiveSnapshot`` is plain data (``experiments.analysis.standing`` defines it and builds
+it from what the run has recorded so far; ``experiments.orchestration.live_view`` puts it
+on the screen). The screen has, in this order:
+
+- a header: the run, what it is doing, the time elapsed of its duration;
+- the hottest queues: backlog now and the recent peak in packets, the peak in % of the
+  port's buffer, drops so far; ports named by their neighbour (``leaf0→spine1``);
+- the hottest links: the egress rate over the last samples in Mbit/s and in % of the
+  port's shaped capacity;
+- traffic: flows in flight / settled / failed, requests in flight / done / failed (a
+  serving workload), TTFT and ITL p50 and p99 so far with their count;
+- each fidelity check as it stands: ``ok``, ``at risk`` (within 20 % of its limit),
+  ``failing``, or ``pending`` (no evidence yet, or judged only at the end).
+
+Rates and times are wall-clock: at a time dilation d the run's tables are converted to
+real-equivalent units only at its end.
+"""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from experiments.analysis.standing import (
+    CheckStanding,
+    Latency,
+    LinkLoad,
+    LiveSnapshot,
+    QueueLoad,
+    Traffic,
+)
+
+TOP = 5  # rows of the hottest queues and links
+STATUS_STYLE = {"ok": "green", "at risk": "yellow", "failing": "bold red", "pending": "dim"}
+
+
+def live_view(s: LiveSnapshot, top: int = TOP) -> RenderableType:
+    """The screen for snapshot ``s``: a header, then the tables that have rows."""
+    parts: list[RenderableType] = [_header(s)]
+    if s.queues:
+        parts.append(_queues(s.queues, top))
+    if s.links:
+        parts.append(_links(s.links, top))
+    parts.append(_traffic(s.traffic))
+    if s.checks:
+        parts.append(_checks(s.checks))
+    if s.note:
+        parts.append(Text(s.note, style="dim"))
+    return Group(*parts)
+
+
+def _header(s: LiveSnapshot) -> Text:
+    text = Text.assemble((s.run, "bold"), f": {s.phase}")
+    if s.elapsed_s is not None:
+        of = f" of {s.duration_s:.1f} s" if s.duration_s else ""
+        text.append(f"  {s.elapsed_s:.1f} s{of}", style="cyan")
+    return text
+
+
+def _queues(queues: tuple[QueueLoad, ...], top: int) -> Table:
+    hottest = sorted(queues, key=lambda q: (-q.peak_pkts, -q.backlog_pkts, q.port))[:top]
+    t = Table(title=f"Hottest queues (of {len(queues)})", title_justify="left")
+    t.add_column("port")
+    t.add_column("now pkts", justify="right")
+    t.add_column("peak pkts", justify="right")
+    t.add_column("% of buffer", justify="right")
+    t.add_column("drops", justify="right")
+    for q in hottest:
+        pct = q.peak_pct
+        t.add_row(
+            q.port,
+            f"{q.backlog_pkts}",
+            f"{q.peak_pkts}",
+            "—" if pct is None else Text(f"{pct:.0f} %", style=_load_style(pct)),
+            Text(f"{q.drops}", style="red" if q.drops else ""),
+        )
+    return t
+
+
+def _links(links: tuple[LinkLoad, ...], top: int) -> Table:
+    hottest = sorted(links, key=lambda k: (-(k.pct or 0.0), -k.mbps, k.port))[:top]
+    t = Table(title=f"Hottest links (of {len(links)})", title_justify="left")
+    t.add_column("port")
+    t.add_column("Mbit/s", justify="right")
+    t.add_column("% of capacity", justify="right")
+    for k in hottest:
+        pct = k.pct
+        t.add_row(
+            k.port,
+            f"{k.mbps:.3g}",
+            "—" if pct is None else Text(f"{pct:.0f} %", style=_load_style(pct)),
+        )
+    return t
+
+
+def _traffic(tr: Traffic) -> Table:
+    t = Table(title="Traffic so far", title_justify="left", show_header=False)
+    t.add_column("what")
+    t.add_column("value")
+    t.add_row(
+        "flows",
+        f"{tr.flows_in_flight} in flight, {tr.flows_settled} settled"
+        + (f", {tr.flows_failed} failed" if tr.flows_failed else ""),
+    )
+    if tr.requests_total is not None:
+        t.add_row(
+            "requests",
+            f"{tr.requests_in_flight} in flight, {tr.requests_done} done of "
+            f"{tr.requests_total}"
+            + (f", {tr.requests_failed} failed" if tr.requests_failed else ""),
+        )
+        t.add_row("TTFT", _latency(tr.ttft))
+        t.add_row("ITL", _latency(tr.itl))
+    return t
+
+
+def _latency(lat: Latency) -> str:
+    if not lat.n or lat.p50_ms is None or lat.p99_ms is None:
+        return "n=0"
+    return f"p50 {lat.p50_ms:.3g} ms, p99 {lat.p99_ms:.3g} ms (n={lat.n})"
+
+
+def _checks(checks: tuple[CheckStanding, ...]) -> Table:
+    t = Table(title="Fidelity as it stands", title_justify="left")
+    t.add_column("check")
+    t.add_column("status")
+    t.add_column("measured")
+    t.add_column("detail", overflow="ellipsis", no_wrap=True, max_width=60)
+    for c in checks:
+        t.add_row(
+            c.name, Text(c.status, style=STATUS_STYLE.get(c.status, "")), c.measured, c.detail
+        )
+    return t
+
+
+def _load_style(pct: float) -> str:
+    return "bold red" if pct >= 90 else "yellow" if pct >= 60 else ""
