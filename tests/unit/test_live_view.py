@@ -157,8 +157,8 @@ RATE = 10_000_000  # 10 Mbit/s: 6,250 bytes per 5 ms tick
 
 def ports() -> dict:
     return {
-        ("leaf0", 3): Port("leaf0→spine1", RATE, 100),
-        ("leaf1", 3): Port("leaf1→spine1", RATE, 100),
+        ("leaf0", 3): Port("leaf0→spine0", RATE, 100),
+        ("leaf1", 3): Port("leaf1→spine0", RATE, 100),
     }
 
 
@@ -168,10 +168,10 @@ def test_the_latest_samples_set_a_queues_backlog_and_peak():
     s.add("queues", queue_rows("leaf1", 3, [1, 2, 3, 2], 100))
     snap = s.snapshot("r", "running")
     by_port = {q.port: q for q in snap.queues}
-    assert (by_port["leaf0→spine1"].backlog_pkts, by_port["leaf0→spine1"].peak_pkts) == (20, 80)
-    assert by_port["leaf0→spine1"].peak_pct == pytest.approx(80)
+    assert (by_port["leaf0→spine0"].backlog_pkts, by_port["leaf0→spine0"].peak_pkts) == (20, 80)
+    assert by_port["leaf0→spine0"].peak_pct == pytest.approx(80)
     s.add("queues", queue_rows("leaf0", 3, [5, 4], 6250, t0=20 * PERIOD_NS, drops=[3, 9]))
-    q = {q.port: q for q in s.snapshot("r", "running").queues}["leaf0→spine1"]
+    q = {q.port: q for q in s.snapshot("r", "running").queues}["leaf0→spine0"]
     assert (q.backlog_pkts, q.peak_pkts) == (4, 5)  # the peak is recent, not all-time
 
 
@@ -194,7 +194,7 @@ def test_a_link_rate_is_measured_across_chunks_in_percent_of_its_capacity():
     assert s.snapshot("r", "running").links == ()  # one sample: no rate yet
     s.add("links", link(100, 100_000))  # 800 kbit in 0.1 s: 8 Mbit/s
     (k,) = s.snapshot("r", "running").links
-    assert (k.port, round(k.mbps, 6), round(k.pct, 6)) == ("leaf0→spine1", 8.0, 80.0)
+    assert (k.port, round(k.mbps, 6), round(k.pct, 6)) == ("leaf0→spine0", 8.0, 80.0)
 
 
 def test_ttft_and_itl_so_far():
