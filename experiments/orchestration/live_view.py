@@ -208,6 +208,13 @@ class LiveScreen:
             self.failed = f"the live view could not follow this run: {exc}"
             yield None
             return
+        with self.follow(watch):
+            yield watch
+
+    @contextlib.contextmanager
+    def follow(self, watch: RunWatch) -> Iterator[RunWatch]:
+        """Show ``watch`` while the block runs (``watch`` builds one for a prepared run;
+        the ``agent-cost`` benchmark builds its own)."""
         self.watched = watch
         try:
             yield watch
