@@ -7,6 +7,9 @@ it from what the run has recorded so far; ``experiments.orchestration.live_view`
 on the screen). The screen has, in this order:
 
 - a header: the run, what it is doing, the time elapsed of its duration;
+- the hottest queues and, beside them, the hottest links (so that the screen fits a
+  24-line terminal):
+
 - the hottest queues: backlog now and the recent peak in packets, the peak in % of the
   port's buffer, drops so far; ports named by their neighbour (``leaf0→spine1``);
 - the hottest links: the egress rate over the last samples in Mbit/s and in % of the
@@ -22,7 +25,9 @@ real-equivalent units only at its end.
 
 from __future__ import annotations
 
-from rich.console import Group, RenderableType
+from rich import box
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -42,16 +47,37 @@ STATUS_STYLE = {"ok": "green", "at risk": "yellow", "failing": "bold red", "pend
 def live_view(s: LiveSnapshot, top: int = TOP) -> RenderableType:
     """The screen for snapshot ``s``: a header, then the tables that have rows."""
     parts: list[RenderableType] = [_header(s)]
-    if s.queues:
-        parts.append(_queues(s.queues, top))
-    if s.links:
-        parts.append(_links(s.links, top))
+    loads = [_queues(s.queues, top)] if s.queues else []
+    loads += [_links(s.links, top)] if s.links else []
+    if loads:
+        parts.append(_SideBySide(loads))
     parts.append(_traffic(s.traffic))
     if s.checks:
         parts.append(_checks(s.checks))
     if s.note:
         parts.append(Text(s.note, style="dim"))
     return Group(*parts)
+
+
+class _SideBySide:
+    """Tables side by side where the terminal is wide enough (so the screen fits a
+    24-line terminal), one under the other where it is not."""
+
+    GAP = 2
+
+    def __init__(self, tables: list[Table]) -> None:
+        self.tables = tables
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        widths = [Measurement.get(console, options, t).maximum for t in self.tables]
+        if sum(widths) + self.GAP * (len(widths) - 1) <= options.max_width:
+            grid = Table.grid(padding=(0, self.GAP))
+            for _ in self.tables:
+                grid.add_column(no_wrap=True)
+            grid.add_row(*self.tables)
+            yield grid
+        else:
+            yield from self.tables
 
 
 def _header(s: LiveSnapshot) -> Text:
@@ -64,12 +90,18 @@ def _header(s: LiveSnapshot) -> Text:
 
 def _queues(queues: tuple[QueueLoad, ...], top: int) -> Table:
     hottest = sorted(queues, key=lambda q: (-q.peak_pkts, -q.backlog_pkts, q.port))[:top]
-    t = Table(title=f"Hottest queues (of {len(queues)})", title_justify="left")
-    t.add_column("port")
-    t.add_column("now pkts", justify="right")
-    t.add_column("peak pkts", justify="right")
-    t.add_column("% of buffer", justify="right")
-    t.add_column("drops", justify="right")
+    t = Table(
+        title=f"Hottest queues, packets (of {len(queues)})",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+    )
+    t.add_column("port", no_wrap=True)
+    t.add_column("now", justify="right", no_wrap=True)
+    t.add_column("peak", justify="right", no_wrap=True)
+    t.add_column("% buffer", justify="right", no_wrap=True)
+    t.add_column("drops", justify="right", no_wrap=True)
     for q in hottest:
         pct = q.peak_pct
         t.add_row(
@@ -84,10 +116,16 @@ def _queues(queues: tuple[QueueLoad, ...], top: int) -> Table:
 
 def _links(links: tuple[LinkLoad, ...], top: int) -> Table:
     hottest = sorted(links, key=lambda k: (-(k.pct or 0.0), -k.mbps, k.port))[:top]
-    t = Table(title=f"Hottest links (of {len(links)})", title_justify="left")
-    t.add_column("port")
-    t.add_column("Mbit/s", justify="right")
-    t.add_column("% of capacity", justify="right")
+    t = Table(
+        title=f"Hottest links (of {len(links)})",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+    )
+    t.add_column("port", no_wrap=True)
+    t.add_column("Mbit/s", justify="right", no_wrap=True)
+    t.add_column("% capacity", justify="right", no_wrap=True)
     for k in hottest:
         pct = k.pct
         t.add_row(
@@ -99,7 +137,7 @@ def _links(links: tuple[LinkLoad, ...], top: int) -> Table:
 
 
 def _traffic(tr: Traffic) -> Table:
-    t = Table(title="Traffic so far", title_justify="left", show_header=False)
+    t = Table(title="Traffic so far", title_justify="left", show_header=False, box=None)
     t.add_column("what")
     t.add_column("value")
     t.add_row(
@@ -126,15 +164,17 @@ def _latency(lat: Latency) -> str:
 
 
 def _checks(checks: tuple[CheckStanding, ...]) -> Table:
-    t = Table(title="Fidelity as it stands", title_justify="left")
-    t.add_column("check")
-    t.add_column("status")
-    t.add_column("measured")
-    t.add_column("detail", overflow="ellipsis", no_wrap=True, max_width=60)
+    t = Table(
+        title="Fidelity as it stands", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False
+    )
+    t.add_column("check", no_wrap=True)
+    t.add_column("status", no_wrap=True)
+    t.add_column("measured", no_wrap=True)
+    t.add_column("detail", max_width=60)  # the column that gives way, one line each
     for c in checks:
-        t.add_row(
-            c.name, Text(c.status, style=STATUS_STYLE.get(c.status, "")), c.measured, c.detail
-        )
+        status = Text(c.status, style=STATUS_STYLE.get(c.status, ""))
+        detail = Text(c.detail, no_wrap=True, overflow="ellipsis")
+        t.add_row(c.name, status, c.measured, detail)
     return t
 
 

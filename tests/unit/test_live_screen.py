@@ -86,7 +86,7 @@ def test_the_screen_follows_a_runs_chunks_as_they_appear(tmp_path):
             writer = ChunkWriter(tmp_path, "queues")
             writer.append(queue_chunk(fleet.t0_ns, 30))
             tables.saved("flows", pd.DataFrame({"lateness_ms": [0.1, 0.2], "after": -1}))
-            assert wait_for(console, "Hottest queues (of 2)")
+            assert wait_for(console, "Hottest queues, packets (of 2)")
             assert wait_for(console, "7 in flight, 2 settled")
         screen.update(task, description="spine-leaf/ecmp: collecting")
         assert wait_for(console, "spine-leaf/ecmp: collecting")

@@ -51,18 +51,17 @@ def test_the_hottest_queues_come_first_with_packets_and_share_of_buffer():
         ),
     )
     text = screen(snap)
-    assert "Hottest queues (of 3)" in text
+    assert "Hottest queues, packets (of 3)" in text
     assert "3.0 s of 10.0 s" in text
-    rows = [line for line in text.splitlines() if "→" in line]
-    assert rows[0].split()[:6] == ["│", "leaf1→spine0", "│", "40", "│", "90"]
-    assert "90 %" in rows[0] and "7" in rows[0].split("│")[-2]
-    assert "8 %" in rows[1]
+    rows = [line.split() for line in text.splitlines() if "→" in line]
+    assert rows[0] == ["leaf1→spine0", "40", "90", "90", "%", "7"]
+    assert rows[1] == ["leaf0→spine1", "3", "8", "8", "%", "0"]
 
 
 def test_only_the_top_rows_are_shown():
     queues = tuple(QueueLoad(f"leaf{i}→spine0", i, i, 50) for i in range(12))
     text = screen(LiveSnapshot("r", "running", queues=queues))
-    assert "Hottest queues (of 12)" in text
+    assert "Hottest queues, packets (of 12)" in text
     assert lines_with(text, "leaf11→spine0") and not lines_with(text, "leaf0→spine0")
     assert len(lines_with(text, "→spine0")) == 5
 
@@ -119,6 +118,22 @@ def test_each_check_shows_its_standing():
         ("unmodelled_loss", "pending"),
     ]:
         assert status in lines_with(text, name)[0]
+
+
+def test_queues_and_links_side_by_side_fit_an_80_by_24_terminal():
+    snap = LiveSnapshot(
+        "topology-aware-placement/router=topology_aware",
+        "running",
+        queues=tuple(QueueLoad(f"rail{i}→spine1", i, 2 * i, 64) for i in range(8)),
+        links=tuple(LinkLoad(f"rail{i}→spine0", 4.0 * i, 40.0) for i in range(8)),
+        traffic=Traffic(requests_total=30, ttft=Latency(3, 150.0, 160.0)),
+        checks=tuple(CheckStanding(f"check{i}", "ok", "p95 1 (≤ 2)", "x" * 80) for i in range(6)),
+    )
+    text = screen(snap, width=80)
+    lines = text.splitlines()
+    assert len(lines) <= 24 and max(len(line) for line in lines) <= 80
+    both = lines_with(text, "rail7→spine1")[0]
+    assert "rail7→spine0" in both  # the hottest queue and the hottest link on one line
 
 
 def test_a_narrow_terminal_still_shows_every_table():
