@@ -4,6 +4,8 @@ so far, each fidelity check as it stands)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -23,6 +25,7 @@ from experiments.analysis.standing import (
 )
 from experiments.output.live_view import live_view
 from topologies import spine_leaf
+from traffic.agents.progress import FlowProgress
 
 PERIOD_NS = 5_000_000  # 200 Hz
 
@@ -325,3 +328,10 @@ def test_offered_load_over_the_settled_flows():
     tight.add("flows", flows)
     assert checks_of(tight)["offered_load"].status == "failing"
     assert checks_of(s)["unmodelled_loss"].status == "pending"
+
+
+def test_flows_in_flight_are_those_sent_and_not_yet_settled():
+    tracker = SimpleNamespace(sent_at={1: 0, 2: 0, 3: 0, 4: 0}, t_end={1: 5}, errors={2: "x"})
+    fleet = SimpleNamespace(coordinator=SimpleNamespace(tracker=tracker))
+    assert FlowProgress(fleet).in_flight() == 2
+    assert FlowProgress(SimpleNamespace(coordinator=None)).in_flight() == 0
