@@ -465,4 +465,5 @@ class Standing:
 def _of(value: float | None, limit: float, unit: str, what: str = "") -> str:
     if value is None:
         return "no data yet"
-    return f"{what}{value:.3g} {unit} (≤ {limit:g})"
+    shown = f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    return f"{what}{shown} {unit} (≤ {limit:g})"

@@ -130,7 +130,7 @@ def _links(links: tuple[LinkLoad, ...], top: int) -> Table:
         pct = k.pct
         t.add_row(
             k.port,
-            f"{k.mbps:.3g}",
+            figure(k.mbps),
             "—" if pct is None else Text(f"{pct:.0f} %", style=_load_style(pct)),
         )
     return t
@@ -160,7 +160,7 @@ def _traffic(tr: Traffic) -> Table:
 def _latency(lat: Latency) -> str:
     if not lat.n or lat.p50_ms is None or lat.p99_ms is None:
         return "n=0"
-    return f"p50 {lat.p50_ms:.3g} ms, p99 {lat.p99_ms:.3g} ms (n={lat.n})"
+    return f"p50 {figure(lat.p50_ms)} ms, p99 {figure(lat.p99_ms)} ms (n={lat.n})"
 
 
 def _checks(checks: tuple[CheckStanding, ...]) -> Table:
@@ -176,6 +176,11 @@ def _checks(checks: tuple[CheckStanding, ...]) -> Table:
         detail = Text(c.detail, no_wrap=True, overflow="ellipsis")
         t.add_row(c.name, status, c.measured, detail)
     return t
+
+
+def figure(x: float) -> str:
+    """Three significant digits, never in e-notation: 0.0123, 1.23, 158, 1580."""
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
 def _load_style(pct: float) -> str:

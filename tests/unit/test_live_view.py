@@ -99,6 +99,13 @@ def test_requests_and_latencies_so_far():
     assert "n=0" in lines_with(text, "ITL")[0]
 
 
+def test_long_latencies_read_in_plain_milliseconds():
+    traffic = Traffic(requests_total=5, ttft=Latency(5, 1580.0, 23456.0), itl=Latency(9, 0.0123, 2))
+    text = screen(LiveSnapshot("r", "running", traffic=traffic))
+    assert "p50 1580 ms, p99 23456 ms (n=5)" in lines_with(text, "TTFT")[0]
+    assert "p50 0.0123 ms, p99 2 ms (n=9)" in lines_with(text, "ITL")[0]
+
+
 def test_without_a_serving_workload_no_request_lines():
     text = screen(LiveSnapshot("r", "running", traffic=Traffic(flows_settled=3)))
     assert "0 in flight, 3 settled" in text
