@@ -221,8 +221,20 @@ def dequeue_rate_check(
     """Each egress with a standing queue drained within ``tolerance`` of its
     configured rate (``rates_bps[(node, port)]``, bit/s; ``frame``: the bytes the
     counters move by). Value: the worst port's achieved/configured ratio (farthest from 1)."""
-    unit = "x configured"
     busy = busy_dequeue(queues, min_busy_ms, rates_bps)
+    return judge_dequeue(busy, rates_bps, tolerance, frame, min_busy_ms)
+
+
+def judge_dequeue(
+    busy: pd.DataFrame,
+    rates_bps: Mapping[tuple[str, int], float],
+    tolerance: float = 0.05,
+    frame: int = MTU_BYTES,
+    min_busy_ms: float = MIN_BUSY_MS,
+) -> Check:
+    """``dequeue_rate_check`` of the standing-queue stretches ``busy`` (``busy_dequeue``'s
+    columns; a run judged as it goes sums them over its stretches of samples)."""
+    unit = "x configured"
     judged, short, unknown = [], [], []
     for r in busy.itertuples(index=False):
         where = f"{r.node}:{r.port}"
@@ -454,6 +466,18 @@ def offered_load_check(
     (Σ work ÷ Σ work/capacity, as the plan's machine load sums shares);
     ``topologies.shaping.switch_capacity_mbps()`` if None."""
     mbps, by_hops, detail = switch_work(flows, fabric)
+    cap, where = switching_capacity(by_hops, capacity_mbps)
+    if mbps is None:
+        return make_check(True, None, cap, "Mbit/s", detail)
+    detail += f"; capacity{where} {cap:g} Mbit/s ({mbps / cap:.0%} used)"
+    return make_check(mbps <= cap, mbps, cap, "Mbit/s", detail)
+
+
+def switching_capacity(
+    by_hops: Mapping[int, float], capacity_mbps: float | Callable[[float], float] | None
+) -> tuple[float, str]:
+    """The capacity (Mbit/s) ``offered_load_check`` judges switch-hop work split by path
+    length (``by_hops``: bits per path length) against, and where it comes from."""
     if callable(capacity_mbps):
         total = sum(by_hops.values())
         if total > 0:
@@ -461,14 +485,8 @@ def offered_load_check(
         else:
             cap = float(capacity_mbps(3))
         lengths = "/".join(str(h) for h in sorted(by_hops)) or "no"
-        where = f" for {lengths}-switch paths, the envelope's"
-    else:
-        cap = switch_capacity_mbps() if capacity_mbps is None else float(capacity_mbps)
-        where = ""
-    if mbps is None:
-        return make_check(True, None, cap, "Mbit/s", detail)
-    detail += f"; capacity{where} {cap:g} Mbit/s ({mbps / cap:.0%} used)"
-    return make_check(mbps <= cap, mbps, cap, "Mbit/s", detail)
+        return cap, f" for {lengths}-switch paths, the envelope's"
+    return (switch_capacity_mbps() if capacity_mbps is None else float(capacity_mbps)), ""
 
 
 def servers_offered_load_check(

@@ -96,7 +96,15 @@ def _run_options(r: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="results root (results/); a run goes to DIR/<name>/<run-id>",
     )
-    r.add_argument("--quiet", "-q", action="store_true", help="no progress, just the result")
+    shown = r.add_mutually_exclusive_group()
+    shown.add_argument("--quiet", "-q", action="store_true", help="no progress, just the result")
+    shown.add_argument(
+        "--live",
+        action="store_true",
+        help="instead of the progress bar, show the run as it goes: hottest queues and "
+        "links, requests in flight, TTFT/ITL so far, each fidelity check as it stands "
+        "(needs a terminal)",
+    )
     r.add_argument(
         "--dry-run",
         action="store_true",
@@ -198,8 +206,20 @@ def cmd_run(args: argparse.Namespace) -> int:
             "recorded, tearing down (Ctrl-C again to abort)"
         )
 
-    progress = None
-    if not args.quiet:
+    live = None
+    if args.live and not console.is_terminal:
+        err.print(
+            "--live: standard output is not a terminal, so the live view cannot be drawn; "
+            "showing the progress bar instead"
+        )
+    elif args.live:
+        from experiments.orchestration.live_view import LiveScreen
+
+        live = LiveScreen(console)
+    progress: Any = None
+    if live is not None:
+        progress = live
+    elif not args.quiet:
         progress = Progress(
             SpinnerColumn(),
             TextColumn("{task.description}"),
@@ -219,6 +239,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     announce=announce,
                     force=args.force,
                     max_dilation=args.max_dilation,
+                    live=live,
                 )
         else:
             outcomes = run_spec(

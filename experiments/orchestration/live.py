@@ -23,6 +23,10 @@ write release the GIL). It keeps the process's ordinary priority on purpose: a t
 at a lower priority holding the GIL while the scheduler keeps it off the CPU would make
 the coordinator wait for it. Its first failure (a full disk) is logged and ends the
 live saving, never the run.
+
+``observers`` (``kvfabric run --live``: ``experiments.orchestration.live_view``) are
+handed each chunk as it is saved, in this thread: they must only keep it (a deque
+append), never work on it here.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from typing import Any, Self
 
 from experiments.output.chunks import ChunkWriter, read_chunks, write_clock
@@ -60,6 +65,8 @@ class LiveTables:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.failed: str | None = None
+        # each called with (table, frame) after a chunk is saved: the live view's feed
+        self.observers: list[Callable[[str, Any], None]] = []
         fleet.saved_flows = self.saved_flows
 
     def save(self) -> None:
@@ -83,6 +90,13 @@ class LiveTables:
         if name not in self.writers:
             self.writers[name] = ChunkWriter(self.run_dir, name)
         self.writers[name].append(frame)
+        for observe in self.observers:
+            try:
+                observe(name, frame)
+            except Exception as exc:  # a watcher's failure never costs the saving
+                log.warning("a watcher of the live tables failed, dropped: %s", exc)
+                self.observers.remove(observe)
+                break
         return True
 
     def saved_flows(self) -> Any:

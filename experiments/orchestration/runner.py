@@ -58,6 +58,7 @@ from experiments.orchestration.envelope import DEFAULT, Envelope, figures, machi
 from experiments.orchestration.envelope import load as load_envelope
 from experiments.orchestration.faults import agent_kills, rate_changes
 from experiments.orchestration.live import LiveTables, live_record
+from experiments.orchestration.live_view import LiveScreen
 from experiments.orchestration.plan import TrafficPlan, controller_params, traffic_plan
 from experiments.orchestration.provenance import provenance
 from experiments.orchestration.runtime import FaultInjector, RunLock, StopFlag, env_info
@@ -233,11 +234,13 @@ def run_spec(
     announce: Callable[[str], None] | None = None,
     force: bool = False,
     max_dilation: float = DEFAULT_MAX_DILATION,
+    live: LiveScreen | None = None,
 ) -> list[Outcome]:
     """Carry out ``runs`` one after the other; returns each run's outcome. Raises
     ``RunBusy`` if another run holds the machine and ``EnvelopeExceeded`` if a run does
     not fit it (unless ``force``; ``time_dilation: auto`` up to ``max_dilation``), before
-    building anything."""
+    building anything. ``live``: the screen that shows each run as it stands
+    (``kvfabric run --live``; it is then the ``progress`` too)."""
     prepared = prepare(spec, runs, force, max_dilation=max_dilation)
     out_root = Path(out_root)
     check_writable(out_root)
@@ -250,7 +253,7 @@ def run_spec(
             if stop:
                 log.warning("not starting run %s: the run was interrupted", p.run.label)
                 break
-            outcomes.append(execute(p, out_root, stop, progress))
+            outcomes.append(execute(p, out_root, stop, progress, live))
     record_repeats(outcomes)
     return outcomes
 
@@ -272,7 +275,13 @@ def record_repeats(outcomes: list[Outcome]) -> None:
             results.write_json(o.path, "summary", o.summary)
 
 
-def execute(p: Prepared, out_root: Path, stop: StopFlag, progress: Any = None) -> Outcome:
+def execute(
+    p: Prepared,
+    out_root: Path,
+    stop: StopFlag,
+    progress: Any = None,
+    live: LiveScreen | None = None,
+) -> Outcome:
     """One run: build, run, collect, judge, write. Never raises for a failed run:
     the failure is in the outcome's summary (``error``, ``partial``)."""
     run, config = p.run, p.run.config
@@ -309,7 +318,7 @@ def execute(p: Prepared, out_root: Path, stop: StopFlag, progress: Any = None) -
             progress.update(task, description=f"{run.label}: {text}", **kw)
 
     try:
-        _carry_out(p, run_dir, scratch, stop, rec, say)
+        _carry_out(p, run_dir, scratch, stop, rec, say, live)
     except KeyboardInterrupt:
         rec.interrupted, rec.error = True, "aborted by a second Ctrl-C; recording incomplete"
     except Exception as exc:
@@ -417,6 +426,7 @@ def _carry_out(
     stop: StopFlag,
     rec: Recorded,
     say: Callable[..., None],
+    live: LiveScreen | None = None,
 ) -> None:
     with fabric_up(p.fabric, p.run.config, scratch, say, deployment=p.deployment) as (
         proc,
@@ -451,6 +461,7 @@ def _carry_out(
                 say,
                 proc,
                 clock["start"] if cluster is not None else None,
+                live,
             )
         finally:
             record_controller(proc, rec)
@@ -487,6 +498,7 @@ def _traffic(
     say: Callable[..., None],
     controller: ControllerProcess | None = None,
     clock: Mapping[str, Any] | None = None,
+    live: LiveScreen | None = None,
 ) -> None:
     cfg = p.run.config
     scale = deployed.scale  # d: every wall-clock time below is the real one x d
@@ -543,7 +555,13 @@ def _traffic(
             driver=p.plan.driver,
             sites=sites,
         )
-        with fleet, LiveTables(run_dir, fleet, p.plan.driver, cfg.agents.flush_s):
+        with (
+            fleet,
+            LiveTables(run_dir, fleet, p.plan.driver, cfg.agents.flush_s) as tables,
+            live.watch(p, deployed, run_dir, fleet, tables, sampler_hz, duration)
+            if live is not None
+            else contextlib.nullcontext(),
+        ):
             t_start = [0.0]
 
             def started(t0_ns: int) -> None:

@@ -244,3 +244,14 @@ def test_weights_that_do_not_fit_are_an_error(fabric):
     w = _workload(prefill={"servers": [0], "tp": 1}, decode={"servers": [2], "tp": 1})
     with pytest.raises(ServingError, match="do not fit"):
         build_serving(w, fabric, 1, 0, None)
+
+
+def test_requests_arrive_for_the_live_view_as_planned(fabric):
+    w = _workload(arrivals=_synthetic(n=6, rate=2.0))
+    driver = build_serving(w, fabric, 1, FIRST_ID, None)
+    assert driver.arrived(10**12) == 0  # not started
+    driver.start(10**12)
+    offsets = sorted(r.arrival_ns - 10**12 for r in driver.requests)
+    assert driver.arrived(10**12 + offsets[2]) == 3
+    assert driver.arrived(10**12 + offsets[-1]) == 6
+    assert driver.arrived(10**12 - 1) == 0

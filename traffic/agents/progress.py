@@ -79,6 +79,16 @@ class FlowProgress:
             fleet.connection,
         )
 
+    def in_flight(self) -> int:
+        """Flows sent and not yet received or failed, about (``kvfabric run --live``):
+        sizes of the tracker's dictionaries only, read in one step each, never a pass
+        over them; a flow that failed before it was sent makes it one too low."""
+        coord = self.fleet.coordinator
+        if coord is None:
+            return 0
+        tracker = coord.tracker
+        return max(0, len(tracker.sent_at) - len(tracker.t_end) - len(tracker.errors))
+
     def saved(self, flows: pd.DataFrame) -> None:
         """``flows`` (rows ``take`` returned) are saved: the coordinator may forget them."""
         coord = self.fleet.coordinator

@@ -66,6 +66,7 @@ Semantics (instants are absolute ns; ``t0`` is the run start):
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections import deque
@@ -201,6 +202,7 @@ class ServingDriver(TieredDecode):
             for k, row in enumerate(arrivals.itertuples(index=False))
         ]
         self._offsets = chain_turns(self.requests, arrivals)  # None: a later session turn
+        self._arrival_offsets = sorted(o for o in self._offsets if o is not None)
         self._topology(fabric, topology_budget_ms / 1e3)
         if kv_tiers is not None:
             self._tiers_init(kv_tiers, fabric)
@@ -655,6 +657,15 @@ class ServingDriver(TieredDecode):
 
     def tokens_table(self) -> pd.DataFrame:
         return tokens_frame(self.requests)
+
+    def arrived(self, now_ns: int) -> int:
+        """How many requests have arrived by ``now_ns`` as planned (0 before the start):
+        first turns by their offsets from t0; a session's later turns, which arrive only
+        once their predecessor is served, are not counted. Read from another thread
+        while the run goes on (``kvfabric run --live``): one binary search."""
+        if self.t0_ns is None:
+            return 0
+        return bisect.bisect_right(self._arrival_offsets, now_ns - self.t0_ns)
 
     def settled_tables(self, seen: set[int]) -> tuple[pd.DataFrame, pd.DataFrame] | None:
         """The requests and tokens tables of the requests settled (served or failed) whose

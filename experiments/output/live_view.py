@@ -1,0 +1,187 @@
+"""What ``kvfabric run --live`` shows: a snapshot of the run so far, as a rich renderable.
+
+    screen = live_view(snapshot)            # a rich Group of tables; pure, no I/O
+
+A ``LiveSnapshot`` is plain data (``experiments.analysis.standing`` defines it and builds
+it from what the run has recorded so far; ``experiments.orchestration.live_view`` puts it
+on the screen). The screen has, in this order:
+
+- a header: the run, what it is doing, the time elapsed of its duration;
+- the hottest queues and, beside them, the hottest links (so that the screen fits a
+  24-line terminal):
+
+- the hottest queues: backlog now and the recent peak in packets, the peak in % of the
+  port's buffer, drops so far; ports named by their neighbour (``leaf0→spine1``);
+- the hottest links: the egress rate over the last samples in Mbit/s and in % of the
+  port's shaped capacity;
+- traffic: flows in flight / settled / failed, requests in flight / done / failed (a
+  serving workload), TTFT and ITL p50 and p99 so far with their count;
+- each fidelity check as it stands: ``ok``, ``at risk`` (within 20 % of its limit),
+  ``failing``, or ``pending`` (no evidence yet, or judged only at the end).
+
+Rates and times are wall-clock: at a time dilation d the run's tables are converted to
+real-equivalent units only at its end.
+"""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
+
+from experiments.analysis.standing import (
+    CheckStanding,
+    Latency,
+    LinkLoad,
+    LiveSnapshot,
+    QueueLoad,
+    Traffic,
+)
+
+TOP = 5  # rows of the hottest queues and links
+STATUS_STYLE = {"ok": "green", "at risk": "yellow", "failing": "bold red", "pending": "dim"}
+
+
+def live_view(s: LiveSnapshot, top: int = TOP) -> RenderableType:
+    """The screen for snapshot ``s``: a header, then the tables that have rows."""
+    parts: list[RenderableType] = [_header(s)]
+    loads = [_queues(s.queues, top)] if s.queues else []
+    loads += [_links(s.links, top)] if s.links else []
+    if loads:
+        parts.append(_SideBySide(loads))
+    parts.append(_traffic(s.traffic))
+    if s.checks:
+        parts.append(_checks(s.checks))
+    if s.note:
+        parts.append(Text(s.note, style="dim"))
+    return Group(*parts)
+
+
+class _SideBySide:
+    """Tables side by side where the terminal is wide enough (so the screen fits a
+    24-line terminal), one under the other where it is not."""
+
+    GAP = 2
+
+    def __init__(self, tables: list[Table]) -> None:
+        self.tables = tables
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        widths = [Measurement.get(console, options, t).maximum for t in self.tables]
+        if sum(widths) + self.GAP * (len(widths) - 1) <= options.max_width:
+            grid = Table.grid(padding=(0, self.GAP))
+            for _ in self.tables:
+                grid.add_column(no_wrap=True)
+            grid.add_row(*self.tables)
+            yield grid
+        else:
+            yield from self.tables
+
+
+def _header(s: LiveSnapshot) -> Text:
+    text = Text.assemble((s.run, "bold"), f": {s.phase}")
+    if s.elapsed_s is not None:
+        of = f" of {s.duration_s:.1f} s" if s.duration_s else ""
+        text.append(f"  {s.elapsed_s:.1f} s{of}", style="cyan")
+    return text
+
+
+def _queues(queues: tuple[QueueLoad, ...], top: int) -> Table:
+    hottest = sorted(queues, key=lambda q: (-q.peak_pkts, -q.backlog_pkts, q.port))[:top]
+    t = Table(
+        title=f"Hottest queues, packets (of {len(queues)})",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+    )
+    t.add_column("port", no_wrap=True)
+    t.add_column("now", justify="right", no_wrap=True)
+    t.add_column("peak", justify="right", no_wrap=True)
+    t.add_column("% buffer", justify="right", no_wrap=True)
+    t.add_column("drops", justify="right", no_wrap=True)
+    for q in hottest:
+        pct = q.peak_pct
+        t.add_row(
+            q.port,
+            f"{q.backlog_pkts}",
+            f"{q.peak_pkts}",
+            "—" if pct is None else Text(f"{pct:.0f} %", style=_load_style(pct)),
+            Text(f"{q.drops}", style="red" if q.drops else ""),
+        )
+    return t
+
+
+def _links(links: tuple[LinkLoad, ...], top: int) -> Table:
+    hottest = sorted(links, key=lambda k: (-(k.pct or 0.0), -k.mbps, k.port))[:top]
+    t = Table(
+        title=f"Hottest links (of {len(links)})",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+    )
+    t.add_column("port", no_wrap=True)
+    t.add_column("Mbit/s", justify="right", no_wrap=True)
+    t.add_column("% capacity", justify="right", no_wrap=True)
+    for k in hottest:
+        pct = k.pct
+        t.add_row(
+            k.port,
+            figure(k.mbps),
+            "—" if pct is None else Text(f"{pct:.0f} %", style=_load_style(pct)),
+        )
+    return t
+
+
+def _traffic(tr: Traffic) -> Table:
+    t = Table(title="Traffic so far", title_justify="left", show_header=False, box=None)
+    t.add_column("what")
+    t.add_column("value")
+    t.add_row(
+        "flows",
+        f"{tr.flows_in_flight} in flight, {tr.flows_settled} settled"
+        + (f", {tr.flows_failed} failed" if tr.flows_failed else ""),
+    )
+    if tr.requests_total is not None:
+        t.add_row(
+            "requests",
+            f"{tr.requests_in_flight} in flight, {tr.requests_done} done of "
+            f"{tr.requests_total}"
+            + (f", {tr.requests_failed} failed" if tr.requests_failed else ""),
+        )
+        t.add_row("TTFT", _latency(tr.ttft))
+        t.add_row("ITL", _latency(tr.itl))
+    return t
+
+
+def _latency(lat: Latency) -> str:
+    if not lat.n or lat.p50_ms is None or lat.p99_ms is None:
+        return "n=0"
+    return f"p50 {figure(lat.p50_ms)} ms, p99 {figure(lat.p99_ms)} ms (n={lat.n})"
+
+
+def _checks(checks: tuple[CheckStanding, ...]) -> Table:
+    t = Table(
+        title="Fidelity as it stands", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False
+    )
+    t.add_column("check", no_wrap=True)
+    t.add_column("status", no_wrap=True)
+    t.add_column("measured", no_wrap=True)
+    t.add_column("detail", max_width=60)  # the column that gives way, one line each
+    for c in checks:
+        status = Text(c.status, style=STATUS_STYLE.get(c.status, ""))
+        detail = Text(c.detail, no_wrap=True, overflow="ellipsis")
+        t.add_row(c.name, status, c.measured, detail)
+    return t
+
+
+def figure(x: float) -> str:
+    """Three significant digits, never in e-notation: 0.0123, 1.23, 158, 1580."""
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def _load_style(pct: float) -> str:
+    return "bold red" if pct >= 90 else "yellow" if pct >= 60 else ""
