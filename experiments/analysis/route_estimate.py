@@ -20,6 +20,13 @@ arrivals it takes, per the textbook, whichever of the two is better
 fabric, and UGAL routes minimally on a tie (``ugal_same_counters``, which is what a
 wave of simultaneous transfers gets).
 
+The balance of the load over the inter-group (dragonfly) or router-to-router links is
+``link_mmr``: MMR as the BMWG inference-fabric draft's [TERMINOLOGY] defines it, the
+largest load ÷ the mean load (``experiments.analysis.bmwg.fabric.mmr``, 1.0 a perfect
+balance), with the max ÷ min ratio beside it. Max ÷ mean, not max ÷ min: minimal
+routing of group-to-group traffic leaves most global links idle, and max ÷ min is then
+unbounded (None) while max ÷ mean still says how far from balanced it is.
+
 ``textbook`` gives the closed forms for a dragonfly whose groups each send everything
 to one other group (Kim et al., 2008): minimal puts a group's a·p hosts on the m
 global links to that group, a share of m·global ÷ (a·p·host); Valiant spreads them over
@@ -36,6 +43,7 @@ from typing import Any
 from controller import valiant
 from controller.core import FabricState, ingress
 from controller.minimal import minimal_hops, routes
+from experiments.analysis.bmwg.fabric import max_min_ratio, mmr
 from topologies import Fabric
 
 Pair = tuple[str, str]
@@ -153,6 +161,7 @@ def route_outcome(fabric: Fabric, routed: list[dict], gbits: float) -> dict[str,
         load.update(use)
     busiest = max(load.values())
     hops = [len(path) - 3 for f in routed for path in f["routes"]]
+    between = [load.get(link, 0.0) for link in capacity if _inter_router(fabric, *link)]
     return {
         "injection_share": _stats(shares),
         "fct_slowdown": _stats([fct / a for fct, a in zip(fcts, alone, strict=True)]),
@@ -160,7 +169,17 @@ def route_outcome(fabric: Fabric, routed: list[dict], gbits: float) -> dict[str,
         "most_flows_on_a_link": busiest,
         "busiest_links": sorted(f"{a}→{b}" for (a, b), n in load.items() if n == busiest),
         "switch_hops": {"mean": sum(hops) / len(hops), "max": max(hops)},
+        "link_mmr": mmr(between),
+        "link_max_min_ratio": max_min_ratio(between),
     }
+
+
+def _inter_router(fabric: Fabric, a: str, b: str) -> bool:
+    """A link MMR weighs: between two groups on a dragonfly, between two switches else."""
+    one, other = fabric.node(a), fabric.node(b)
+    if one.is_host or other.is_host:
+        return False
+    return fabric.kind != "dragonfly" or one.pod != other.pod
 
 
 def textbook(fabric: Fabric) -> dict[str, float] | None:

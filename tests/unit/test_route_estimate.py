@@ -78,6 +78,16 @@ def test_minimal_group_to_group_shares_the_one_global_link():
     assert m["switch_hops"]["max"] == 3
 
 
+def test_link_balance_is_max_over_mean_as_the_draft_defines_mmr():
+    """Minimal group-to-group: 7 of the 42 directed global links carry 3 flows each,
+    the rest none: MMR = 3 ÷ (21 / 42) = 6, while max ÷ min is unbounded (None)."""
+    f = make_fabric("dragonfly", p=1, a=3, h=2)
+    m = route_estimate(f, group_to_group(f), 2.0, "minimal", seed=1)["by_policy"]
+    assert m["minimal"]["link_mmr"] == pytest.approx(6.0)
+    assert m["minimal"]["link_max_min_ratio"] is None
+    assert m["valiant_spread"]["link_mmr"] < m["valiant"]["link_mmr"] < 6.0
+
+
 def test_valiant_routes_go_through_a_third_group_and_follow_the_seed():
     f = make_fabric("dragonfly", p=1, a=3, h=2)
     pairs = group_to_group(f)
