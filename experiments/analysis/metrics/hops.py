@@ -37,7 +37,10 @@ def request_hops(requests: pd.DataFrame, fabric: Fabric) -> pd.Series:
 
 def hop_metrics(requests: pd.DataFrame, fabric: Fabric) -> dict[str, Any] | None:
     """``{hops: stats, by_hops: [{hops, requests, ttft_ms, kv_transfer_ms}]}`` over the
-    requests whose KV crossed a switch, or None when none did."""
+    requests whose KV crossed a switch, or None when none did (or the table names no
+    hosts)."""
+    if not {"prefill_host", "decode_host"} <= set(requests.columns):
+        return None
     hops = request_hops(requests, fabric)
     crossed = requests.assign(hops=hops)[hops.notna()]
     if crossed.empty:
