@@ -15,6 +15,16 @@ Routers are ``r{group}_{index}`` (node kind ``router``, ``pod`` the group, ``ind
 its place in it), hosts ``h{n}``, each its own server, numbered group by group. A
 router's ports: its hosts, then its local links, then its global links. Local and
 global links are both of link kind ``fabric`` (a global link joins two pods).
+
+Oversubscription (``Fabric.oversubscription``, ``topo show``): a router has no uplinks,
+since every router-to-router port also carries other routers' transit (Valiant's detours,
+a minimal route's local hops), so down ÷ up would read a router with p hosts and
+a − 1 + h router ports as undersubscribed whatever its bisection. kvfabric reads a
+router's hosts' capacity ÷ its share of the bisection (``bisection_gbps`` over half the
+routers with GPUs): 1 at full bisection, as a fat-tree reads, and close to 2 for the
+balanced Dragonfly, the textbook's "half the injection crosses the global links", so
+the figure answers the question a fat-tree's answers (what uniform traffic across the
+cut gets) on every kind. The same holds for ``hyperx``.
 """
 
 from __future__ import annotations

@@ -7,6 +7,10 @@ Router n sits at ``coordinates(shape, n)`` (the last dimension varies fastest) a
 named ``r`` + its coordinates joined by ``_`` (``r1_3``); hosts ``h{n}``, each its own
 server, numbered router by router. A router's ports: its hosts, then its links
 dimension by dimension.
+
+Oversubscription, as for ``dragonfly`` (its docstring says why): a router's hosts'
+capacity ÷ its share of the bisection, so k = S/2 hosts per router on an S-wide
+dimension reads 1 (full bisection) and k = S reads 2.
 """
 
 from __future__ import annotations

@@ -21,6 +21,10 @@ fabric.
 - ``serving``: the fluid simulator (``traffic.serving.sim``) run on a driver built
   from the same workload and seed: TTFT, ITL and KV-transfer time without packet-level
   contention, plus the compute-model numbers of the mean prompt.
+- ``routes``: under ``minimal``, ``valiant`` or ``ugal``, the first wave of every
+  ``kv_transfer`` workload that starts at once (no ``rate_rps``) as flows over the
+  policy's routes: share of injection and FCT slowdown by policy, fluid and max-min
+  fair (``experiments.analysis.route_estimate``), beside the textbook's closed forms.
 - ``buffer``: how long a full egress buffer takes to drain, emulated and real: the
   queueing delay a packet can meet, which does not scale with the bandwidth scale.
 """
@@ -73,6 +77,10 @@ def estimate(config: RunConfig, fabric: Fabric, driver: Any = None) -> dict[str,
             what.append("serving TTFT/ITL from the fluid simulator and the compute model")
     if not out:
         return None
+    routes = wave_routes(config, fabric)
+    if routes is not None:
+        out["routes"] = routes
+        what.append("low-diameter routing: share of injection and FCT slowdown by policy")
     out["buffer"] = buffer_estimate(fabric, scale)
     out["what"] = "; ".join(dict.fromkeys(what))
     return out
@@ -254,6 +262,34 @@ def kv_transfer_estimate(w: KvTransferWorkload, fabric: Fabric, policy: str) -> 
     return out
 
 
+def wave_routes(config: RunConfig, fabric: Fabric) -> dict[str, Any] | None:
+    """The ``routes`` section: the first transfer of every prefill instance of the
+    ``kv_transfer`` workloads released at the start, all at once, under a low-diameter
+    policy (None for another policy or without such transfers)."""
+    from experiments.analysis.route_estimate import route_estimate
+    from traffic import presets
+
+    policy = config.controller.policy
+    if policy not in ("minimal", "valiant", "ugal"):
+        return None
+    pairs, gbytes = [], []
+    for w in config.workloads:
+        if not isinstance(w, KvTransferWorkload) or w.rate_rps is not None:
+            continue
+        pre, dec = list(w.prefill_hosts), list(w.decode_hosts)
+        p_tp, d_tp = w.prefill_tp or len(pre), w.decode_tp or len(dec)
+        tokens = list(w.tokens) if isinstance(w.tokens, tuple) else [w.tokens]
+        m = presets.model(w.model)
+        for k in range(min(len(pre) // p_tp, len(dec) // d_tp, len(tokens))):
+            pairs.append((pre[k * p_tp], dec[k * d_tp]))
+            rank_pair = transfer_numbers(m, w.gpu, tokens[k], p_tp, d_tp, w.dtype, 1.0)
+            gbytes.append(rank_pair["rank_pair_bytes"] / 1e9)
+    if not pairs:
+        return None
+    size = float(np.mean(gbytes))  # the fluid model moves equal sizes
+    return route_estimate(fabric, pairs, size, policy, config.seed)
+
+
 # ---- MoE all-to-all ---------------------------------------------------------------------
 
 
@@ -391,6 +427,19 @@ def _brief(est: dict[str, Any]) -> list[str]:
                 f" P(two share a spine) {c['p_pair_shares']:.2f}, P(no collision)"
                 f" {c['p_no_collision']:.3f}; FCT ms by policy: {fct}"
             )
+    rt = est.get("routes")
+    if rt:
+        shares = ", ".join(
+            f"{k} {v['injection_share']['mean']:.2f} (slowdown max {v['fct_slowdown']['max']:.1f})"
+            for k, v in rt["by_policy"].items()
+        )
+        lines.append(
+            f"routes: {rt['flows']} flows of {rt['gbytes_per_flow']:.2f} GB at once, mean share"
+            f" of injection by policy: {shares}"
+        )
+        if rt["textbook_injection_share"]:
+            book = ", ".join(f"{k} {v:.2f}" for k, v in rt["textbook_injection_share"].items())
+            lines.append(f"  textbook (dragonfly, group to group): {book}")
     for e in est.get("alltoall", []):
         lines.append(
             f"alltoall: {e['step_bytes'] / 1e9:.2f} GB per step, step >="

@@ -42,6 +42,7 @@ from experiments.analysis.metrics import (
 from experiments.analysis.metrics.bursts import peak_second_metrics
 from experiments.analysis.metrics.faults import fault_timings
 from experiments.analysis.metrics.flows import fct_slowdown, ok_mask
+from experiments.analysis.metrics.hops import hop_metrics
 from experiments.analysis.metrics.sessions import session_metrics
 from experiments.analysis.metrics.tenants import noisy_neighbour
 from experiments.analysis.metrics.tiers import tier_metrics
@@ -80,7 +81,8 @@ def summarize(
     ``tpot_ms``, ``itl_ms``, ``e2e_ms``, ``kv_transfer_ms`` and ``serving`` (with
     ``serving.prefix_cache`` and, for layer-pipelined transfers, ``serving.pipelining``:
     ``metrics.kv``; ``serving.kv_tiers`` with ``kv_tiers``: ``metrics.tiers``;
-    ``serving.peak_second``: ``metrics.bursts``); ``faults``
+    ``serving.peak_second``: ``metrics.bursts``; ``serving.hops``, each request's KV hops
+    and its latencies by them: ``metrics.hops``); ``faults``
     (``metrics.faults.fault_timings``, from ``events``: the run's events.json, with
     the data-plane side of ``metrics.fault_impact`` from the flows, links and requests).
     """
@@ -360,6 +362,9 @@ def _serving(
     sessions = session_metrics(requests)
     if sessions is not None:
         m["sessions"] = sessions
+    hops = hop_metrics(requests, _fabric(config))
+    if hops is not None:
+        m["hops"] = hops
     if any(w.kv_tiers is not None for w in serving):
         m["kv_tiers"] = tier_metrics(requests, tokens, flows)
     peak = peak_second_metrics(requests)

@@ -194,6 +194,11 @@ def cmd_topo(args: argparse.Namespace) -> int:
         "fits this machine", f"{fits} ({demand:.0f} of {capacity:.0f} Mbit/s switch-hop capacity)"
     )
     console.print(table)
+    if routers:  # no uplinks to divide by: the topologies.dragonfly docstring says why
+        say(
+            "router oversubscription: hosts ÷ their share of the bisection"
+            " (bisection ÷ half the routers with GPUs; 1 is full bisection)"
+        )
     _print_grain(grain, rtt, scale)
     say(f"envelope: {escape(env.source)}")
     if problem:

@@ -237,3 +237,4 @@ def test_topo_show_prints_counts_diameter_and_bisection(capsys, argv, hosts, rou
     assert main(["topo", "show", *argv]) == EXIT_OK
     out = capsys.readouterr().out
     assert "routers" in out and "diameter" in out and "bisection" in out
+    assert "router oversubscription: hosts ÷ their share of the bisection" in out

@@ -7,6 +7,12 @@ last turn's last token; a session with an unserved turn has none and is counted 
 incomplete. The *hit rate* of a set of turns is their cached prompt tokens over their
 prompt tokens; the *reusable rate* is what an infinite, perfectly routed cache could
 give the later turns: the previous turn's full 512-token blocks over the prompt.
+
+How tails compound over a session's turns: its *waiting* is the sum of its turns' TTFTs
+(what the user waits for the model, tool calls excluded; complete sessions only), and
+``slow_turns`` counts the sessions with at least one turn slower than the run's
+per-turn TTFT p90, beside what independent turns would give, 1 − 0.9^turns averaged
+over the sessions: a session of n turns meets the per-turn tail n times.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ def session_metrics(requests: pd.DataFrame) -> dict[str, Any] | None:
                 "requests": len(group),
                 "served": int(t.notna().sum()),
                 "ttft_p50_ms": float(t.median()) if t.notna().any() else None,
+                "ttft_p99_ms": float(t.quantile(0.99)) if t.notna().any() else None,
                 "hit_rate": _hit_rate(group),
             }
         )
@@ -68,4 +75,20 @@ def session_metrics(requests: pd.DataFrame) -> dict[str, Any] | None:
         "hit_rate": {"first_turn": _hit_rate(first), "later_turns": _hit_rate(later)},
         "reusable_rate": float(reusable) / later_prompt if later_prompt > 0 else None,
         "by_turn": by_turn,
+        "waiting_ms": latency_stats(by_session["ttft_ms"].sum()[complete]),
+        "slow_turns": _slow_turns(rows, by_session.size()),
+    }
+
+
+def _slow_turns(rows: pd.DataFrame, turns: pd.Series) -> dict[str, Any]:
+    """Sessions with a turn above the per-turn TTFT p90, measured and if independent."""
+    ttft = rows["ttft_ms"].astype(float)
+    if not ttft.notna().any():
+        return {"threshold_ms": None, "sessions_with_one": None, "if_independent": None}
+    threshold = float(ttft.quantile(0.9))
+    slow = (ttft > threshold).groupby(rows["session_id"]).any()
+    return {
+        "threshold_ms": threshold,
+        "sessions_with_one": float(slow.mean()),
+        "if_independent": float((1 - 0.9 ** turns.astype(float)).mean()),
     }
