@@ -66,3 +66,32 @@ def test_reports_only_rewrites_a_committed_reference_from_its_tables(tmp_path):
         for link in re.findall(r"\]\(([^)]+)\)", report):
             assert (run / link).exists(), link
     assert rewrite_reports("no-such-reference", dest) is None
+
+
+def test_an_unfaithful_run_is_run_again_and_the_discarded_attempt_is_named(tmp_path, monkeypatch):
+    from experiments.orchestration import runner
+    from experiments.orchestration.reference import regenerate
+    from experiments.orchestration.runner import Outcome
+
+    calls: list[list[str]] = []
+
+    def fake_run_spec(spec, runs, out_root):
+        calls.append([r.label for r in runs])
+        outcomes = []
+        for i, _ in enumerate(runs):
+            unfaithful = len(calls) == 1 and i == 0  # the first run of the first call
+            made = canned_run(tmp_path / "made", senders=2 + i, fidelity_ok=not unfaithful)
+            made = made.rename(made.with_name(f"{made.name}-{len(calls)}{i}"))
+            outcomes.append(Outcome(made, json.loads((made / "summary.json").read_text())))
+        return outcomes
+
+    monkeypatch.setattr(runner, "run_spec", fake_run_spec)
+    target = regenerate("incast-basic", tmp_path / "reference", repeat=1, retries=2)
+    assert target is not None
+    assert len(calls) == 2 and len(calls[1]) == 1  # only the unfaithful run, once more
+    index = json.loads((target / "summary.json").read_text())
+    assert all(r["fidelity_ok"] for r in index["runs"])
+    (gone,) = index["discarded"]
+    assert gone["failed"] == {"cpu_max_pct": gone["failed"]["cpu_max_pct"]}
+    kept = {p.name for p in (target / "runs").iterdir()}
+    assert gone["run_id"] not in kept
