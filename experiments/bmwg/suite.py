@@ -131,8 +131,8 @@ class SuitePlan:
 
 def run_wall_s(run: RunSpec, setup_s: float = SETUP_S) -> float:
     """Wall seconds of one run: its duration at its time dilation (auto: 1) + set-up."""
-    d = run.resolved.get("scale", {}).get("time_dilation", 1)
-    return run.duration_s * (float(d) if isinstance(d, int | float) else 1.0) + setup_s
+    scale = run.config.scale
+    return run.duration_s * (1.0 if scale.auto else scale.d) + setup_s
 
 
 def check_tests(test_ids: Sequence[str]) -> list[str]:

@@ -39,7 +39,8 @@ def flat_spec(spec: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
 
 
 def _described(run: Run) -> dict[str, str]:
-    experiment = run.summary.get("experiment") or run.spec.get("name") or run.path.parent.name
+    named = run.config.name if run.config is not None else None
+    experiment = run.summary.get("experiment") or named or run.path.parent.name
     spec = {k: v for k, v in run.spec.items() if k != "name"}
     return {"experiment": str(experiment), **flat_spec(spec)}
 
