@@ -39,12 +39,8 @@ def test_calibrate_stores_the_envelope_later_runs_are_judged_by(tmp_path, monkey
         assert "is unchanged" in err and not path.exists()  # nothing half-measured is stored
         (refusal,) = refusals
         loads = [(s.planned, s.failed, s.load) for s in refusal.steps]
-        # #29 asks to fail an unexplained refusal; on 2026-12-03 17:41 this VM refused with
-        # lateness failing at 14 Mbit/s while no step showed 20 % steal or a busy core
-        # (short stalls the averaged rule does not see), so until the rule samples them an
-        # unexplained refusal is still skipped, saying it is unexplained
-        cause = refusal.cause or f"NOT explained by the measured load {loads}"
-        pytest.skip(f"this VM refused to calibrate ({cause}): {err}")
+        assert refusal.cause, f"refused on a machine not measurably loaded: {err}; {loads}"
+        pytest.skip(f"this VM was too busy to calibrate ({refusal.cause}): {err}")
     doc = json.loads(path.read_text())
     steps = doc["measured"]["steps"]
     figures = {f"switch_hop_mbps:{n}": v for n, v in doc["switch_hop_mbps"].items()}

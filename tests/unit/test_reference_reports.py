@@ -58,12 +58,20 @@ def _reports(reference: Path) -> dict[str, str]:
     return {str(p.relative_to(reference)): p.read_text() for p in files if p.exists()}
 
 
-@pytest.mark.parametrize("name", _committed())
+# References whose flows.parquet is over reference.MAX_TABLE_BYTES and so not committed:
+# their reports cannot be redrawn from what the checkout holds. Declared, so a reference
+# that loses a table is a failure here, not a silent exclusion.
+WITHOUT_TABLES = {"kv-tiering", "scale-out"}
+
+
+def test_only_the_declared_references_lack_the_tables_their_reports_are_drawn_from():
+    lacking = {name for name in _committed() if missing_tables(REFERENCE_DIR / name)}
+    assert lacking == WITHOUT_TABLES
+
+
+@pytest.mark.parametrize("name", [n for n in _committed() if n not in WITHOUT_TABLES])
 def test_a_committed_reference_report_is_what_its_tables_give(name, tmp_path):
     committed = REFERENCE_DIR / name
-    missing = missing_tables(committed)
-    if missing:
-        pytest.skip(f"{name} was committed without {len(missing)} tables: {missing[:3]} ...")
     shutil.copytree(committed, tmp_path / name)
     target = rewrite_reports(name, tmp_path)
     assert target is not None
