@@ -3,11 +3,11 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 APT_PACKAGES := mininet openvswitch-switch iperf3 iputils-ping ethtool tcpdump tshark python3-venv \
-	python3-cryptography openssh-server sudo chromium-headless-shell
+	python3-cryptography openssh-server sudo chromium-headless-shell rt-tests
 # The binary each Debian package provides, to decide idempotently what is missing.
 APT_CHECKS := mn:mininet ovs-vsctl:openvswitch-switch iperf3:iperf3 ping:iputils-ping \
               ethtool:ethtool tcpdump:tcpdump tshark:tshark sshd:openssh-server sudo:sudo \
-              chromium-headless-shell:chromium-headless-shell
+              chromium-headless-shell:chromium-headless-shell cyclictest:rt-tests
 OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
 # The OVS daemons outlive make: start them with no inherited descriptor beyond
 # 0-2, so they never hold a caller's lock or pipe open (e.g. `flock L make test`).

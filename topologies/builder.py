@@ -39,6 +39,7 @@ from .shaping import (
     htb_commands,
 )
 from .transport import TransportSettings, host_sysctls, route_commands, route_options
+from .wakeup import WakeupLatency
 
 log = logging.getLogger("kvfabric.builder")
 
@@ -127,6 +128,7 @@ class FabricNetwork:
         self.record: RunRecord | None = None
         self.workdir: Path | None = None
         self._tx = TxBuffer()
+        self.wakeup = WakeupLatency(0)  # held from start to stop (topologies.wakeup)
         self._ssl_set = False  # Open vSwitch's SSL setting is this run's (``_set_ssl``)
         # the userspace datapath's transmit buffer: {"before", "now"} bytes (None: unchanged)
         self.tx_buffer: dict[str, int] | None = None
@@ -158,6 +160,7 @@ class FabricNetwork:
         self.workdir = Path(tempfile.mkdtemp(prefix=f"kvfabric-{self.names.prefix}-"))
         self.record.paths.append(str(self.workdir))
         self.record.save()
+        self.wakeup.hold()
         self._create()
         self._record_processes()
         self._configure_hosts()
@@ -174,6 +177,7 @@ class FabricNetwork:
             return
         with _signals_held():
             self._tx.restore()
+            self.wakeup.release()
             if self.net is not None:
                 try:
                     self.net.stop()

@@ -30,6 +30,7 @@ REQUIRED_TOOLS = ("ethtool", "tc", "ip")
 OPTIONAL_TOOLS = {
     "iperf3": "the root tests and benchmarks measure with it",
     "tcpdump": "a root test captures packets with it",
+    "cyclictest": "kvfabric calibrate measures the machine's stalls with it (rt-tests)",
 }
 
 

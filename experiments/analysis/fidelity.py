@@ -328,6 +328,38 @@ def lateness_check(flows: pd.DataFrame | None, p99_ms: float = 2.0) -> Check:
     return make_check(p99 <= p99_ms, p99, p99_ms, "ms", detail + extra)
 
 
+def lateness_apart_from_stalls(
+    flows: pd.DataFrame | None, stalls: Sequence[tuple[int, int]]
+) -> dict[str, float | int | None]:
+    """The lateness the check judges, over the timer-driven flows whose wait (from
+    ``t_sched_ns`` to the agent's issue, or its start where no issue was recorded) no
+    machine stall overlapped. ``stalls``: (start_ns, end_ns) stretches in which nothing
+    in user space ran on a CPU (``experiments.measurement.stalls``), on the agents'
+    monotonic clock. What is left is the lateness the emulation itself caused:
+    ``{"p99_ms", "kept", "stalled"}`` (p99 None when no flow is left)."""
+    none = {"p99_ms": None, "kept": 0, "stalled": 0}
+    if flows is None or flows.empty or "t_sched_ns" not in flows:
+        return none
+    if "after" in flows:
+        flows = flows[flows["after"].fillna(-1).astype(int) < 0]
+    column = "issue_lateness_ms" if "issue_lateness_ms" in flows else "lateness_ms"
+    until = "t_issue_ns" if column == "issue_lateness_ms" else "t_start_ns"
+    if column not in flows or until not in flows:
+        return none
+    late, sched, end = (_floats(flows[c]) for c in (column, "t_sched_ns", until))
+    started = np.isfinite(late) & np.isfinite(sched) & np.isfinite(end)
+    late, sched, end = late[started], sched[started], end[started]
+    hit = np.zeros(late.size, dtype=bool)
+    if len(stalls) and late.size:
+        s = np.asarray(sorted(stalls), dtype=np.float64)
+        reach = np.maximum.accumulate(s[:, 1])  # the latest end among stalls begun so far
+        i = np.searchsorted(s[:, 0], end, side="left") - 1  # stalls begun before the issue
+        hit = (i >= 0) & (reach[np.clip(i, 0, None)] > sched)
+    kept = late[~hit]
+    p99 = float(np.quantile(kept, 0.99)) if kept.size else None
+    return {"p99_ms": p99, "kept": int(kept.size), "stalled": int(hit.sum())}
+
+
 # ----- sampler rate ------------------------------------------------------------------
 def sampler_rate_check(
     rates: Mapping[str, tuple[float, float] | Mapping[str, float]],
@@ -695,6 +727,11 @@ def _measured(name: str, c: Mapping[str, Any]) -> str:
 
 
 # ----- helpers -----------------------------------------------------------------------------
+def _floats(col: pd.Series) -> np.ndarray:
+    """A column as float64, missing values NaN."""
+    return pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+
+
 def _column(df: pd.DataFrame | None, name: str) -> np.ndarray:
     """A column as float64 without missing values (empty if absent)."""
     if df is None or name not in df or df.empty:

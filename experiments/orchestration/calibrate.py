@@ -26,10 +26,15 @@ stored envelope says so. What a step measures, and why it failed, is kept in the
 stored file beside the figures (``steps``), so a surprising envelope can be read.
 
 Each step also records the load the machine was under (``load``): the steal the host
-took during the trial and the longest stretch a core stayed saturated in the second
-before the fabric came up (work outside the run). A refusal (no faithful step) is
-*explained* only when every step of the figure ran under such load
-(:func:`refusal_cause`); an unexplained refusal is a regression, not a busy machine.
+took during the trial, the longest stretch a core stayed saturated in the second
+before the fabric came up (work outside the run), and the machine's stalls during the
+trial (``measurement.stalls``: stretches of ≥ 1 ms in which a real-time probe could not
+run, so no agent could either), with the agents' lateness p99 over the flows no stall
+overlapped. A refusal (no faithful step) is *explained* only when its lowest step (the
+one the figure was refused at) failed under such load, or failed lateness alone and the
+flows no stall touched were on time (:func:`refusal_cause`); an unexplained refusal is
+a regression, not a busy machine. The higher steps of a refused figure failing is what
+the search expects (it starts above the machine's capacity), so they do not decide it.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from experiments.analysis.fidelity import (
     BUSY_STEAL_PCT,
     MAX_SATURATED_S,
     SATURATED_CORE_PCT,
+    lateness_apart_from_stalls,
     offered_switching_mbps,
     saturated_core_s,
     verdict,
@@ -58,6 +64,7 @@ from experiments.analysis.fidelity import (
 from experiments.measurement import tcpcount
 from experiments.measurement.sampler_process import SamplerProcess
 from experiments.measurement.samplers import CpuSampler, QueueSampler
+from experiments.measurement.stalls import StallProbe
 from experiments.orchestration.demand import SMALL_BYTES, WINDOW_NS, schedule_demand
 from experiments.orchestration.deployment import Deployment
 from experiments.orchestration.envelope import DEFAULT, Envelope, machine_identity
@@ -153,15 +160,33 @@ def busy_machine(load: dict[str, float]) -> str | None:
     return None
 
 
-def refusal_cause(steps: Sequence[Step]) -> str | None:
-    """The measured load that explains a figure with no faithful step: every unfaithful
-    step ran on a busy machine (:func:`busy_machine`). None when any of them did not
-    (or its load was not measured): then the refusal is the emulation's, not the load's."""
-    failed = [s for s in steps if not s.faithful]
-    causes = [busy_machine(s.load) for s in failed]
-    if not failed or None in causes:
+def stalled_machine(step: Step) -> str | None:
+    """Why a step that failed lateness alone failed it because the machine stalled: the
+    flows no stall overlapped were on time (their p99 within the check's limit), and the
+    late ones waited through a stall. None otherwise (or when stalls were not measured)."""
+    load = step.load
+    p99, limit = load.get("lateness_p99_unstalled_ms"), load.get("lateness_limit_ms")
+    if set(step.failed) != {"lateness"} or p99 is None or limit is None or p99 > limit:
         return None
-    return "; ".join(f"at {s.planned:,.0f}: {c}" for s, c in zip(failed, causes, strict=True))
+    return (
+        f"{load.get('stalls', 0):.0f} machine stalls ≥ 1 ms (longest "
+        f"{load.get('stall_ms_max', 0):.1f} ms) overlapped {load.get('stalled_flows', 0):.0f}"
+        f" flows' starts; the other {load.get('unstalled_flows', 0):.0f} were on time "
+        f"(p99 {p99:.2f} ms ≤ {limit:g})"
+    )
+
+
+def refusal_cause(steps: Sequence[Step]) -> str | None:
+    """The measured load that explains a figure with no faithful step: its lowest step
+    (the load it was refused at) ran on a busy machine (:func:`busy_machine`) or failed
+    lateness only because the machine stalled (:func:`stalled_machine`). None when it
+    did neither (or its load was not measured): the refusal is the emulation's."""
+    failed = [s for s in steps if not s.faithful]
+    if not failed or any(s.faithful for s in steps):
+        return None
+    least = min(failed, key=lambda s: s.planned)
+    cause = busy_machine(least.load) or stalled_machine(least)
+    return f"at {least.planned:,.0f}: {cause}" if cause else None
 
 
 def largest_faithful(steps: Sequence[Step]) -> float | None:
@@ -288,6 +313,7 @@ def run_trial(
     config, fabric = run.config, run.fabric()
     deployment = Deployment.of(fabric, config.scale)
     outside_s = load_outside_run()
+    probe = StallProbe()
     with tempfile.TemporaryDirectory(prefix="kvfabric-calibrate-") as tmp:
         scratch = Path(tmp)
         with fabric_up(fabric, config, scratch, deployment=deployment) as (_, net, _):
@@ -306,7 +332,10 @@ def run_trial(
                     "hosts": tcpcount.host_counters(net, hosts),
                     "switches": tcpcount.fabric_switch_counters(net, intfs),
                 }
-                with AgentFleet(net, scratch / "agents", schedule, deployment.scale) as fleet:
+                with (
+                    probe,
+                    AgentFleet(net, scratch / "agents", schedule, deployment.scale) as fleet,
+                ):
                     flows = fleet.run(timeout_s=seconds * 3 + 10)
                     events = {"t0_ns": fleet.t0_ns, "t_end_ns": time.monotonic_ns()}
                 after = {
@@ -334,7 +363,26 @@ def run_trial(
     load = {"busy_core_outside_s": outside_s}
     if len(steal):
         load["steal_pct"] = float(steal.mean())
-    return flows, judged, load
+    return flows, judged, load | stall_load(probe, flows, config.fidelity.lateness_p99_ms)
+
+
+def stall_load(probe: StallProbe, flows: pd.DataFrame, limit_ms: float) -> dict[str, float]:
+    """What ``Step.load`` records of the machine's stalls during a trial (nothing when
+    the probe did not run: ``cyclictest`` missing)."""
+    if not probe.measured:
+        return {}
+    spans = [(s.start_ns, s.end_ns) for s in probe.stalls]
+    apart = lateness_apart_from_stalls(flows, spans)
+    out = {
+        "stalls": float(len(spans)),
+        "stall_ms_max": max((s.us / 1000 for s in probe.stalls), default=0.0),
+        "stalled_flows": float(apart["stalled"] or 0),
+        "unstalled_flows": float(apart["kept"] or 0),
+        "lateness_limit_ms": float(limit_ms),
+    }
+    if apart["p99_ms"] is not None:
+        out["lateness_p99_unstalled_ms"] = float(apart["p99_ms"])
+    return out
 
 
 def hop_step(hops: int, planned_mbps: float, seconds: float, mtu: int = DEFAULT_MTU) -> Step:
@@ -429,8 +477,9 @@ def calibrate(
             why = (
                 f"explained by measured load: {cause}"
                 if cause
-                else "NOT explained by measured load (no steal or busy core outside the run"
-                " at every step): a regression of the emulation, not a busy machine?"
+                else "NOT explained by measured load (no steal, busy core outside the run"
+                " or machine stall at the lowest step): a regression of the emulation, not a"
+                " busy machine?"
             )
             raise CalibrationError(
                 f"{figure}: not faithful even at {least.planned:,.0f} (failed: "

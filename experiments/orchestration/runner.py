@@ -437,6 +437,7 @@ def _carry_out(
         env = env_info(net.datapath) | provenance(spec_sha256(p.run), p.envelope_in_force())
         env |= {
             "ovs_tx_buffer_bytes": net.tx_buffer,  # topologies.ovs_tx: None if unchanged
+            "cpu_wakeup_latency": net.wakeup.describe(),  # topologies.wakeup
         }
         cluster = deployed.cluster
         if cluster is not None:

@@ -6,6 +6,7 @@ clean`` has run after SIGKILL; and what it wrote reads back, marked partial."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import subprocess
@@ -19,7 +20,7 @@ import pytest
 
 from experiments.orchestration.runtime import RunLock
 from experiments.output.results import load_run
-from topologies.cleanup import bridges, interfaces, stale_scratch
+from topologies.cleanup import bridges, interfaces, records, stale_scratch
 from topologies.naming import owned
 
 pytestmark = pytest.mark.root
@@ -67,16 +68,42 @@ def _alive(procs: list[psutil.Process]) -> list[str]:
     return out
 
 
+def _foreign() -> set[str]:
+    """Prefixes of runs another live process owns (another test session's): not ours."""
+    return {r.prefix for r in records() if r.owner_pid != os.getpid() and r.owner_alive()}
+
+
 def _leftovers() -> list[str]:
-    """kvfabric's bridges and interfaces, and scratch folders no live run owns."""
-    return [n for n in bridges() + interfaces() if owned(n)] + [str(p) for p in stale_scratch()]
+    """kvfabric's bridges and interfaces no other live process owns, and scratch
+    folders no live run owns."""
+    foreign = _foreign()
+    names = [n for n in bridges() + interfaces() if owned(n) and owned(n) not in foreign]
+    return names + [str(p) for p in stale_scratch()]
+
+
+def _whose(names: list[str]) -> str:
+    """Who recorded each leftover prefix, to name the test that leaked it."""
+    recs = {r.prefix: r for r in records()}
+    out = []
+    for prefix in sorted({owned(n) for n in names if owned(n)}):
+        r = recs.get(prefix)
+        if r is None:
+            out.append(f"{prefix}: no run record")
+            continue
+        try:
+            who = " ".join(psutil.Process(r.owner_pid).cmdline())[:160]
+        except psutil.Error:
+            who = "gone"
+        out.append(f"{prefix}: owner pid {r.owner_pid} alive={r.owner_alive()} ({who})")
+    return "; ".join(out)
 
 
 def test_twenty_interruptions_leave_nothing_behind(tmp_path):
     spec = tmp_path / "chaos.yaml"
     spec.write_text(SPEC)
     rng = random.Random(20)
-    assert not _leftovers(), "the machine must start clean"
+    start = _leftovers()
+    assert not start, f"the machine must start clean: {start[:8]}; {_whose(start)}"
     for i in range(INTERRUPTIONS):
         sig = SIGNALS[i % len(SIGNALS)]
         delay = rng.uniform(0.3, 11.0)  # build ~2-3 s, 5 s of traffic, drain and teardown

@@ -159,14 +159,48 @@ def test_a_refusal_on_a_quiet_machine_is_unexplained(monkeypatch):
     assert "NOT explained by measured load" in str(refusal)
 
 
-def test_a_refusal_is_explained_only_when_every_failed_step_ran_under_load():
+def test_a_refusal_is_decided_by_the_load_at_its_lowest_step():
     from experiments.orchestration.calibrate import refusal_cause
 
     def step(planned, load, ok=False):
         return Step("messages_per_s:small", planned, planned, None, ok, ["lateness"], {}, load)
 
-    assert refusal_cause([step(400, STOLEN), step(200, BUSY_OUTSIDE)]).startswith("at 400: ")
+    assert refusal_cause([step(400, STOLEN), step(200, BUSY_OUTSIDE)]).startswith("at 200: ")
+    # the search starts above the machine's capacity: a quiet failure up there is expected
+    assert refusal_cause([step(400, QUIET), step(200, STOLEN)]).startswith("at 200: ")
     assert refusal_cause([step(400, STOLEN), step(200, QUIET)]) is None  # 200 was quiet
     assert refusal_cause([step(400, STOLEN), step(200, {})]) is None  # load not measured
     assert refusal_cause([step(400, {"steal_pct": 19.9})]) is None  # below the steal rule
     assert refusal_cause([step(400, QUIET, ok=True)]) is None  # nothing refused
+
+
+STALLED = QUIET | {
+    "stalls": 40.0,
+    "stall_ms_max": 7.2,
+    "stalled_flows": 3.0,
+    "unstalled_flows": 117.0,
+    "lateness_limit_ms": 2.0,
+}
+
+
+@pytest.mark.parametrize(
+    ("failed", "load", "explained"),
+    [
+        (["lateness"], STALLED | {"lateness_p99_unstalled_ms": 0.4}, True),
+        # the flows no stall touched were late too: the emulation's own lateness
+        (["lateness"], STALLED | {"lateness_p99_unstalled_ms": 2.6}, False),
+        # another check failed as well: stalls do not explain a cpu or rate failure
+        (["cpu", "lateness"], STALLED | {"lateness_p99_unstalled_ms": 0.4}, False),
+        # stalls not measured (no cyclictest): nothing is explained by them
+        (["lateness"], QUIET, False),
+    ],
+)
+def test_a_lateness_refusal_is_the_machines_when_only_stalled_flows_were_late(
+    failed, load, explained
+):
+    from experiments.orchestration.calibrate import refusal_cause
+
+    cause = refusal_cause([Step("switch_hop_mbps:1", 14, 14, None, False, failed, {}, load)])
+    assert (cause is not None) == explained, cause
+    if explained:
+        assert "40 machine stalls" in cause and "7.2 ms" in cause and "117 were on time" in cause
