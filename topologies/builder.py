@@ -14,6 +14,7 @@ import logging
 import signal
 import subprocess
 import tempfile
+import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -518,14 +519,28 @@ class FabricNetwork:
 
 @contextmanager
 def _signals_held() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM while tearing down; they are delivered afterwards."""
-    held = {signal.SIGINT, signal.SIGTERM}
-    try:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    except (ValueError, OSError):  # not the main thread
+    """Hold SIGINT/SIGTERM while tearing down; each is delivered once afterwards.
+
+    Python's handlers run in the main thread whichever thread the kernel delivered the
+    signal to, so blocking it in this thread's mask (``pthread_sigmask``) is not enough
+    once the run has other threads (samplers, live-saving, the watch): the signal goes to
+    one of them and the handler interrupts the teardown anyway (measured: 3 of 3). So
+    the handlers themselves are swapped for one that only notes the signal. Off the main
+    thread no handler runs here, so nothing needs holding."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
+    pending: list[int] = []
+
+    def note(signum: int, _frame: object) -> None:
+        if signum not in pending:
+            pending.append(signum)
+
+    old = {s: signal.signal(s, note) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        for s in pending:
+            signal.raise_signal(s)
