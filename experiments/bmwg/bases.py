@@ -43,7 +43,7 @@ def base(workloads: list[dict[str, Any]], fabric: dict[str, Any] | None = None, 
         "name": "bmwg",
         "seed": 1,
         "duration_s": 10,
-        "scale": {"bandwidth": 1.0e-4},
+        "scale": {"bandwidth": 1.0e-4, "time_dilation": "auto"},  # a plan fits by slowing time
         "fabric": fabric or spine_leaf(),
         "controller": {"policy": "ecmp"},
         "workloads": workloads,

@@ -67,8 +67,9 @@ def fabric_goodput_gbps(
 
 
 def kv_bw_gbps(flows: pd.DataFrame, scale: Scale) -> float | None:
-    """KV_BW: Fabric_Goodput of the KV messages between the pools."""
-    return fabric_goodput_gbps(flows, scale, ("kv_transfer", "kv_layer"))
+    """KV_BW: Fabric_Goodput of the KV messages between the pools: the serving driver's
+    transfers, and 5.x's KV messages (``incast`` rows), as ``kv_xfer`` counts them."""
+    return fabric_goodput_gbps(flows, scale, KV_KINDS)
 
 
 def kv_xfer(flows: pd.DataFrame, scale: Scale, kinds: tuple[str, ...] = KV_KINDS) -> dict[str, Any]:
