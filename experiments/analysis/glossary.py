@@ -297,6 +297,54 @@ GLOSSARY: tuple[Metric, ...] = (
     _M("serving.sessions.by_turn[].served", "requests", COUNT, "served requests of that turn"),
     _M("serving.sessions.by_turn[].hit_rate", "", RATIO, "prefix hit rate of that turn"),
     _M("serving.sessions.by_turn[].ttft_p50_ms", "ms", TIME, "TTFT p50 of that turn"),
+    _M(
+        "serving.sessions.by_turn[].ttft_p99_ms",
+        "ms",
+        TIME,
+        "TTFT p99 of that turn (pandas' linear interpolation; with under 100 requests a"
+        " turn it is close to the turn's slowest)",
+    ),
+    _M(
+        "serving.sessions.waiting_ms",
+        "ms",
+        TIME,
+        f"{DIST} over complete sessions of the sum of their turns' ttft_ms (tools excluded)",
+    ),
+    _M(
+        "serving.sessions.slow_turns.threshold_ms",
+        "ms",
+        TIME,
+        "the run's per-turn TTFT p90: a turn above it is slow",
+    ),
+    _M(
+        "serving.sessions.slow_turns.sessions_with_one",
+        "",
+        RATIO,
+        "sessions with at least one turn above threshold_ms ÷ sessions",
+    ),
+    _M(
+        "serving.sessions.slow_turns.if_independent",
+        "",
+        RATIO,
+        "mean over sessions of 1 − 0.9^turns: sessions_with_one if turns were independent",
+    ),
+    # ---- hop counts (experiments.analysis.metrics.hops)
+    _M(
+        "serving.hops.hops",
+        "hops",
+        COUNT,
+        "value_stats of switch-to-switch hops on the fewest-hop route from each request's"
+        " prefill host to its decode host (requests whose KV crossed a switch)",
+    ),
+    _M("serving.hops.by_hops[].hops", "hops", IDENTITY, "the hop count of the group"),
+    _M("serving.hops.by_hops[].requests", "requests", COUNT, "requests with that hop count"),
+    _M("serving.hops.by_hops[].ttft_ms", "ms", TIME, f"{DIST} of those requests' ttft_ms"),
+    _M(
+        "serving.hops.by_hops[].kv_transfer_ms",
+        "ms",
+        TIME,
+        f"{DIST} of those requests' kv_transfer_ms",
+    ),
     # ---- peak second
     _M("serving.peak_second.requests", "requests", COUNT, "requests in the window"),
     _M("serving.peak_second.span_s", "s", TIME, "the arrival window"),

@@ -201,6 +201,11 @@ def rewrite_reports(name: str, dest: Path = REFERENCE_DIR) -> Path | None:
     when there is no such reference."""
     runs_dir = dest / name / "runs"
     run_dirs = sorted(p for p in runs_dir.iterdir() if p.is_dir()) if runs_dir.is_dir() else []
+    index = dest / name / "summary.json"
+    if index.is_file():  # in the index's order: a run run again sorts after its seed's peers
+        listed = [Path(r["summary"]).parent.name for r in json.loads(index.read_text())["runs"]]
+        order = {run: i for i, run in enumerate(listed)}
+        run_dirs.sort(key=lambda p: order.get(p.name, len(order)))
     return assemble(name, run_dirs, dest) if run_dirs else None
 
 
