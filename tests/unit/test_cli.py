@@ -152,7 +152,14 @@ def test_unknown_model_lists_presets(capsys):
 
 
 # ----- doctor, clean, preflight: every probe of topologies.machine replaced ------
-ALL_TOOLS = {"ethtool": True, "tc": True, "ip": True, "iperf3": True, "tcpdump": True}
+ALL_TOOLS = {
+    "ethtool": True,
+    "tc": True,
+    "ip": True,
+    "iperf3": True,
+    "tcpdump": True,
+    "cyclictest": True,
+}
 
 
 @pytest.fixture
