@@ -53,6 +53,13 @@ from topologies.fabric import Fabric
 from topologies.shaping import MTU_BYTES
 
 AT_RISK = 0.8  # a value past this share of its limit is at risk
+# The columns ``Standing.add`` reads of each sampled table (None: all): a reader of the
+# run's chunks need decode no more.
+FOLDED: dict[str, tuple[str, ...] | None] = {
+    "queues": ("t_ns", "node", "port", "backlog_pkts", "backlog_bytes", "drops", "sent_bytes"),
+    "links": ("t_ns", "node", "port", "tx_bytes"),
+    "cpu": None,
+}
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,11 @@ real-equivalent units only at its end.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
-from rich.measure import Measurement
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
@@ -61,7 +63,9 @@ def live_view(s: LiveSnapshot, top: int = TOP) -> RenderableType:
 
 class _SideBySide:
     """Tables side by side where the terminal is wide enough (so the screen fits a
-    24-line terminal), one under the other where it is not."""
+    24-line terminal), one under the other where it is not. Each table is rendered once,
+    at its own width, and its lines laid beside the others' (a grid of tables would
+    measure every table, then render it again: twice the work, on every redraw)."""
 
     GAP = 2
 
@@ -69,15 +73,24 @@ class _SideBySide:
         self.tables = tables
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        widths = [Measurement.get(console, options, t).maximum for t in self.tables]
-        if sum(widths) + self.GAP * (len(widths) - 1) <= options.max_width:
-            grid = Table.grid(padding=(0, self.GAP))
-            for _ in self.tables:
-                grid.add_column(no_wrap=True)
-            grid.add_row(*self.tables)
-            yield grid
+        rendered = [console.render_lines(t, options, pad=False) for t in self.tables]
+        widths = [Segment.get_shape(lines)[0] for lines in rendered]
+        if sum(widths) + self.GAP * (len(widths) - 1) > options.max_width:
+            rows: Iterable[tuple[list[Segment], ...]] = ((line,) for t in rendered for line in t)
         else:
-            yield from self.tables
+            height = max(len(lines) for lines in rendered)
+            shaped = [
+                Segment.set_shape(lines, w, height)
+                for lines, w in zip(rendered, widths, strict=True)
+            ]
+            rows = zip(*shaped, strict=True)
+        gap = Segment(" " * self.GAP)
+        for row in rows:
+            for i, line in enumerate(row):
+                if i:
+                    yield gap
+                yield from line
+            yield Segment.line()
 
 
 def _header(s: LiveSnapshot) -> Text:
@@ -90,50 +103,48 @@ def _header(s: LiveSnapshot) -> Text:
 
 def _queues(queues: tuple[QueueLoad, ...], top: int) -> Table:
     hottest = sorted(queues, key=lambda q: (-q.peak_pkts, -q.backlog_pkts, q.port))[:top]
-    t = Table(
-        title=f"Hottest queues, packets (of {len(queues)})",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        show_edge=False,
+    return _hottest(
+        f"Hottest queues, packets (of {len(queues)})",
+        ("now", "peak", "% buffer", "drops"),
+        (
+            (
+                q.port,
+                f"{q.backlog_pkts}",
+                f"{q.peak_pkts}",
+                _percent(q.peak_pct),
+                Text(f"{q.drops}", style="red" if q.drops else ""),
+            )
+            for q in hottest
+        ),
     )
-    t.add_column("port", no_wrap=True)
-    t.add_column("now", justify="right", no_wrap=True)
-    t.add_column("peak", justify="right", no_wrap=True)
-    t.add_column("% buffer", justify="right", no_wrap=True)
-    t.add_column("drops", justify="right", no_wrap=True)
-    for q in hottest:
-        pct = q.peak_pct
-        t.add_row(
-            q.port,
-            f"{q.backlog_pkts}",
-            f"{q.peak_pkts}",
-            "—" if pct is None else Text(f"{pct:.0f} %", style=_load_style(pct)),
-            Text(f"{q.drops}", style="red" if q.drops else ""),
-        )
-    return t
 
 
 def _links(links: tuple[LinkLoad, ...], top: int) -> Table:
     hottest = sorted(links, key=lambda k: (-(k.pct or 0.0), -k.mbps, k.port))[:top]
+    return _hottest(
+        f"Hottest links (of {len(links)})",
+        ("Mbit/s", "% capacity"),
+        ((k.port, figure(k.mbps), _percent(k.pct)) for k in hottest),
+    )
+
+
+def _hottest(
+    title: str, figures: tuple[str, ...], rows: Iterable[tuple[RenderableType, ...]]
+) -> Table:
+    """A table of the hottest ports: each port, then its ``figures`` right-aligned."""
     t = Table(
-        title=f"Hottest links (of {len(links)})",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        show_edge=False,
+        title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False
     )
     t.add_column("port", no_wrap=True)
-    t.add_column("Mbit/s", justify="right", no_wrap=True)
-    t.add_column("% capacity", justify="right", no_wrap=True)
-    for k in hottest:
-        pct = k.pct
-        t.add_row(
-            k.port,
-            figure(k.mbps),
-            "—" if pct is None else Text(f"{pct:.0f} %", style=_load_style(pct)),
-        )
+    for name in figures:
+        t.add_column(name, justify="right", no_wrap=True)
+    for row in rows:
+        t.add_row(*row)
     return t
+
+
+def _percent(pct: float | None) -> RenderableType:
+    return "—" if pct is None else Text(f"{pct:.0f} %", style=_load_style(pct))
 
 
 def _traffic(tr: Traffic) -> Table:
