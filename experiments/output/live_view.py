@@ -27,10 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.segment import Segment
-from rich.table import Table
 from rich.text import Text
 
 from experiments.analysis.standing import (
@@ -41,6 +39,7 @@ from experiments.analysis.standing import (
     QueueLoad,
     Traffic,
 )
+from experiments.output.grid import Cell, Grid
 
 TOP = 5  # rows of the hottest queues and links
 STATUS_STYLE = {"ok": "green", "at risk": "yellow", "failing": "bold red", "pending": "dim"}
@@ -64,12 +63,12 @@ def live_view(s: LiveSnapshot, top: int = TOP) -> RenderableType:
 class _SideBySide:
     """Tables side by side where the terminal is wide enough (so the screen fits a
     24-line terminal), one under the other where it is not. Each table is rendered once,
-    at its own width, and its lines laid beside the others' (a grid of tables would
+    at its own width, and its lines laid beside the others' (a rich grid of tables would
     measure every table, then render it again: twice the work, on every redraw)."""
 
     GAP = 2
 
-    def __init__(self, tables: list[Table]) -> None:
+    def __init__(self, tables: list[Grid]) -> None:
         self.tables = tables
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
@@ -101,7 +100,7 @@ def _header(s: LiveSnapshot) -> Text:
     return text
 
 
-def _queues(queues: tuple[QueueLoad, ...], top: int) -> Table:
+def _queues(queues: tuple[QueueLoad, ...], top: int) -> Grid:
     hottest = sorted(queues, key=lambda q: (-q.peak_pkts, -q.backlog_pkts, q.port))[:top]
     return _hottest(
         f"Hottest queues, packets (of {len(queues)})",
@@ -119,7 +118,7 @@ def _queues(queues: tuple[QueueLoad, ...], top: int) -> Table:
     )
 
 
-def _links(links: tuple[LinkLoad, ...], top: int) -> Table:
+def _links(links: tuple[LinkLoad, ...], top: int) -> Grid:
     hottest = sorted(links, key=lambda k: (-(k.pct or 0.0), -k.mbps, k.port))[:top]
     return _hottest(
         f"Hottest links (of {len(links)})",
@@ -128,44 +127,35 @@ def _links(links: tuple[LinkLoad, ...], top: int) -> Table:
     )
 
 
-def _hottest(
-    title: str, figures: tuple[str, ...], rows: Iterable[tuple[RenderableType, ...]]
-) -> Table:
+def _hottest(title: str, figures: tuple[str, ...], rows: Iterable[tuple[Cell, ...]]) -> Grid:
     """A table of the hottest ports: each port, then its ``figures`` right-aligned."""
-    t = Table(
-        title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False
-    )
-    t.add_column("port", no_wrap=True)
-    for name in figures:
-        t.add_column(name, justify="right", no_wrap=True)
-    for row in rows:
-        t.add_row(*row)
-    return t
+    return Grid(title, ("port", *figures), rows, right=range(1, len(figures) + 1))
 
 
-def _percent(pct: float | None) -> RenderableType:
+def _percent(pct: float | None) -> Cell:
     return "—" if pct is None else Text(f"{pct:.0f} %", style=_load_style(pct))
 
 
-def _traffic(tr: Traffic) -> Table:
-    t = Table(title="Traffic so far", title_justify="left", show_header=False, box=None)
-    t.add_column("what")
-    t.add_column("value")
-    t.add_row(
-        "flows",
-        f"{tr.flows_in_flight} in flight, {tr.flows_settled} settled"
-        + (f", {tr.flows_failed} failed" if tr.flows_failed else ""),
-    )
-    if tr.requests_total is not None:
-        t.add_row(
-            "requests",
-            f"{tr.requests_in_flight} in flight, {tr.requests_done} done of "
-            f"{tr.requests_total}"
-            + (f", {tr.requests_failed} failed" if tr.requests_failed else ""),
+def _traffic(tr: Traffic) -> Grid:
+    rows = [
+        (
+            "flows",
+            f"{tr.flows_in_flight} in flight, {tr.flows_settled} settled"
+            + (f", {tr.flows_failed} failed" if tr.flows_failed else ""),
         )
-        t.add_row("TTFT", _latency(tr.ttft))
-        t.add_row("ITL", _latency(tr.itl))
-    return t
+    ]
+    if tr.requests_total is not None:
+        rows += [
+            (
+                "requests",
+                f"{tr.requests_in_flight} in flight, {tr.requests_done} done of "
+                f"{tr.requests_total}"
+                + (f", {tr.requests_failed} failed" if tr.requests_failed else ""),
+            ),
+            ("TTFT", _latency(tr.ttft)),
+            ("ITL", _latency(tr.itl)),
+        ]
+    return Grid("Traffic so far", None, rows, edge=True)
 
 
 def _latency(lat: Latency) -> str:
@@ -174,19 +164,14 @@ def _latency(lat: Latency) -> str:
     return f"p50 {figure(lat.p50_ms)} ms, p99 {figure(lat.p99_ms)} ms (n={lat.n})"
 
 
-def _checks(checks: tuple[CheckStanding, ...]) -> Table:
-    t = Table(
-        title="Fidelity as it stands", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False
-    )
-    t.add_column("check", no_wrap=True)
-    t.add_column("status", no_wrap=True)
-    t.add_column("measured", no_wrap=True)
-    t.add_column("detail", max_width=60)  # the column that gives way, one line each
-    for c in checks:
-        status = Text(c.status, style=STATUS_STYLE.get(c.status, ""))
-        detail = Text(c.detail, no_wrap=True, overflow="ellipsis")
-        t.add_row(c.name, status, c.measured, detail)
-    return t
+def _checks(checks: tuple[CheckStanding, ...]) -> Grid:
+    rows = [
+        (c.name, Text(c.status, style=STATUS_STYLE.get(c.status, "")), c.measured, c.detail)
+        for c in checks
+    ]
+    header = ("check", "status", "measured", "detail")
+    # the detail gives way, one line each
+    return Grid("Fidelity as it stands", header, rows, edge=True, give_way=3, max_give=60)
 
 
 def figure(x: float) -> str:
