@@ -12,7 +12,7 @@ The live view's overhead: the same transfer twice more in each repeat, as ``kvfa
 run`` carries it out (the queue, link and CPU samplers in their process saving chunks
 into the run folder, the agents' ``LiveTables`` saving theirs), once without and once
 with ``--live`` (``experiments.orchestration.live_view.LiveScreen`` following the run
-folder and redrawing twice a second, to a terminal-like console in memory so the
+folder and redrawing once a second, to a terminal-like console in memory so the
 benchmark's own output stays readable). Counted: the agents' CPU and this process's
 (the coordinator, ``LiveTables`` and the view's thread), per emulated GB; the sampler
 process is the same in both and left out. ``live_overhead``: with ÷ without, median

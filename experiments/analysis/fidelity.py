@@ -32,6 +32,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
+from experiments.analysis.port_series import PortIds, series, standing_stretches
 from experiments.measurement.tcpcount import UNMODELLED_PLACES
 from experiments.spec.config import Fidelity
 from experiments.spec.typed import default_section
@@ -166,41 +167,27 @@ def busy_dequeue(
     least what the port can send in the interval: a smaller queue may have emptied
     between the samples, and the port then idled for want of packets, not of rate
     (a 100 Mbit/s port sends 62.5 KB, 41 frames, between two 200 Hz samples)."""
-    rows = []
     cols = ["node", "port", "stretches", "busy_s", "busy_bytes", "bps"]
     if queues is None or queues.empty:
-        return pd.DataFrame(rows, columns=cols)
-    min_ns = min_busy_ms * 1e6
-    for (node, port), g in queues.groupby(["node", "port"], sort=True):
-        g = g.sort_values("t_ns", kind="stable")
-        t = g["t_ns"].to_numpy(dtype=np.int64)
-        sent = g["sent_bytes"].to_numpy(dtype=np.int64)
-        up = g["backlog_pkts"].to_numpy() > 0
-        # interval i (sample i -> i+1) is busy if the queue stood at both ends
-        busy = up[:-1] & up[1:] & (np.diff(sent) >= 0) & (np.diff(t) > 0)
-        rate = (rates_bps or {}).get((node, int(port)))
-        if rate:  # ... and could not have emptied in between
-            held = g["backlog_bytes"].to_numpy(dtype=np.float64)[:-1]
-            busy &= held * 8 >= rate * np.diff(t) / 1e9
-        n = spans = 0
-        nbytes = 0
-        for start, end in _runs(busy):  # intervals start..end-1: samples start..end
-            span = t[end] - t[start]
-            if span >= min_ns:
-                n += 1
-                spans += span
-                nbytes += sent[end] - sent[start]
-        if n:
-            rows.append([node, int(port), n, spans / 1e9, int(nbytes), nbytes * 8e9 / spans])
-    return pd.DataFrame(rows, columns=cols)
-
-
-def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
-    """(start, end) of each run of True in ``mask``: indexes start..end-1."""
-    if mask.size == 0:
-        return []
-    edges = np.diff(np.concatenate(([0], mask.astype(np.int8), [0])))
-    return list(zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1), strict=True))
+        return pd.DataFrame([], columns=cols)
+    ports = PortIds()
+    pid = ports.of(queues)
+    order, _ = series(pid, queues["t_ns"])
+    n, span_ns, nbytes = standing_stretches(
+        pid[order],
+        queues["t_ns"].to_numpy(dtype=np.int64)[order],
+        queues["sent_bytes"].to_numpy(dtype=np.int64)[order],
+        queues["backlog_pkts"].to_numpy()[order],
+        queues["backlog_bytes"].to_numpy(dtype=np.float64)[order],
+        ports.values(rates_bps or {}),
+        min_busy_ms * 1e6,
+    )
+    rows = [
+        [node, port, int(n[i]), span_ns[i] / 1e9, int(nbytes[i]), nbytes[i] * 8e9 / span_ns[i]]
+        for i, (node, port) in enumerate(ports.keys)
+        if n[i]
+    ]
+    return pd.DataFrame(sorted(rows, key=lambda r: (r[0], r[1])), columns=cols)
 
 
 def evidence_bytes(stretches: int, tolerance: float, frame: int = MTU_BYTES) -> float:
@@ -448,13 +435,16 @@ def offered_switching_mbps(flows: pd.DataFrame | None, fabric: Fabric) -> tuple[
 
 
 def switch_work(
-    flows: pd.DataFrame | None, fabric: Fabric
+    flows: pd.DataFrame | None,
+    fabric: Fabric,
+    count: Callable[[str, str], int] | None = None,
 ) -> tuple[float | None, dict[int, float], str]:
     """``offered_switching_mbps``, and its switch-hop bits by path length (what a
-    capacity that depends on path length is judged by)."""
+    capacity that depends on path length is judged by); ``count``: the fabric's
+    ``switch_counter``, for a caller that judges many tables of one fabric."""
     if flows is None or flows.empty:
         return None, {}, "no flows"
-    count = switch_counter(fabric)
+    count = count or switch_counter(fabric)
     unknown: set[str] = set()
 
     def hops_of(src: str, dst: str) -> int:

@@ -41,17 +41,25 @@ from experiments.analysis.fidelity import (
     DEFAULT_THRESHOLDS,
     MIN_BUSY_MS,
     MIN_SAMPLER_RATIO,
-    busy_dequeue,
     cpu_check,
     judge_dequeue,
+    switch_counter,
     switch_work,
     switching_capacity,
 )
+from experiments.analysis.port_series import PortIds, series, standing_stretches
 from experiments.spec.config import Fidelity
 from topologies.fabric import Fabric
 from topologies.shaping import MTU_BYTES
 
 AT_RISK = 0.8  # a value past this share of its limit is at risk
+# The columns ``Standing.add`` reads of each sampled table (None: all): a reader of the
+# run's chunks need decode no more.
+FOLDED: dict[str, tuple[str, ...] | None] = {
+    "queues": ("t_ns", "node", "port", "backlog_pkts", "backlog_bytes", "drops", "sent_bytes"),
+    "links": ("t_ns", "node", "port", "tx_bytes"),
+    "cpu": None,
+}
 
 
 @dataclass(frozen=True)
@@ -218,21 +226,25 @@ class Standing:
         self.fabric, self.capacity_mbps = fabric, capacity_mbps
         self.sampler_hz, self.requests_total, self.frame = sampler_hz, requests_total, frame
         self.rates_bps = {k: p.rate_bps for k, p in self.ports.items() if p.rate_bps}
+        self.ids = PortIds()  # (node, port) -> a small integer, for the folds below
         self.queue_now: dict[tuple[str, int], tuple[int, int]] = {}  # backlog, recent peak
         self.drops_first: dict[tuple[str, int], int] = {}
         self.drops_last: dict[tuple[str, int], int] = {}
         self.busy: dict[tuple[str, int], list[float]] = {}  # stretches, busy_s, busy_bytes
-        self.queue_tail: pd.DataFrame | None = None  # each port's last sample: joins chunks
+        self.queue_tail: tuple[np.ndarray, ...] | None = None  # each port's last sample
         self.ticks, self.tick_span = 0, (None, None)
         self.link_mbps: dict[tuple[str, int], float] = {}
-        self.link_tail: pd.DataFrame | None = None
+        self.link_tail: tuple[np.ndarray, ...] | None = None
         self.cpu: list[pd.DataFrame] = []
         self.flows_settled = self.flows_failed = 0
         self.lateness = Spread()
+        self.hops = switch_counter(fabric) if fabric is not None else None
         self.switch_bits: dict[int, float] = {}
         self.flow_span: tuple[float, float] = (math.inf, -math.inf)
         self.requests_done = self.requests_failed = 0
         self.ttft, self.itl = Spread(), Spread()
+        self.added = 0  # chunks folded in: what the screen shows changes with it only
+        self.shown: tuple[int, Any] | None = None  # (added, what it showed)
 
     # ----- rows in ----------------------------------------------------------------------
     def add(self, table: str, rows: pd.DataFrame | None) -> None:
@@ -249,41 +261,66 @@ class Standing:
         }.get(table)
         if fold is not None:
             fold(rows)
+            self.added += 1
 
     def _queues(self, rows: pd.DataFrame) -> None:
-        rows = rows.sort_values("t_ns", kind="stable")
-        by_port = rows.groupby(["node", "port"], sort=False)
-        last, peak = by_port["backlog_pkts"].last(), by_port["backlog_pkts"].max()
-        first_drops, last_drops = by_port["drops"].min(), by_port["drops"].max()
-        for key in last.index:
-            k = (str(key[0]), int(key[1]))
-            self.queue_now[k] = (int(last[key]), int(peak[key]))
-            self.drops_first.setdefault(k, int(first_drops[key]))
-            self.drops_last[k] = int(last_drops[key])
-        joined = rows if self.queue_tail is None else pd.concat([self.queue_tail, rows])
-        busy = busy_dequeue(joined, MIN_BUSY_MS, self.rates_bps)
-        for r in busy.itertuples(index=False):
-            sums = self.busy.setdefault((str(r.node), int(r.port)), [0, 0.0, 0])
-            sums[0] += r.stretches
-            sums[1] += r.busy_s
-            sums[2] += r.busy_bytes
-        self.queue_tail = by_port.tail(1)
-        t = rows["t_ns"].to_numpy(dtype=np.int64)
-        first = t[0] if self.tick_span[0] is None else self.tick_span[0]
+        pid, t = self.ids.of(rows), rows["t_ns"].to_numpy(dtype=np.int64)
+        sent = rows["sent_bytes"].to_numpy(dtype=np.int64)
+        backlog = rows["backlog_pkts"].to_numpy(dtype=np.int64)
+        held = rows["backlog_bytes"].to_numpy(dtype=np.float64)
+        drops = rows["drops"].to_numpy(dtype=np.int64)
+        order, starts = series(pid, t)
+        ends = np.r_[starts[1:], order.size] - 1
+        peak = np.maximum.reduceat(backlog[order], starts)
+        lo, hi = (
+            np.minimum.reduceat(drops[order], starts),
+            np.maximum.reduceat(drops[order], starts),
+        )
+        for i, start in enumerate(starts.tolist()):
+            k = self.ids.keys[pid[order[start]]]
+            self.queue_now[k] = (int(backlog[order[ends[i]]]), int(peak[i]))
+            self.drops_first.setdefault(k, int(lo[i]))
+            self.drops_last[k] = int(hi[i])
+        latest = (pid, t, sent, backlog, held)
+        last = order[ends]
+        joined = (
+            [np.concatenate(pair) for pair in zip(self.queue_tail, latest, strict=True)]
+            if (self.queue_tail is not None)
+            else list(latest)
+        )
+        self.queue_tail = tuple(x[last] for x in latest)
+        j_order, _ = series(joined[0], joined[1])
+        n, span_ns, nbytes = standing_stretches(
+            *(x[j_order] for x in joined), self.ids.values(self.rates_bps), MIN_BUSY_MS * 1e6
+        )
+        for i in np.flatnonzero(n).tolist():
+            sums = self.busy.setdefault(self.ids.keys[i], [0, 0.0, 0])
+            sums[0] += int(n[i])
+            sums[1] += span_ns[i] / 1e9
+            sums[2] += int(nbytes[i])
+        first = int(t.min()) if self.tick_span[0] is None else self.tick_span[0]
         self.ticks += int(np.unique(t).size)
-        self.tick_span = (first, t[-1])
+        self.tick_span = (first, int(t.max()))
 
     def _links(self, rows: pd.DataFrame) -> None:
-        joined = rows if self.link_tail is None else pd.concat([self.link_tail, rows])
-        joined = joined.sort_values("t_ns", kind="stable")
-        by_port = joined.groupby(["node", "port"], sort=False)
-        first, last = by_port[["t_ns", "tx_bytes"]].first(), by_port[["t_ns", "tx_bytes"]].last()
-        for key in last.index:
-            dt = (last.at[key, "t_ns"] - first.at[key, "t_ns"]) / 1e9
-            if dt > 0:
-                sent = max(0, int(last.at[key, "tx_bytes"] - first.at[key, "tx_bytes"]))
-                self.link_mbps[(str(key[0]), int(key[1]))] = sent * 8 / dt / 1e6
-        self.link_tail = by_port.tail(1)
+        latest = (
+            self.ids.of(rows),
+            rows["t_ns"].to_numpy(dtype=np.int64),
+            rows["tx_bytes"].to_numpy(dtype=np.int64),
+        )
+        joined = (
+            latest
+            if self.link_tail is None
+            else tuple(np.concatenate(pair) for pair in zip(self.link_tail, latest, strict=True))
+        )
+        order, starts = series(joined[0], joined[1])
+        pid, t, tx = (x[order] for x in joined)
+        ends = np.r_[starts[1:], order.size] - 1
+        dt = (t[ends] - t[starts]) / 1e9
+        sent = np.maximum(0, tx[ends] - tx[starts])
+        for i in np.flatnonzero(dt > 0).tolist():
+            self.link_mbps[self.ids.keys[pid[starts[i]]]] = sent[i] * 8 / dt[i] / 1e6
+        self.link_tail = (pid[ends], t[ends], tx[ends])
 
     def _flows(self, rows: pd.DataFrame) -> None:
         self.flows_settled += len(rows)
@@ -293,7 +330,7 @@ class Standing:
         if "lateness_ms" in timed:
             self.lateness.add(timed["lateness_ms"])
         if self.fabric is not None and {"src", "dst", "bytes", "t_start_ns"} <= set(rows):
-            _, by_hops, _ = switch_work(rows, self.fabric)
+            _, by_hops, _ = switch_work(rows, self.fabric, self.hops)
             for hops, bits in by_hops.items():
                 self.switch_bits[hops] = self.switch_bits.get(hops, 0.0) + bits
             starts = pd.to_numeric(rows["t_start_ns"], errors="coerce").dropna()
@@ -326,6 +363,16 @@ class Standing:
     ) -> LiveSnapshot:
         """What the rows added so far show; ``requests_arrived``: requests whose arrival
         has come (the rest of those not yet done or failed are in flight)."""
+        if self.shown is None or self.shown[0] != self.added:  # else as shown before
+            folded = (
+                tuple(self._queue_loads()),
+                tuple(self._link_loads()),
+                tuple(self.checks()),
+                self.ttft.latency(),
+                self.itl.latency(),
+            )
+            self.shown = (self.added, folded)
+        queues, links, checks, ttft, itl = self.shown[1]
         settled = self.requests_done + self.requests_failed
         arrived = max(requests_arrived or 0, settled)
         traffic = Traffic(
@@ -336,18 +383,18 @@ class Standing:
             requests_in_flight=arrived - settled,
             requests_done=self.requests_done,
             requests_failed=self.requests_failed,
-            ttft=self.ttft.latency(),
-            itl=self.itl.latency(),
+            ttft=ttft,
+            itl=itl,
         )
         return LiveSnapshot(
             run=run,
             phase=phase,
             elapsed_s=elapsed_s,
             duration_s=duration_s,
-            queues=tuple(self._queue_loads()),
-            links=tuple(self._link_loads()),
+            queues=queues,
+            links=links,
             traffic=traffic,
-            checks=tuple(self.checks()),
+            checks=checks,
             note=note,
         )
 
@@ -393,7 +440,9 @@ class Standing:
         limit = self.th.cpu_max_pct
         if not self.cpu:
             return CheckStanding("cpu", "pending", "no samples yet")
-        c = cpu_check(pd.concat(self.cpu, ignore_index=True), limit)
+        if len(self.cpu) > 1:  # one frame from here on: the next check adds to it only
+            self.cpu = [pd.concat(self.cpu, ignore_index=True)]
+        c = cpu_check(self.cpu[0], limit)
         return CheckStanding(
             "cpu",
             stand(c["value"], limit, c["ok"]),

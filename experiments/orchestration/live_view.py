@@ -1,4 +1,4 @@
-"""``kvfabric run --live``: the run as it stands on the terminal, redrawn twice a second.
+"""``kvfabric run --live``: the run as it stands on the terminal, redrawn once a second.
 
     with LiveScreen(console) as screen:            # instead of the progress bar
         run_spec(..., progress=screen, live=screen)
@@ -14,7 +14,9 @@ them from the coordinator's loop. While a run's traffic goes, ``watch`` lets the
 look at what that run has already recorded, and nothing more (no sampling of its own):
 
 - the sampler process's chunks (queues, links, cpu; ``<run>/partial/<table>/``), each
-  read once, when it appears;
+  read once, when it appears, and only the columns ``Standing`` folds (``FOLDED``), in
+  this thread (pyarrow's thread pool would cost more than it saves on a chunk this
+  small);
 - the flows, requests and tokens chunks the live-saving thread (``LiveTables``) hands its
   observers as it saves them (kept here by one deque append in that thread);
 - counts read in one step each: flows in flight (``FlowProgress.in_flight``), requests
@@ -43,10 +45,11 @@ from pathlib import Path
 from typing import Any, Self
 
 import pandas as pd
+import pyarrow.parquet as pq
 from rich.console import Console
 from rich.live import Live
 
-from experiments.analysis.standing import LiveSnapshot, Port, Standing
+from experiments.analysis.standing import FOLDED, LiveSnapshot, Port, Standing
 from experiments.measurement.chunks import chunk_paths
 from experiments.orchestration.live import SAMPLED_TABLES
 from experiments.output.live_view import live_view
@@ -54,7 +57,10 @@ from topologies.shaping import frame_bytes
 
 log = logging.getLogger("kvfabric.live_view")
 
-REFRESH_S = 0.5
+# Once a second: the sampler saves its chunks once a second and the live tables every
+# two, so a faster redraw would mostly show the same rows again, and a redraw is the view's
+# largest cost (about 10 ms of CPU for rich to lay out the tables of a 40-port fabric).
+REFRESH_S = 1.0
 
 
 class RunWatch:
@@ -91,7 +97,7 @@ class RunWatch:
                     continue
                 self.read.add(path)
                 try:
-                    self.standing.add(table, pd.read_parquet(path))
+                    self.standing.add(table, read_chunk(path, FOLDED.get(table)))
                 except Exception as exc:  # gone (the run compacted it), or cut short
                     self.skipped.append(f"{table}/{path.name}: {type(exc).__name__}")
         while self.saved:
@@ -115,6 +121,13 @@ class RunWatch:
     def close(self) -> None:
         with contextlib.suppress(ValueError):
             self.tables.observers.remove(self._saved)
+
+
+def read_chunk(path: Path, columns: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """A chunk's ``columns`` (all if None), decoded in the calling thread."""
+    with pq.ParquetFile(path) as chunk:
+        table = chunk.read(columns=columns and list(columns), use_threads=False)
+    return table.to_pandas(use_threads=False)
 
 
 def standing_of(p: Any, deployed: Any, sampler_hz: float) -> Standing:

@@ -25,10 +25,10 @@ real-equivalent units only at its end.
 
 from __future__ import annotations
 
-from rich import box
+from collections.abc import Iterable
+
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
-from rich.measure import Measurement
-from rich.table import Table
+from rich.segment import Segment
 from rich.text import Text
 
 from experiments.analysis.standing import (
@@ -39,6 +39,7 @@ from experiments.analysis.standing import (
     QueueLoad,
     Traffic,
 )
+from experiments.output.grid import Cell, Grid
 
 TOP = 5  # rows of the hottest queues and links
 STATUS_STYLE = {"ok": "green", "at risk": "yellow", "failing": "bold red", "pending": "dim"}
@@ -61,23 +62,34 @@ def live_view(s: LiveSnapshot, top: int = TOP) -> RenderableType:
 
 class _SideBySide:
     """Tables side by side where the terminal is wide enough (so the screen fits a
-    24-line terminal), one under the other where it is not."""
+    24-line terminal), one under the other where it is not. Each table is rendered once,
+    at its own width, and its lines laid beside the others' (a rich grid of tables would
+    measure every table, then render it again: twice the work, on every redraw)."""
 
     GAP = 2
 
-    def __init__(self, tables: list[Table]) -> None:
+    def __init__(self, tables: list[Grid]) -> None:
         self.tables = tables
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        widths = [Measurement.get(console, options, t).maximum for t in self.tables]
-        if sum(widths) + self.GAP * (len(widths) - 1) <= options.max_width:
-            grid = Table.grid(padding=(0, self.GAP))
-            for _ in self.tables:
-                grid.add_column(no_wrap=True)
-            grid.add_row(*self.tables)
-            yield grid
+        rendered = [console.render_lines(t, options, pad=False) for t in self.tables]
+        widths = [Segment.get_shape(lines)[0] for lines in rendered]
+        if sum(widths) + self.GAP * (len(widths) - 1) > options.max_width:
+            rows: Iterable[tuple[list[Segment], ...]] = ((line,) for t in rendered for line in t)
         else:
-            yield from self.tables
+            height = max(len(lines) for lines in rendered)
+            shaped = [
+                Segment.set_shape(lines, w, height)
+                for lines, w in zip(rendered, widths, strict=True)
+            ]
+            rows = zip(*shaped, strict=True)
+        gap = Segment(" " * self.GAP)
+        for row in rows:
+            for i, line in enumerate(row):
+                if i:
+                    yield gap
+                yield from line
+            yield Segment.line()
 
 
 def _header(s: LiveSnapshot) -> Text:
@@ -88,73 +100,62 @@ def _header(s: LiveSnapshot) -> Text:
     return text
 
 
-def _queues(queues: tuple[QueueLoad, ...], top: int) -> Table:
+def _queues(queues: tuple[QueueLoad, ...], top: int) -> Grid:
     hottest = sorted(queues, key=lambda q: (-q.peak_pkts, -q.backlog_pkts, q.port))[:top]
-    t = Table(
-        title=f"Hottest queues, packets (of {len(queues)})",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        show_edge=False,
+    return _hottest(
+        f"Hottest queues, packets (of {len(queues)})",
+        ("now", "peak", "% buffer", "drops"),
+        (
+            (
+                q.port,
+                f"{q.backlog_pkts}",
+                f"{q.peak_pkts}",
+                _percent(q.peak_pct),
+                Text(f"{q.drops}", style="red" if q.drops else ""),
+            )
+            for q in hottest
+        ),
     )
-    t.add_column("port", no_wrap=True)
-    t.add_column("now", justify="right", no_wrap=True)
-    t.add_column("peak", justify="right", no_wrap=True)
-    t.add_column("% buffer", justify="right", no_wrap=True)
-    t.add_column("drops", justify="right", no_wrap=True)
-    for q in hottest:
-        pct = q.peak_pct
-        t.add_row(
-            q.port,
-            f"{q.backlog_pkts}",
-            f"{q.peak_pkts}",
-            "—" if pct is None else Text(f"{pct:.0f} %", style=_load_style(pct)),
-            Text(f"{q.drops}", style="red" if q.drops else ""),
-        )
-    return t
 
 
-def _links(links: tuple[LinkLoad, ...], top: int) -> Table:
+def _links(links: tuple[LinkLoad, ...], top: int) -> Grid:
     hottest = sorted(links, key=lambda k: (-(k.pct or 0.0), -k.mbps, k.port))[:top]
-    t = Table(
-        title=f"Hottest links (of {len(links)})",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        show_edge=False,
+    return _hottest(
+        f"Hottest links (of {len(links)})",
+        ("Mbit/s", "% capacity"),
+        ((k.port, figure(k.mbps), _percent(k.pct)) for k in hottest),
     )
-    t.add_column("port", no_wrap=True)
-    t.add_column("Mbit/s", justify="right", no_wrap=True)
-    t.add_column("% capacity", justify="right", no_wrap=True)
-    for k in hottest:
-        pct = k.pct
-        t.add_row(
-            k.port,
-            figure(k.mbps),
-            "—" if pct is None else Text(f"{pct:.0f} %", style=_load_style(pct)),
+
+
+def _hottest(title: str, figures: tuple[str, ...], rows: Iterable[tuple[Cell, ...]]) -> Grid:
+    """A table of the hottest ports: each port, then its ``figures`` right-aligned."""
+    return Grid(title, ("port", *figures), rows, right=range(1, len(figures) + 1))
+
+
+def _percent(pct: float | None) -> Cell:
+    return "—" if pct is None else Text(f"{pct:.0f} %", style=_load_style(pct))
+
+
+def _traffic(tr: Traffic) -> Grid:
+    rows = [
+        (
+            "flows",
+            f"{tr.flows_in_flight} in flight, {tr.flows_settled} settled"
+            + (f", {tr.flows_failed} failed" if tr.flows_failed else ""),
         )
-    return t
-
-
-def _traffic(tr: Traffic) -> Table:
-    t = Table(title="Traffic so far", title_justify="left", show_header=False, box=None)
-    t.add_column("what")
-    t.add_column("value")
-    t.add_row(
-        "flows",
-        f"{tr.flows_in_flight} in flight, {tr.flows_settled} settled"
-        + (f", {tr.flows_failed} failed" if tr.flows_failed else ""),
-    )
+    ]
     if tr.requests_total is not None:
-        t.add_row(
-            "requests",
-            f"{tr.requests_in_flight} in flight, {tr.requests_done} done of "
-            f"{tr.requests_total}"
-            + (f", {tr.requests_failed} failed" if tr.requests_failed else ""),
-        )
-        t.add_row("TTFT", _latency(tr.ttft))
-        t.add_row("ITL", _latency(tr.itl))
-    return t
+        rows += [
+            (
+                "requests",
+                f"{tr.requests_in_flight} in flight, {tr.requests_done} done of "
+                f"{tr.requests_total}"
+                + (f", {tr.requests_failed} failed" if tr.requests_failed else ""),
+            ),
+            ("TTFT", _latency(tr.ttft)),
+            ("ITL", _latency(tr.itl)),
+        ]
+    return Grid("Traffic so far", None, rows, edge=True)
 
 
 def _latency(lat: Latency) -> str:
@@ -163,19 +164,14 @@ def _latency(lat: Latency) -> str:
     return f"p50 {figure(lat.p50_ms)} ms, p99 {figure(lat.p99_ms)} ms (n={lat.n})"
 
 
-def _checks(checks: tuple[CheckStanding, ...]) -> Table:
-    t = Table(
-        title="Fidelity as it stands", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False
-    )
-    t.add_column("check", no_wrap=True)
-    t.add_column("status", no_wrap=True)
-    t.add_column("measured", no_wrap=True)
-    t.add_column("detail", max_width=60)  # the column that gives way, one line each
-    for c in checks:
-        status = Text(c.status, style=STATUS_STYLE.get(c.status, ""))
-        detail = Text(c.detail, no_wrap=True, overflow="ellipsis")
-        t.add_row(c.name, status, c.measured, detail)
-    return t
+def _checks(checks: tuple[CheckStanding, ...]) -> Grid:
+    rows = [
+        (c.name, Text(c.status, style=STATUS_STYLE.get(c.status, "")), c.measured, c.detail)
+        for c in checks
+    ]
+    header = ("check", "status", "measured", "detail")
+    # the detail gives way, one line each
+    return Grid("Fidelity as it stands", header, rows, edge=True, give_way=3, max_give=60)
 
 
 def figure(x: float) -> str:

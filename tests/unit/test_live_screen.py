@@ -117,3 +117,17 @@ def test_a_view_that_cannot_follow_the_run_says_so_and_the_run_goes_on(tmp_path)
         with screen.watch(broken, None, tmp_path, None, FakeTables(), 200.0) as watch:
             assert watch is None
             assert wait_for(console, "could not follow this run")
+
+
+def test_a_sampler_chunk_is_read_for_the_columns_the_view_folds(tmp_path):
+    from experiments.analysis.standing import FOLDED
+    from experiments.measurement.samplers import LINK_COLUMNS
+    from experiments.orchestration.live_view import read_chunk
+
+    rows = pd.DataFrame({c: np.arange(3, dtype=np.int64) for c in LINK_COLUMNS})
+    rows["node"] = "leaf0"
+    path = ChunkWriter(tmp_path, "links").append(rows)
+    links = read_chunk(path, FOLDED["links"])
+    assert list(links.columns) == ["t_ns", "node", "port", "tx_bytes"]
+    assert links["tx_bytes"].tolist() == [0, 1, 2] and set(links["node"]) == {"leaf0"}
+    assert list(read_chunk(path).columns) == LINK_COLUMNS
