@@ -68,10 +68,11 @@ def agents(net, emulated_bytes: int) -> tuple[float, float]:
     return c1 - c0, t1 - t0
 
 
-def as_a_run(net, emulated_bytes: int, live: bool) -> tuple[float, float, float]:
-    """(agents' cpu s, this process's cpu s, wall s) of the same transfer carried out as
-    ``kvfabric run`` does (samplers saving chunks, ``LiveTables``), with ``--live``'s
-    screen following it or not."""
+def as_a_run(net, emulated_bytes: int, live: bool) -> tuple[float, float, float, dict]:
+    """(agents' cpu s, this process's cpu s, wall s, the view thread's own cpu s by step)
+    of the same transfer carried out as ``kvfabric run`` does (samplers saving chunks,
+    ``LiveTables``), with ``--live``'s screen following it or not."""
+    view: dict[str, float] = {}
     with contextlib.ExitStack() as stack:
         run_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kvfabric-bench-")))
         ports = {
@@ -86,6 +87,7 @@ def as_a_run(net, emulated_bytes: int, live: bool) -> tuple[float, float, float]
         tables = stack.enter_context(LiveTables(run_dir, fleet))
         if live:
             screen = stack.enter_context(LiveScreen(offscreen_console()))
+            view = screen.cpu_s  # filled in as it redraws
             names = port_names(net.fabric)
             standing = Standing(
                 {
@@ -103,7 +105,7 @@ def as_a_run(net, emulated_bytes: int, live: bool) -> tuple[float, float, float]
         flows = fleet.run(timeout_s=120)
         c1, own1, t1 = process_cpu_s(pids), time.process_time(), time.monotonic()
     check(flows)
-    return c1 - c0, own1 - own0, t1 - t0
+    return c1 - c0, own1 - own0, t1 - t0, dict(view)
 
 
 def offscreen_console() -> Console:
@@ -191,6 +193,8 @@ def run(quick: bool = False) -> dict:
                     "live_coordinator_cpu_s": live[1],
                     "run_wall_s": plain[2],
                     "live_wall_s": live[2],
+                    "view_fold_cpu_s": live[3].get("fold"),  # the view thread's own
+                    "view_draw_cpu_s": live[3].get("draw"),
                 }
             )
     value = statistics.median(r["agent_cpu_s_per_gb"] for r in runs)
@@ -233,6 +237,8 @@ def run(quick: bool = False) -> dict:
             "--live s/GB",
             "run wall s",
             "--live wall s",
+            "view fold s",
+            "view draw s",
         ],
         [
             [
@@ -245,6 +251,8 @@ def run(quick: bool = False) -> dict:
                 r["live_cpu_s_per_gb"],
                 r["run_wall_s"],
                 r["live_wall_s"],
+                r["view_fold_cpu_s"],
+                r["view_draw_cpu_s"],
             ]
             for i, r in enumerate(runs)
         ],

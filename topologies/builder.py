@@ -201,11 +201,12 @@ class FabricNetwork:
         from mininet.link import Link as MnLink
         from mininet.log import setLogLevel
         from mininet.net import Mininet
-        from mininet.node import Host, OVSSwitch, RemoteController
+
+        from .shell_output import FabricController, FabricHost, FabricSwitch
 
         setLogLevel("error")
         switch_cls = partial(
-            OVSSwitch,
+            FabricSwitch,
             datapath=self.datapath,
             protocols="OpenFlow13",
             failMode="secure",
@@ -216,7 +217,7 @@ class FabricNetwork:
             build=False,
             controller=None,
             switch=switch_cls,
-            host=Host,
+            host=FabricHost,
             link=MnLink,
             autoSetMacs=False,
             autoStaticArp=False,
@@ -227,7 +228,7 @@ class FabricNetwork:
                 self._set_ssl(self.controller.tls)
             net.addController(
                 "c0",
-                controller=RemoteController,
+                controller=FabricController,
                 ip=self.controller.host,
                 port=self.controller.port,
                 protocol="ssl" if self.controller.tls else "tcp",

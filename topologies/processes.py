@@ -18,8 +18,11 @@ PR_SET_PDEATHSIG = 1
 
 
 def run(args: list[str], timeout: float = 20, **kw) -> subprocess.CompletedProcess[str]:
-    """Run a command, capture text output, never raise on non-zero exit."""
-    return subprocess.run(args, capture_output=True, text=True, timeout=timeout, **kw)
+    """Run a command, capture text output (bytes that are not UTF-8 replaced), never
+    raise on non-zero exit."""
+    return subprocess.run(
+        args, capture_output=True, text=True, errors="replace", timeout=timeout, **kw
+    )
 
 
 def die_with_parent(sig: int = signal.SIGKILL) -> None:

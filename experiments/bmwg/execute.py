@@ -164,7 +164,7 @@ def run_suite(
             continue
         each = ((clock() - started) / max(1, len(outcomes))) if clock else 0.0
         rows += [
-            run_row(planned, o, each or run_wall_s(r))
+            run_row(planned, o, each or run_wall_s(r, dilation=planned.dilation))
             for o, r in zip(outcomes, planned.runs, strict=False)
         ]
     for test in plan.tests:

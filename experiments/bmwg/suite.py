@@ -28,8 +28,12 @@ from experiments.bmwg.catalog import BY_ID
 from experiments.bmwg.fabric_map import DoesNotFit, HostMap, onto_fabric
 from experiments.bmwg.model import Substitute
 from experiments.bmwg.plan import Trial, load_trial, trials
+from experiments.orchestration.demand import Demand
+from experiments.orchestration.dilation import choose_dilation, shaped_rates
+from experiments.orchestration.envelope import DEFAULT
 from experiments.spec.load import SPECS_DIR, RunSpec, Spec, expand, load_spec, locate
 from experiments.spec.schema import SpecError
+from topologies.shaping import max_rate_bps
 
 SETUP_S = 5.0  # building the fabric, starting the controller and agents, tearing down
 KEPT_FABRIC_KEYS = ("buffer_pkts",)  # what a procedure varies on any fabric
@@ -96,10 +100,11 @@ class PlannedTrial:
     trial: Trial
     spec: Spec
     runs: tuple[RunSpec, ...]
+    dilation: float = 1.0  # the time dilation its runs are planned at (auto resolved)
 
     @property
     def wall_s(self) -> float:
-        return sum(run_wall_s(r) for r in self.runs)
+        return sum(run_wall_s(r, dilation=self.dilation) for r in self.runs)
 
 
 @dataclass(frozen=True)
@@ -129,10 +134,27 @@ class SuitePlan:
         return {t: BY_ID[t].substitutes for t in self.tests if BY_ID[t].substitutes}
 
 
-def run_wall_s(run: RunSpec, setup_s: float = SETUP_S) -> float:
-    """Wall seconds of one run: its duration at its time dilation (auto: 1) + set-up."""
+def run_wall_s(run: RunSpec, setup_s: float = SETUP_S, dilation: float | None = None) -> float:
+    """Wall seconds of one run: its duration at its time dilation + set-up. ``dilation``:
+    the one planned for it (``planned_dilation``); by default the spec's number, or 1 for
+    ``auto`` (``planned_dilation`` is the bound its link rates set)."""
     scale = run.config.scale
-    return run.duration_s * (1.0 if scale.auto else scale.d) + setup_s
+    d = dilation if dilation is not None else (1.0 if scale.auto else scale.d)
+    return run.duration_s * d + setup_s
+
+
+def planned_dilation(run: RunSpec) -> float:
+    """The time dilation ``run`` is planned at: the spec's number; for ``auto``, the
+    smallest its link rates need on this machine (``dilation.choose_dilation`` with the
+    traffic left out: its full plan costs seconds per trial, and a suite has hundreds).
+    The traffic can ask for more: for ``auto`` the estimate is a lower bound."""
+    scale = run.config.scale
+    if not scale.auto:
+        return scale.d
+    rates = shaped_rates(run.fabric(), run.config.faults)
+    return choose_dilation(
+        Demand(), DEFAULT, scale, rates, run.duration_s, max_rate_bps=max_rate_bps()
+    ).d
 
 
 def check_tests(test_ids: Sequence[str]) -> list[str]:
@@ -175,8 +197,9 @@ def on_fabric(trial: Trial, fabric: FabricSpec) -> Spec:
 
 
 def plan_suite(test_ids: Sequence[str], fabric: FabricSpec, profile: str) -> SuitePlan:
-    """Every trial of ``test_ids`` at ``profile`` on ``fabric``; trials it cannot hold
-    are ``misfits``. ``Refused`` for unknown or infeasible tests, and for a test none
+    """Every trial of ``test_ids`` at ``profile`` on ``fabric``, each at the time
+    dilation it is planned at (``planned_dilation``); trials it cannot hold are
+    ``misfits``. ``Refused`` for unknown or infeasible tests, and for a test none
     of whose trials fits."""
     tests = check_tests(test_ids)
     plan = SuitePlan(fabric, profile, tests)
@@ -190,7 +213,8 @@ def plan_suite(test_ids: Sequence[str], fabric: FabricSpec, profile: str) -> Sui
             except (DoesNotFit, SpecError) as exc:
                 plan.misfits.append(Misfit(test, trial.variant, str(exc)))
                 continue
-            plan.trials.append(PlannedTrial(test, trial, spec, tuple(runs)))
+            d = planned_dilation(runs[0]) if runs else 1.0  # repetitions: seeds alone
+            plan.trials.append(PlannedTrial(test, trial, spec, tuple(runs), d))
             fitted += 1
         if not fitted:
             empty.append(test)

@@ -83,7 +83,7 @@ def plan_lines(plan: Any) -> list[str]:
             lines.append(f"  {test} substitute: {sub.draft} → {sub.here}")
     lines.append(
         f"estimated wall time: {plan.wall_s / 60:.1f} min (each run's duration × its time "
-        "dilation, auto counted as 1, + 5 s set-up)"
+        "dilation, auto at least what its link rates need, + 5 s set-up)"
     )
     return lines
 

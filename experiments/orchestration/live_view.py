@@ -172,6 +172,7 @@ class LiveScreen:
         self._live: Live | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.cpu_s = {"fold": 0.0, "draw": 0.0}  # the view thread's own, by step
 
     # ----- what the runner reports (from the coordinator's loop: store, nothing more) ----
     def add_task(self, description: str, total: float | None = None, **_: Any) -> int:
@@ -259,8 +260,15 @@ class LiveScreen:
         )
 
     def _draw(self) -> None:
+        """One redraw; its thread's CPU seconds are added to ``cpu_s`` (folding the new
+        rows and judging, then laying out and writing the screen)."""
+        t0 = time.thread_time()
+        shown = self.frame()
+        t1 = time.thread_time()
         if self._live is not None:
-            self._live.update(live_view(self.frame()), refresh=True)
+            self._live.update(live_view(shown), refresh=True)
+        self.cpu_s["fold"] += t1 - t0
+        self.cpu_s["draw"] += time.thread_time() - t1
 
     def _loop(self) -> None:
         while not self._stop.wait(self.refresh_s):

@@ -18,6 +18,7 @@ import logging
 import shutil
 import tempfile
 import time
+import traceback
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -324,6 +325,7 @@ def execute(
     except Exception as exc:
         log.debug("run %s failed", run.label, exc_info=True)
         rec.error = f"{type(exc).__name__}: {exc}"
+        _keep_traceback(run_dir, exc)
     finally:
         _keep_logs(scratch, run_dir)
         shutil.rmtree(scratch, ignore_errors=True)
@@ -704,6 +706,15 @@ def traffic_window(table: pd.DataFrame, events: dict[str, Any]) -> pd.DataFrame:
     if t0 is None or t1 is None or "t_ns" not in table:
         return table
     return table[(table["t_ns"] >= t0) & (table["t_ns"] <= t1)]
+
+
+def _keep_traceback(run_dir: Path, exc: BaseException) -> None:
+    """An unexpected failure's traceback, ``logs/traceback.txt``: the summary's one-line
+    ``error`` names the exception, this says where it was raised."""
+    logs = run_dir / "logs"
+    logs.mkdir(exist_ok=True)
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    (logs / "traceback.txt").write_text(text, encoding="utf-8")
 
 
 def _keep_logs(scratch: Path, run_dir: Path) -> None:

@@ -55,9 +55,16 @@ def test_the_procedure_hosts_land_on_the_users_gpus(p2p_on_rail):
     assert (len(p2p_on_rail.trials), p2p_on_rail.runs) == (6, 12)
 
 
-def test_the_plan_estimates_wall_time_from_durations_and_set_up(p2p_on_rail):
-    # 12 runs of 10 s (2 s warm-up + 8 s) at dilation auto (counted as 1) + 5 s each
-    assert p2p_on_rail.wall_s == pytest.approx(12 * 15.0)
+def test_the_plan_estimates_wall_time_at_the_dilation_auto_needs(rail, monkeypatch):
+    # 12 runs of 10 s (2 s warm-up + 8 s) + 5 s of set-up each. At quick the rail
+    # fabric's 3.6 Tbit/s NVLink is 3.6 Gbit/s emulated (scale 1e-3): auto slows time
+    # until the fastest link is at most what one hop carries (1 Gbit/s: d = 4)
+    monkeypatch.delenv("KVFABRIC_MAX_RATE_MBPS", raising=False)
+    slowed = plan_suite(["5.1"], rail, "quick")
+    assert {t.dilation for t in slowed.trials} == {4.0}
+    assert slowed.wall_s == pytest.approx(12 * (10 * 4.0 + 5))
+    monkeypatch.setenv("KVFABRIC_MAX_RATE_MBPS", "4000")  # a hop that carries 4 Gbit/s
+    assert plan_suite(["5.1"], rail, "quick").wall_s == pytest.approx(12 * (10 + 5))
 
 
 def test_serving_pools_and_fault_links_follow_the_fabric():

@@ -73,6 +73,7 @@ THIRD_PARTY: dict[str, dict[str, str]] = {
         "topologies.builder": "builds a fabric as a Mininet network (and its CLI)",
         "topologies.cluster.network": "builds a fabric across servers as one Mininet network",
         "topologies.cluster.nodes": "Mininet's remote hosts, switches and links of a cluster",
+        "topologies.shell_output": "Mininet's node classes with a tolerant shell decoder",
         "topologies.machine": "asks whether Mininet imports, and its version (env.json)",
         "benchmarks.setup_time": "times a plain Mininet build, the alternative measured",
     },
@@ -492,8 +493,8 @@ def test_a_cycle_fails() -> None:
 def test_a_library_outside_its_places_fails() -> None:
     assert misplaced_libraries("experiments.analysis.x", "import mininet.net\n") == [
         "experiments.analysis.x imports mininet (line 1); mininet belongs in topologies.builder, "
-        "topologies.cluster.network, topologies.cluster.nodes, topologies.machine, "
-        "benchmarks.setup_time only (see THIRD_PARTY)"
+        "topologies.cluster.network, topologies.cluster.nodes, topologies.shell_output, "
+        "topologies.machine, benchmarks.setup_time only (see THIRD_PARTY)"
     ]
     hidden = "def f():\n    from os_ken.lib import hub\n"
     assert "os_ken (line 2)" in misplaced_libraries("controller.session", hidden)[0]

@@ -24,6 +24,8 @@ from mininet.examples.cluster import RemoteGRELink, RemoteHost, RemoteLink, Remo
 from mininet.link import Link
 from mininet.util import quietRun
 
+from ..shell_output import TolerantShell
+
 VXLAN_PORT = 4789
 VXLAN_OVERHEAD = 50  # bytes the underlay carries beyond the inner IP packet
 
@@ -45,11 +47,11 @@ class _SshOptions:
         return super()._popen(cmd, sudo=sudo, tt=tt, **params)  # type: ignore[misc]
 
 
-class ClusterHost(_SshOptions, RemoteHost):
+class ClusterHost(TolerantShell, _SshOptions, RemoteHost):
     pass
 
 
-class ClusterSwitch(_SshOptions, RemoteOVSSwitch):
+class ClusterSwitch(TolerantShell, _SshOptions, RemoteOVSSwitch):
     pass
 
 

@@ -128,6 +128,10 @@ class PreciseSelector(selectors.EpollSelector):
         return ready
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self._tfd)
+        """Idempotent: the timerfd's number is closed once (a second ``os.close`` would
+        close whatever descriptor took the number since)."""
+        tfd, self._tfd = self._tfd, -1
+        if tfd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(tfd)
         super().close()
