@@ -20,6 +20,14 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+
+
+def column(rows: pd.DataFrame | pa.Table, name: str, dtype: type) -> np.ndarray:
+    """Column ``name`` of a frame or an Arrow table as a numpy array of ``dtype``."""
+    if isinstance(rows, pa.Table):
+        return rows.column(name).to_numpy().astype(dtype, copy=False)
+    return rows[name].to_numpy(dtype=dtype)
 
 
 class PortIds:
@@ -29,10 +37,16 @@ class PortIds:
         self.index: dict[tuple[str, int], int] = {}
         self.keys: list[tuple[str, int]] = []
 
-    def of(self, rows: pd.DataFrame) -> np.ndarray:
-        """Each row's port id (``node`` and ``port`` columns)."""
-        node_code, node_names = pd.factorize(rows["node"])
-        port = rows["port"].to_numpy(dtype=np.int64)
+    def of(self, rows: pd.DataFrame | pa.Table) -> np.ndarray:
+        """Each row's port id (``node`` and ``port`` columns of a frame or an Arrow
+        table: a chunk read for the live view is never made a frame)."""
+        if isinstance(rows, pa.Table):
+            nodes = rows.column("node").combine_chunks().dictionary_encode()
+            node_code = nodes.indices.to_numpy(zero_copy_only=False)
+            node_names = nodes.dictionary.to_pylist()
+        else:
+            node_code, node_names = pd.factorize(rows["node"])
+        port = column(rows, "port", np.int64)
         pair = node_code.astype(np.int64) << 32 | port
         unique, inverse = np.unique(pair, return_inverse=True)
         local = np.empty(unique.size, dtype=np.int64)

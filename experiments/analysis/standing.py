@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from experiments.analysis.fidelity import (
     DEFAULT_THRESHOLDS,
@@ -47,7 +48,7 @@ from experiments.analysis.fidelity import (
     switch_work,
     switching_capacity,
 )
-from experiments.analysis.port_series import PortIds, series, standing_stretches
+from experiments.analysis.port_series import PortIds, column, series, standing_stretches
 from experiments.spec.config import Fidelity
 from topologies.fabric import Fabric
 from topologies.shaping import MTU_BYTES
@@ -245,10 +246,12 @@ class Standing:
         self.ttft, self.itl = Spread(), Spread()
         self.added = 0  # chunks folded in: what the screen shows changes with it only
         self.shown: tuple[int, Any] | None = None  # (added, what it showed)
+        self.judged = False  # the checks shown were worked out on the rows shown
 
     # ----- rows in ----------------------------------------------------------------------
-    def add(self, table: str, rows: pd.DataFrame | None) -> None:
-        """Fold the new ``rows`` of ``table`` (one of the run's table names) in."""
+    def add(self, table: str, rows: pd.DataFrame | pa.Table | None) -> None:
+        """Fold the new ``rows`` of ``table`` (one of the run's table names) in: a frame,
+        or for the sampled ``queues`` and ``links`` an Arrow table as read."""
         if rows is None or not len(rows):
             return
         fold = {
@@ -263,12 +266,12 @@ class Standing:
             fold(rows)
             self.added += 1
 
-    def _queues(self, rows: pd.DataFrame) -> None:
-        pid, t = self.ids.of(rows), rows["t_ns"].to_numpy(dtype=np.int64)
-        sent = rows["sent_bytes"].to_numpy(dtype=np.int64)
-        backlog = rows["backlog_pkts"].to_numpy(dtype=np.int64)
-        held = rows["backlog_bytes"].to_numpy(dtype=np.float64)
-        drops = rows["drops"].to_numpy(dtype=np.int64)
+    def _queues(self, rows: pd.DataFrame | pa.Table) -> None:
+        pid, t = self.ids.of(rows), column(rows, "t_ns", np.int64)
+        sent = column(rows, "sent_bytes", np.int64)
+        backlog = column(rows, "backlog_pkts", np.int64)
+        held = column(rows, "backlog_bytes", np.float64)
+        drops = column(rows, "drops", np.int64)
         order, starts = series(pid, t)
         ends = np.r_[starts[1:], order.size] - 1
         peak = np.maximum.reduceat(backlog[order], starts)
@@ -302,11 +305,11 @@ class Standing:
         self.ticks += int(np.unique(t).size)
         self.tick_span = (first, int(t.max()))
 
-    def _links(self, rows: pd.DataFrame) -> None:
+    def _links(self, rows: pd.DataFrame | pa.Table) -> None:
         latest = (
             self.ids.of(rows),
-            rows["t_ns"].to_numpy(dtype=np.int64),
-            rows["tx_bytes"].to_numpy(dtype=np.int64),
+            column(rows, "t_ns", np.int64),
+            column(rows, "tx_bytes", np.int64),
         )
         joined = (
             latest
@@ -360,14 +363,21 @@ class Standing:
         flows_in_flight: int = 0,
         requests_arrived: int | None = None,
         note: str = "",
+        judge: bool = True,
     ) -> LiveSnapshot:
         """What the rows added so far show; ``requests_arrived``: requests whose arrival
-        has come (the rest of those not yet done or failed are in flight)."""
-        if self.shown is None or self.shown[0] != self.added:  # else as shown before
+        has come (the rest of those not yet done or failed are in flight). ``judge``:
+        work the checks out again (their folds cover the whole run so far, the view's
+        largest cost after drawing); False keeps the last ones, if any."""
+        stale = self.shown is None or self.shown[0] != self.added
+        if stale or (judge and not self.judged):  # else as shown before
+            keep = not judge and self.shown is not None and self.shown[1][2]
+            checks = self.shown[1][2] if keep else tuple(self.checks())
+            self.judged = not keep
             folded = (
                 tuple(self._queue_loads()),
                 tuple(self._link_loads()),
-                tuple(self.checks()),
+                checks,
                 self.ttft.latency(),
                 self.itl.latency(),
             )

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Self
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 from rich.console import Console
 from rich.live import Live
@@ -61,6 +62,10 @@ log = logging.getLogger("kvfabric.live_view")
 # two, so a faster redraw would mostly show the same rows again, and a redraw is the view's
 # largest cost (about 10 ms of CPU for rich to lay out the tables of a 40-port fabric).
 REFRESH_S = 1.0
+# The checks as they stand are worked out every few redraws: each folds the run so far
+# (the CPU samples' p95, every port's standing-queue stretches), and between two of them
+# a check moves little; queues, links and latencies are redrawn every time.
+JUDGE_EVERY_S = 3.0
 
 
 class RunWatch:
@@ -84,6 +89,7 @@ class RunWatch:
         self.read: set[Path] = set()
         self.saved: deque[tuple[str, Any]] = deque()
         self.skipped: list[str] = []
+        self.judged_ns = 0  # when the checks were last worked out (monotonic)
         tables.observers.append(self._saved)
 
     def _saved(self, table: str, frame: Any) -> None:  # in the live-saving thread
@@ -106,6 +112,9 @@ class RunWatch:
     def snapshot(self, run: str, phase: str) -> LiveSnapshot:
         t0 = self.fleet.t0_ns
         now = time.monotonic_ns()
+        judge = now - self.judged_ns >= JUDGE_EVERY_S * 1e9
+        if judge:
+            self.judged_ns = now
         elapsed = (now - t0) / 1e9 if t0 is not None else None
         note = f"skipped unreadable chunks: {', '.join(self.skipped[-3:])}" if self.skipped else ""
         return self.standing.snapshot(
@@ -116,6 +125,7 @@ class RunWatch:
             flows_in_flight=self.tables.progress.in_flight(),
             requests_arrived=self.driver.arrived(now) if self.driver is not None else None,
             note=note,
+            judge=judge,
         )
 
     def close(self) -> None:
@@ -123,11 +133,13 @@ class RunWatch:
             self.tables.observers.remove(self._saved)
 
 
-def read_chunk(path: Path, columns: tuple[str, ...] | None = None) -> pd.DataFrame:
-    """A chunk's ``columns`` (all if None), decoded in the calling thread."""
+def read_chunk(path: Path, columns: tuple[str, ...] | None = None) -> pd.DataFrame | pa.Table:
+    """A chunk's ``columns`` (all if None), decoded in the calling thread: as the Arrow
+    table read when ``columns`` are named (``Standing`` folds them as arrays; a frame
+    would cost as much again), else as a frame."""
     with pq.ParquetFile(path) as chunk:
         table = chunk.read(columns=columns and list(columns), use_threads=False)
-    return table.to_pandas(use_threads=False)
+    return table if columns else table.to_pandas(use_threads=False)
 
 
 def standing_of(p: Any, deployed: Any, sampler_hz: float) -> Standing:

@@ -290,6 +290,25 @@ def test_a_queue_that_drains_slower_than_its_rate_fails_dequeue_rate_across_chun
     assert checks_of(fair)["dequeue_rate"].status == "ok"
 
 
+def test_a_chunk_read_as_arrow_folds_as_its_frame_does():
+    import pyarrow as pa
+
+    backlog = np.r_[np.full(100, 60), np.full(100, 3)]
+    slow = 6250 * 8 // 10  # 80 % of 10 Mbit/s: dequeue_rate fails
+    frames = [
+        queue_rows("leaf0", 3, backlog, slow, drops=np.arange(200)),
+        queue_rows("leaf1", 3, backlog[::-1], 6250),
+    ]
+    as_frames, as_arrow = Standing(ports()), Standing(ports())
+    for rows in frames:
+        as_frames.add("queues", rows)
+        as_arrow.add("queues", pa.Table.from_pandas(rows, preserve_index=False))
+    a, b = as_frames.snapshot("r", "running"), as_arrow.snapshot("r", "running")
+    assert a.queues == b.queues and a.checks == b.checks
+    assert {c.name: c.status for c in b.checks}["dequeue_rate"] == "failing"
+    assert {q.port: q.drops for q in b.queues}["leaf0→spine0"] == 199
+
+
 def test_a_machine_at_full_cpu_fails_the_cpu_check():
     s = Standing(ports())
     t = np.arange(20, dtype=np.int64) * 100_000_000
@@ -302,6 +321,20 @@ def test_a_machine_at_full_cpu_fails_the_cpu_check():
         ),
     )
     assert checks_of(s)["cpu"].status == "failing"
+
+
+def test_between_judgements_the_checks_stay_as_last_judged_and_the_rest_moves_on():
+    s = Standing(ports())
+    s.add("flows", pd.DataFrame({"lateness_ms": np.full(100, 0.1), "after": -1}))
+    assert checks_of(s)["lateness"].status == "ok"
+    s.add("flows", pd.DataFrame({"lateness_ms": np.full(10, 9.0), "after": -1}))
+    s.add("queues", queue_rows("leaf0", 3, np.full(10, 7), 6250))
+    kept = s.snapshot("r", "running", judge=False)
+    assert {c.name: c for c in kept.checks}["lateness"].status == "ok"  # as last judged
+    assert kept.queues and kept.queues[0].backlog_pkts == 7  # the queues are new
+    assert checks_of(s)["lateness"].status == "failing"  # judged again
+    fresh = Standing(ports())  # nothing judged yet: judged now, whatever is asked
+    assert fresh.snapshot("r", "running", judge=False).checks
 
 
 def test_a_sampler_that_kept_half_its_rate_is_failing():
