@@ -6,10 +6,10 @@
 ``DIR/bmwg-<YYYYmmdd-HHMMSS>/`` holds ``plan.json`` (fabric, profile, trials, misfits),
 ``runs/<test>/…`` (every run's own results directory, fidelity verdict included),
 ``<test>/kpis.json`` (each point's KPIs with 95 % intervals and trial counts) and
-``<test>/kpis.csv`` (one row per run: its KPI numbers), ``suite.json`` (every row) and
-the Section 14 report (``report.md``, ``report.html``, ``plots/``). A trial whose
-``run_spec`` raises (the machine cannot hold it, a run that would not start) is
-recorded as failed and the suite goes on.
+``<test>/kpis.csv`` (one row per run: its KPI numbers), ``suite.json`` (every row, and
+the KPIs derived across points: ``across``) and the Section 14 report (``report.md``,
+``report.html``, ``plots/``). A trial whose ``run_spec`` raises (the machine cannot
+hold it, a run that would not start) is recorded as failed and the suite goes on.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import pandas as pd
 
 from experiments.analysis.bmwg.per_run import kpi_values
 from experiments.analysis.jsonable import to_jsonable as jsonable
+from experiments.bmwg.across import derived_by_test
 from experiments.bmwg.aggregate import anomalies, by_point, point_of
 from experiments.bmwg.catalog import BY_ID, DRAFT
 from experiments.bmwg.run_tables import run_tables
@@ -170,7 +171,12 @@ def run_suite(
     for test in plan.tests:
         write_test(suite_dir, test, [r for r in rows if r["test"] == test])
     (suite_dir / "suite.json").write_text(
-        json.dumps(jsonable({"rows": rows, "anomalies": anomalies(rows)}), indent=2)
+        json.dumps(
+            jsonable(
+                {"rows": rows, "derived": derived_by_test(rows), "anomalies": anomalies(rows)}
+            ),
+            indent=2,
+        )
     )
     write_report(suite_dir)
     return suite_dir

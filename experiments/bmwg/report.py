@@ -20,6 +20,7 @@ import numpy as np
 import yaml
 
 from experiments.analysis.bmwg.per_run import KPI_COLUMNS
+from experiments.bmwg.across import derived_by_test
 from experiments.bmwg.aggregate import anomalies, by_point
 from experiments.bmwg.catalog import BY_ID, DRAFT
 from experiments.bmwg.health import HEALTH
@@ -97,8 +98,30 @@ def _workloads(plan: Mapping[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def _derived_table(cells: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """A test's KPIs derived across its points (``across``), one row each."""
+    if not cells:
+        return []
+    lines = [
+        "",
+        "Derived across the points, seed by seed (each seed's runs at every point), then "
+        "across seeds:",
+        "",
+        "| derived KPI | value | 95 % interval | seeds |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for name, c in cells.items():
+        value, ci = interval_text(c)
+        seeds = f"{c['n']}" + (f" (+{c['not_reached']} not reached)" if c["not_reached"] else "")
+        if c["n"] == 0 and c["not_reached"]:
+            value, ci = "not reached", "–"
+        lines.append(f"| {_esc(name)} | {value} | {ci} | {seeds} |")
+    return lines
+
+
 def _kpi_tables(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list[str]:
     points = by_point(rows)
+    derived = derived_by_test(rows)
     lines = ["## KPIs per test", ""]
     lines.append(
         "Each value is the mean over the runs (seeds) judged faithful at that point, its "
@@ -119,7 +142,8 @@ def _kpi_tables(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> l
                     f"| {_esc(point)} | {_esc(column)} | {value} | {ci} | "
                     f"{cell['n']} of {data['runs']} |"
                 )
-        missing = [k for k in p.kpis if k not in KPI_COLUMNS]
+        lines += _derived_table(derived.get(test, {}))
+        missing = [k for k in p.kpis if k not in KPI_COLUMNS and test not in derived]
         if missing:
             lines.append("")
             lines.append(
@@ -198,7 +222,8 @@ def report_markdown(
     lines += [
         "## Raw data",
         "",
-        "- `suite.json`: every run's row (verdict, health, KPI numbers) and the anomalies.",
+        "- `suite.json`: every run's row (verdict, health, KPI numbers), the KPIs derived "
+        "across points and the anomalies.",
         "- `<test>/kpis.csv`, `<test>/kpis.json`: per run, and per point with intervals.",
         "- `plan.json`: the fabric, the profile, every trial and what did not fit.",
         "- `runs/<test>/…`: each run's own results directory (tables, summary, report).",
