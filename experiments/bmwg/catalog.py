@@ -115,11 +115,13 @@ def markdown() -> str:
         "Every run is judged by the fidelity verdict; `DIR/bmwg-<timestamp>/` holds each "
         "test's `kpis.json` (per point: mean, 95 % interval over seeds, n) and `kpis.csv` "
         "(per run), and the draft's Section 14 report (`report.md`, `report.html`). "
-        "The KPIs a test derives across its points (7.4's contention penalty, 10.3's "
-        "interference penalty, 10.4's inflection point and degradation factors, 12.1's "
-        "scale limit) are worked out seed by seed from each seed's run at every point, "
-        "then given with their interval across seeds; a limit the points swept did not "
-        "reach is counted as such, not as a number. "
+        "The KPIs a test derives across its points (5.4's tier throughput ratio, 6.2's "
+        "best xPyD ratio, 7.3's EP scaling efficiency, 7.4's contention penalty, 10.3's "
+        "interference penalty, 10.4's inflection point and degradation factors, 11.1's "
+        "SLO-bounded request rate, 12.1's scale limit) are worked out seed by seed from "
+        "each seed's run at every point, then given with their interval across seeds; a "
+        "choice, a limit the points did not reach or no rate meeting the SLO is counted "
+        "by seed, not made a number. "
         "`kvfabric bmwg compare DIR…` sets several fabrics side by side, marking the "
         "differences whose ratio interval excludes 1.",
         "",

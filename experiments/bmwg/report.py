@@ -112,10 +112,12 @@ def _derived_table(cells: Mapping[str, Mapping[str, Any]]) -> list[str]:
     ]
     for name, c in cells.items():
         value, ci = interval_text(c)
-        seeds = f"{c['n']}" + (f" (+{c['not_reached']} not reached)" if c["not_reached"] else "")
-        if c["n"] == 0 and c["not_reached"]:
-            value, ci = "not reached", "–"
-        lines.append(f"| {_esc(name)} | {value} | {ci} | {seeds} |")
+        words = c.get("words") or {}
+        seeds = str(c["n"]) + "".join(f" (+{k} {w})" for w, k in words.items())
+        if c["n"] == 0 and words:  # words only: the most frequent stands as the value
+            value, ci = next(iter(words)), "–"
+            seeds = ", ".join(f"{w}: {k}" for w, k in words.items())
+        lines.append(f"| {_esc(name)} | {_esc(value)} | {ci} | {_esc(seeds)} |")
     return lines
 
 
