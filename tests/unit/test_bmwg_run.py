@@ -127,6 +127,31 @@ def test_kv_kpis_of_hand_made_flows():
     assert got["KV_xfer_bandwidth Gbit/s"] == pytest.approx(0.8)
 
 
+def test_fault_kpis_are_the_worst_fault_of_the_run():
+    def fault(lost, probe_ms, rate_ms, rules_ms):
+        return {
+            "probes_lost": lost,
+            "first_probe_ms": probe_ms,
+            "back_to_rate_ms": rate_ms,
+            "installed_ms": rules_ms,
+        }
+
+    kpis = ("Fault_disruption", "Recovery_time", "Convergence_time")
+    two = (fault(12, 340.0, 900.0, 25.0), fault(0, 20.0, 150.0, 40.0))
+    got = kpi_values(kpis, RunTables("12.3", 8.0, Scale(1e-4), faults=two))
+    # the second lost no probe: its 20 ms is the probes' spacing, no disruption
+    assert got == {
+        "Fault_disruption ms": 340.0,
+        "Recovery_time ms": 900.0,
+        "Convergence_time ms": 40.0,
+    }
+    never = (fault(12, None, None, 25.0),)  # probes and rate never came back
+    got = kpi_values(kpis, RunTables("12.3", 8.0, Scale(1e-4), faults=never))
+    assert got["Fault_disruption ms"] is None and got["Recovery_time ms"] is None
+    quiet = kpi_values(kpis, RunTables("8.3", 8.0, Scale(1e-4)))  # no fault: no figure
+    assert quiet == {"Fault_disruption ms": None, "Recovery_time ms": None}
+
+
 def test_serving_kpis_are_none_without_requests_not_an_error():
     got = kpi_values(("TTFT", "TPS_input"), RunTables("6.1", 8.0, Scale(1e-4)))
     assert got == {"TTFT p50 ms": None, "TTFT p99 ms": None, "TPS_input tokens/s": None}

@@ -52,6 +52,7 @@ class RunTables:
     uplinks: tuple[str, ...] = ()
     decode_gpus: int = 1
     ep_ranks: int = 0
+    faults: tuple[Mapping[str, Any], ...] = ()  # the summary's ``faults`` rows
 
 
 def _num(x: Any) -> Value:
@@ -183,6 +184,28 @@ def _probe(t: RunTables) -> Columns:
     return _pcts("Probe_delay", worst)
 
 
+def _worst_fault(t: RunTables, key: str) -> Value:
+    """The largest ``key`` over the run's faults (``metrics.faults.fault_timings``); None
+    without faults, or when one of them has none (it was never reached: not bounded)."""
+    values = [f.get(key) for f in t.faults]
+    if not values or any(v is None for v in values):
+        return None
+    return _num(max(values))
+
+
+def _disruption(t: RunTables) -> Columns:
+    """12.3's traffic disruption: how long probes stopped getting through after the
+    failure (``first_probe_ms`` where probes were lost; 0 where none was; None without
+    probes, or when one pair never got through again)."""
+    values = []
+    for f in t.faults:
+        lost, back = f.get("probes_lost"), f.get("first_probe_ms")
+        if lost is None or (lost and back is None):
+            return {"Fault_disruption ms": None}
+        values.append(float(back) if lost else 0.0)
+    return {"Fault_disruption ms": max(values) if values else None}
+
+
 def _trend(t: RunTables) -> Columns:
     """Soak: TTFT P99 in ten windows of the measured span, its slope and change."""
     if not _has(t.requests):
@@ -306,6 +329,14 @@ KPI_COLUMNS: dict[str, Callable[[RunTables], Columns]] = {
     "Decode_balance_CV": _serving(_decode_cv, ("Decode_balance_CV",)),
     "Goodput_efficiency": _serving(_goodput_eff, ("Goodput_efficiency",)),
     "Trend": _trend,
+    "Fault_disruption": _disruption,
+    # failure to the delivered rate back to BACK_FRACTION of before (metrics.fault_rate)
+    "Recovery_time": lambda t: {"Recovery_time ms": _worst_fault(t, "back_to_rate_ms")},
+    # failure to the controller's last rule installed for it (control-plane convergence);
+    # 8.3's convergence of congestion control is not this and has no column
+    "Convergence_time": lambda t: (
+        {"Convergence_time ms": _worst_fault(t, "installed_ms")} if t.faults else {}
+    ),
 }
 
 
