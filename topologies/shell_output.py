@@ -4,15 +4,17 @@ A Mininet node runs a ``bash`` in a pseudo-terminal and decodes everything it re
 from it as strict UTF-8 (``Node.read``); a single stray byte raises
 ``UnicodeDecodeError`` in the middle of building or stopping a fabric. One CI run
 lost a run so (``0xbe in position 110`` while building a 4-switch spine-leaf; not
-reproduced in 5 tries since). These classes decode the same stream with the bytes
-that are not UTF-8 replaced (U+FFFD), and log the bytes around the first one of each
-node with the node's name, so what printed them can be found.
+reproduced in 5 tries since). These classes decode the same stream (and ``pexec``'s
+output) with the bytes that are not UTF-8 replaced (U+FFFD), and log a warning with the
+80 bytes either side of each bad one (once per distinct excerpt), so what printed them
+can be found.
 """
 
 from __future__ import annotations
 
 import codecs
 import logging
+from subprocess import PIPE
 from typing import Any
 
 from mininet.node import Host, OVSSwitch, RemoteController
@@ -51,6 +53,16 @@ class TolerantShell:
     def startShell(self, *args: Any, **kwargs: Any) -> None:  # noqa: N802 (Mininet's name)
         self.decoder = tolerant_decoder()
         super().startShell(*args, **kwargs)  # type: ignore[misc]
+
+    def pexec(self, *args: Any, **kwargs: Any) -> tuple[str, str, int]:
+        """Mininet's ``pexec`` (a command's output, error and exit code), decoded the
+        same way."""
+        popen = self.popen(  # type: ignore[attr-defined]
+            *args, stdin=PIPE, stdout=PIPE, stderr=PIPE, **kwargs
+        )
+        out, err = popen.communicate()
+        code = popen.wait()
+        return tolerant_decoder().decode(out, True), tolerant_decoder().decode(err, True), code
 
 
 class FabricHost(TolerantShell, Host):

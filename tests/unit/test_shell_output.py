@@ -37,3 +37,16 @@ def test_the_fabric_nodes_take_the_tolerant_decoder_before_their_shell_starts(
     for cls in (FabricHost, FabricSwitch):
         cls.__new__(cls).startShell()  # the mixin's, then Mininet's (recorded)
     assert [d.errors for d in started] == ["kvfabric-shell", "kvfabric-shell"]
+
+
+def test_pexec_output_is_decoded_tolerantly() -> None:
+    class Popen:
+        def communicate(self) -> tuple[bytes, bytes]:
+            return b"ok \xbe\n", b""
+
+        def wait(self) -> int:
+            return 0
+
+    host = FabricHost.__new__(FabricHost)
+    host.popen = lambda *a, **k: Popen()  # type: ignore[method-assign]
+    assert host.pexec("ethtool", "-K", "eth0") == ("ok \ufffd\n", "", 0)
