@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import yaml
 
-from experiments.analysis.bmwg.per_run import KPI_COLUMNS
 from experiments.bmwg.across import derived_by_test
 from experiments.bmwg.aggregate import anomalies, by_point
 from experiments.bmwg.catalog import BY_ID, DRAFT
@@ -145,12 +144,14 @@ def _kpi_tables(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> l
                     f"{cell['n']} of {data['runs']} |"
                 )
         lines += _derived_table(derived.get(test, {}))
-        missing = [k for k in p.kpis if k not in KPI_COLUMNS and test not in derived]
+        shown = {c for data in points.get(test, {}).values() for c in data["kpis"]}
+        shown |= set(derived.get(test, {}))
+        missing = [k for k in p.kpis if not any(c == k or c.startswith(f"{k} ") for c in shown)]
         if missing:
             lines.append("")
             lines.append(
-                f"Not in this table: {', '.join(missing)}: derived across the test's points "
-                "(read them off the rows above) or not measured by this emulator "
+                f"Not in this table: {', '.join(missing)}: needing points or faults these "
+                "runs did not have, or not measured by this emulator "
                 "(`kvfabric bmwg show " + test + "`)."
             )
         lines.append("")

@@ -69,6 +69,6 @@ def run_tables(run: Run, test: str, warmup_s: float) -> RunTables:
         uplinks=uplink_ports(fabric),
         decode_gpus=max(1, int(decode)),
         ep_ranks=_ep_ranks(run.spec),
-        faults=tuple(run.summary.get("faults") or ()),
+        faults=tuple((run.summary.get("metrics") or {}).get("faults") or ()),
         **tables,
     )

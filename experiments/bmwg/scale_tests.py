@@ -92,6 +92,17 @@ FAILURES = {
 }
 
 
+# Fault_disruption is how long these stop getting through: prefill GPUs to decode GPUs
+# across the spine, through each failed link (h4, h5 behind leaf1)
+FAILURE_PROBES = {
+    "kind": "probe",
+    "pairs": [["h0", "h4"], ["h1", "h5"], ["h0", "h5"], ["h1", "h4"]],
+    "rate_hz": 100,
+    "size_bytes": 200,
+    "tenant": "probe",
+}
+
+
 def _failure(name: str, profile: str) -> Point:
     seconds = DEFAULT_BUDGETS[profile].duration_s
     down, up = round(seconds / 3, 3), round(2 * seconds / 3, 3)
@@ -107,7 +118,7 @@ LINK_FAILURE = Procedure(
     "implemented",
     ("Fault_disruption", "Convergence_time", "TTFT", "TPS_output", "Recovery_time"),
     Sweep(
-        base([serving([0, 1], DECODE6, AT_80, PROMPTS, 128)]),
+        base([serving([0, 1], DECODE6, AT_80, PROMPTS, 128), FAILURE_PROBES]),
         (
             Axis(
                 "failure (leaf-spine, decode leaf link; single and dual)",

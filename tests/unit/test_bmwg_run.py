@@ -137,7 +137,8 @@ def test_fault_kpis_are_the_worst_fault_of_the_run():
         }
 
     kpis = ("Fault_disruption", "Recovery_time", "Convergence_time")
-    two = (fault(12, 340.0, 900.0, 25.0), fault(0, 20.0, 150.0, 40.0))
+    undo = fault(30, 5000.0, 5000.0, 5000.0) | {"fault": "link_up"}  # not a failure
+    two = (fault(12, 340.0, 900.0, 25.0), undo, fault(0, 20.0, 150.0, 40.0))
     got = kpi_values(kpis, RunTables("12.3", 8.0, Scale(1e-4), faults=two))
     # the second lost no probe: its 20 ms is the probes' spacing, no disruption
     assert got == {

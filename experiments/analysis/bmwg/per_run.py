@@ -184,10 +184,15 @@ def _probe(t: RunTables) -> Columns:
     return _pcts("Probe_delay", worst)
 
 
+def _failures(t: RunTables) -> list[Mapping[str, Any]]:
+    """The run's faults that fail something (``link_up``, ``switch_up``, … undo one)."""
+    return [f for f in t.faults if not str(f.get("fault", "")).endswith("_up")]
+
+
 def _worst_fault(t: RunTables, key: str) -> Value:
-    """The largest ``key`` over the run's faults (``metrics.faults.fault_timings``); None
-    without faults, or when one of them has none (it was never reached: not bounded)."""
-    values = [f.get(key) for f in t.faults]
+    """The largest ``key`` over the run's failures (``metrics.faults.fault_timings``);
+    None without one, or when one of them has none (never reached: not bounded)."""
+    values = [f.get(key) for f in _failures(t)]
     if not values or any(v is None for v in values):
         return None
     return _num(max(values))
@@ -198,7 +203,7 @@ def _disruption(t: RunTables) -> Columns:
     failure (``first_probe_ms`` where probes were lost; 0 where none was; None without
     probes, or when one pair never got through again)."""
     values = []
-    for f in t.faults:
+    for f in _failures(t):
         lost, back = f.get("probes_lost"), f.get("first_probe_ms")
         if lost is None or (lost and back is None):
             return {"Fault_disruption ms": None}
