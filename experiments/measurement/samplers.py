@@ -391,7 +391,9 @@ class CpuSampler(Sampler):
             pcts.append(100.0 * d_busy / d_total if d_total > 0 else 0.0)
             busy_sum += d_busy
             total_sum += max(0.0, d_total)
-            steal_sum += max(0.0, steal1 - steal0)
+            # steal is part of busy; busy is a difference of large sums, so its delta can
+            # come out a few ULPs below steal's: bound it, or steal_pct > cpu_pct by 1e-8
+            steal_sum += min(max(0.0, steal1 - steal0), d_busy)
         self._last = now
         self._t.append(t_ns)
         self._pct.append(min(100.0, 100.0 * busy_sum / total_sum) if total_sum > 0 else 0.0)
