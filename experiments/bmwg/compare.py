@@ -1,4 +1,5 @@
-"""``kvfabric bmwg compare DIR…``: several fabrics' bmwg results side by side.
+"""``kvfabric bmwg compare DIR…``: several fabrics' bmwg results side by side. Several
+results of one fabric (its tests run in parts) make one column.
 
 One table per test: a row per (point, KPI), a column per fabric holding the mean over
 its faithful runs with its 95 % interval (Student's t over seeds) and n; then, for
@@ -42,6 +43,31 @@ def read_suite(path: Path) -> Suite:
     return Suite(plan["fabric"]["name"], plan, json.loads(suite_file.read_text())["rows"])
 
 
+def by_fabric(suites: Sequence[Suite]) -> list[Suite]:
+    """One ``Suite`` per fabric, in first-seen order: a datasheet run a few tests at a
+    time (``bmwg run 5.1 5.2 …`` now, ``bmwg run 8.1 …`` in another session) reads as one
+    column. ``ValueError`` if two results of one fabric name differ in the fabric itself
+    or in the profile (their intervals would not mean the same), or hold the same test
+    twice (say which one to keep)."""
+    merged: dict[str, Suite] = {}
+    for s in suites:
+        first = merged.get(s.name)
+        if first is None:
+            merged[s.name] = Suite(s.name, {**s.plan, "tests": list(s.plan["tests"])}, list(s.rows))
+            continue
+        for key in ("fabric", "profile"):
+            if first.plan[key] != s.plan[key]:
+                raise ValueError(f"two results of fabric {s.name!r} differ in their {key}")
+        twice = sorted(set(first.plan["tests"]) & set(s.plan["tests"]))
+        if twice:
+            raise ValueError(
+                f"fabric {s.name!r}: test {', '.join(twice)} is in two of the results: keep one"
+            )
+        first.plan["tests"] += s.plan["tests"]
+        first.rows.extend(s.rows)
+    return list(merged.values())
+
+
 def _cell(cell: Mapping[str, Any] | None) -> str:
     if not cell:
         return "–"
@@ -58,6 +84,8 @@ def ratio_cell(a: Sequence[Any] | None, b: Sequence[Any] | None) -> str:
 
 
 def compare_markdown(suites: Sequence[Suite]) -> str:
+    """The side-by-side tables; results of one fabric are read as one (``by_fabric``)."""
+    suites = by_fabric(suites)
     names = [s.name for s in suites]
     stats = [by_point(s.rows) for s in suites]
     tests = list(dict.fromkeys(t for s in suites for t in s.plan["tests"]))

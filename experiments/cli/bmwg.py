@@ -126,7 +126,11 @@ def _compare(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         say(f"cannot read: {exc}")
         return EXIT_USAGE
-    text = compare_markdown(suites)
+    try:
+        text = compare_markdown(suites)
+    except ValueError as exc:
+        say(f"cannot compare: {exc}")
+        return EXIT_USAGE
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")
         say(f"comparison: {args.out}")

@@ -5,6 +5,7 @@ directories, to its files, report and comparison."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import datetime
 from pathlib import Path
@@ -16,7 +17,7 @@ import yaml
 
 from experiments.analysis.bmwg.per_run import RunTables, kpi_values
 from experiments.bmwg.catalog import BY_ID
-from experiments.bmwg.compare import compare_markdown, read_suite
+from experiments.bmwg.compare import Suite, compare_markdown, read_suite
 from experiments.bmwg.execute import run_suite
 from experiments.bmwg.fabric_map import HostMap
 from experiments.bmwg.plan import SMOKE_S, trials
@@ -241,9 +242,26 @@ def test_a_trial_that_cannot_run_is_recorded_and_the_suite_goes_on(latency_plan,
 def test_compare_marks_a_fabric_that_differs(latency_plan, tmp_path):
     fast = run_suite(latency_plan, tmp_path / "a", fake_run_spec(10.0), datetime(2026, 1, 1))
     slow = run_suite(latency_plan, tmp_path / "b", fake_run_spec(40.0), datetime(2026, 1, 1))
-    text = compare_markdown([read_suite(fast), read_suite(slow)])
+    slow_fabric = dataclasses.replace(read_suite(slow), name="rail-slow")
+    text = compare_markdown([read_suite(fast), slow_fabric])
     row = next(ln for ln in text.splitlines() if "KV_xfer_latency p50 ms" in ln)
     assert "differs" in row and row.count("n=2") == 2
+
+
+def test_compare_reads_a_fabric_run_in_parts_as_one_column(latency_plan, tmp_path):
+    done = run_suite(latency_plan, tmp_path, fake_run_spec(10.0), datetime(2026, 1, 1))
+    part = read_suite(done)
+    rest = Suite(
+        part.name, {**part.plan, "tests": ["5.1"]}, [{**r, "test": "5.1"} for r in part.rows]
+    )
+    text = compare_markdown([part, rest])
+    assert "## 5.1" in text and "## 5.2" in text
+    assert text.count(f"| point | KPI | {part.name} |") == 2  # one column, no ratio to itself
+    with pytest.raises(ValueError, match="5.2 is in two"):
+        compare_markdown([part, part])
+    other_profile = Suite(part.name, {**rest.plan, "profile": "standard"}, rest.rows)
+    with pytest.raises(ValueError, match="profile"):
+        compare_markdown([part, other_profile])
 
 
 def test_ecmp_balance_is_over_the_busiest_switchs_uplinks():
