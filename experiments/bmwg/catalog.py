@@ -112,7 +112,11 @@ def markdown() -> str:
         "i-th GPU becomes the fabric's i-th GPU (serving pools: those GPUs' servers), a "
         "switch keeps its tier and position; a trial the fabric cannot hold is listed, "
         "not run. `--dry-run` prints the plan and its wall-time estimate without root. "
-        "Every run is judged by the fidelity verdict; `DIR/bmwg-<timestamp>/` holds each "
+        "Every run is judged by the fidelity verdict, and one judged unfaithful is run "
+        "again with its seed up to `--retries` times (default 2, as the references are; "
+        "each discarded attempt is named in the report's anomalies). The results are "
+        "rewritten after every trial: Ctrl-C stops the suite after the run in progress "
+        "and keeps what it measured. `DIR/bmwg-<timestamp>/` holds each "
         "test's `kpis.json` (per point: mean, 95 % interval over seeds, n) and `kpis.csv` "
         "(per run), and the draft's Section 14 report (`report.md`, `report.html`). "
         "The KPIs a test derives across its points (5.4's tier throughput ratio, 6.2's "
@@ -123,7 +127,8 @@ def markdown() -> str:
         "choice, a limit the points did not reach or no rate meeting the SLO is counted "
         "by seed, not made a number. "
         "`kvfabric bmwg compare DIR…` sets several fabrics side by side, marking the "
-        "differences whose ratio interval excludes 1.",
+        "differences whose ratio interval excludes 1; several results of one fabric "
+        "(its tests run a few at a time) make one column, from the tests each ran in full.",
         "",
         "| test | title | status | KPIs | here | runs quick / standard / draft |",
         "| --- | --- | --- | --- | --- | ---: |",

@@ -40,7 +40,12 @@ def read_suite(path: Path) -> Suite:
     if not plan_file.is_file() or not suite_file.is_file():
         raise ValueError(f"{path} is not a kvfabric bmwg result (no plan.json / suite.json)")
     plan = json.loads(plan_file.read_text())
-    return Suite(plan["fabric"]["name"], plan, json.loads(suite_file.read_text())["rows"])
+    suite = json.loads(suite_file.read_text())
+    # an interrupted suite: only the tests it ran in full (the rest can be run again)
+    cut = {name.split()[0] for name in suite.get("not_run") or []}
+    tests = [t for t in suite.get("tests", plan["tests"]) if t not in cut]
+    rows = [r for r in suite["rows"] if r["test"] in tests]
+    return Suite(plan["fabric"]["name"], {**plan, "tests": tests}, rows)
 
 
 def by_fabric(suites: Sequence[Suite]) -> list[Suite]:

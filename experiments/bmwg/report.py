@@ -176,13 +176,28 @@ def _health(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
-def _anomalies(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list[str]:
+def _anomalies(
+    plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], suite: Mapping[str, Any]
+) -> list[str]:
     found = anomalies(rows)
+    discarded, not_run = suite.get("discarded") or [], suite.get("not_run") or []
     lines = ["## Anomalies", ""]
-    if not found and not plan.get("misfits"):
+    if not found and not plan.get("misfits") and not discarded and not not_run:
         return [*lines, "None: every run was judged faithful and every trial ran.", ""]
+    if not_run:
+        lines.append(
+            f"- **Interrupted**: {len(not_run)} trial(s) not run in full: "
+            f"{_esc(', '.join(not_run))}. `bmwg compare` reads only the tests run in full."
+        )
     for a in found:
         lines.append(f"- {a['test']} {_esc(a['point'])} seed {a['seed']}: {_esc(a['what'])}")
+    for d in discarded:
+        failed = "; ".join(f"{k}: {v}" for k, v in (d.get("failed") or {}).items())
+        lines.append(
+            f"- {d['test']} {_esc(d['point'])} seed {d['seed']}: an attempt judged not "
+            f"faithful ({_esc(failed)}), run again with the same seed; the attempt is left "
+            "out of the KPIs"
+        )
     for m in plan.get("misfits") or []:
         lines.append(
             f"- {m['test']} {_esc(m['variant'])}: not run, the fabric cannot hold it: "
@@ -205,8 +220,10 @@ def report_markdown(
     rows: Sequence[Mapping[str, Any]],
     fabric: Mapping[str, Any],
     figures: Sequence[tuple[str, str]] = (),
+    suite: Mapping[str, Any] | None = None,
 ) -> str:
-    """The whole report as Markdown (``figures``: (title, path relative to the report))."""
+    """The whole report as Markdown (``figures``: (title, path relative to the report);
+    ``suite``: suite.json's record, for the attempts run again and the trials not run)."""
     lines = [
         f"# BMWG inference-fabric benchmark: {plan['fabric']['name']}, profile {plan['profile']}",
         "",
@@ -217,7 +234,7 @@ def report_markdown(
     lines += _workloads(plan)
     lines += _kpi_tables(plan, rows)
     lines += _health(rows)
-    lines += _anomalies(plan, rows)
+    lines += _anomalies(plan, rows, suite or {})
     lines += _substitutes(plan)
     if figures:
         lines += ["## Plots", ""]
@@ -351,9 +368,11 @@ def write_report(suite_dir: Path) -> Path:
     from experiments.output.html import write_html
 
     plan = json.loads((suite_dir / "plan.json").read_text())
-    rows = json.loads((suite_dir / "suite.json").read_text())["rows"]
+    suite = json.loads((suite_dir / "suite.json").read_text())
+    plan = {**plan, "tests": suite.get("tests", plan["tests"])}  # an interrupted suite's
+    rows = suite["rows"]
     figures = _plots(suite_dir, plan, rows)
-    text = report_markdown(plan, rows, fabric_facts(plan["fabric"]), figures)
+    text = report_markdown(plan, rows, fabric_facts(plan["fabric"]), figures, suite)
     path = suite_dir / "report.md"
     path.write_text(text, encoding="utf-8")
     write_html(path)

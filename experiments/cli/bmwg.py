@@ -13,7 +13,7 @@ from typing import Any
 
 from rich.table import Table
 
-from experiments.cli.common import EXIT_OK, EXIT_USAGE, console, say
+from experiments.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, console, say
 
 PROFILE_NAMES = ("quick", "standard", "draft")
 RUN_PROFILES = ("smoke", *PROFILE_NAMES)
@@ -38,6 +38,13 @@ def add_parsers(sub: Any) -> None:
     )
     run.add_argument("--profile", choices=RUN_PROFILES, default="quick")
     run.add_argument("--out", default="results", help="where bmwg-<timestamp>/ goes")
+    run.add_argument(
+        "--retries",
+        type=int,
+        default=2,
+        help="run an unfaithful run again (same seed) up to this many times; every "
+        "discarded attempt is named in the report's anomalies (default 2, as references)",
+    )
     run.add_argument("--dry-run", action="store_true", help="print the plan and exit (no root)")
     run.add_argument("--json", action="store_true", help="with --dry-run: the plan as JSON")
     cmp = bsub.add_parser("compare", help="several fabrics' bmwg results side by side")
@@ -109,10 +116,23 @@ def _run(args: argparse.Namespace) -> int:
     from experiments.bmwg.execute import run_suite
     from experiments.orchestration.runner import run_spec
 
+    if args.retries < 0:
+        say(f"--retries {args.retries}: give 0 or more")
+        return EXIT_USAGE
     for line in plan_lines(plan):
         say(line)
-    suite_dir = run_suite(plan, Path(args.out), run_spec, datetime.now(), time.monotonic)
+    now = datetime.now()
+    suite_dir = Path(args.out) / f"bmwg-{now:%Y%m%d-%H%M%S}"
+    try:
+        run_suite(plan, Path(args.out), run_spec, now, time.monotonic, args.retries, say)
+    except KeyboardInterrupt:
+        say(f"interrupted: what was measured is in {suite_dir} (suite.json, report.md)")
+        return EXIT_FAILED
+    record = json.loads((suite_dir / "suite.json").read_text())
     say(f"results and report: {suite_dir / 'report.md'}")
+    if record["not_run"]:
+        say(f"interrupted: {len(record['not_run'])} trial(s) not run in full")
+        return EXIT_FAILED
     return EXIT_OK
 
 

@@ -166,22 +166,30 @@ def test_jfi_of_concurrent_pairs_is_over_each_pairs_goodput():
     assert kpi_values(("JFI",), tables)["JFI"] == pytest.approx(0.8)
 
 
-def fake_run_spec(fct_by_fabric: float, unfaithful_seed: int | None = None):
+def fake_run_spec(fct_by_fabric: float, unfaithful_seed: int | None = None, attempts: int = 99):
     """A ``run_spec`` that writes each run's directory with KV flows of ``fct`` ms
-    (+ 1 ms per seed), judged faithful except ``unfaithful_seed``."""
+    (+ 1 ms per seed), judged faithful except ``unfaithful_seed`` in its first
+    ``attempts`` attempts."""
+    tries: dict[int, int] = {}
 
     def run_spec(spec, runs, out_dir: Path):
         outcomes = []
         for run in runs:
             run = run.at_time_dilation(1)
-            path = Path(out_dir) / f"{run.experiment}-{run.index}-{run.seed}"
+            tries[run.seed] = tries.get(run.seed, 0) + 1
+            path = Path(out_dir) / f"{run.experiment}-{run.index}-{run.seed}-{tries[run.seed]}"
             path.mkdir(parents=True)
             (path / "spec.yaml").write_text(resolved_yaml(run))
             summary = {
                 "label": run.label,
                 "seed": run.seed,
                 "time_dilation": 1,
-                "fidelity": {"ok": run.seed != unfaithful_seed},
+                "fidelity": {
+                    "ok": run.seed != unfaithful_seed or tries[run.seed] > attempts,
+                    "checks": {
+                        "lateness": {"ok": run.seed != unfaithful_seed, "detail": "p99 5 ms"}
+                    },
+                },
             }
             (path / "summary.json").write_text(json.dumps(summary))
             (path / "events.json").write_text(json.dumps({"t0_ns": 0}))
@@ -228,7 +236,56 @@ def test_an_unfaithful_run_is_an_anomaly_and_left_out(latency_plan, tmp_path):
     points = json.loads((suite / "5.2" / "kpis.json").read_text())["points"]
     (point,) = points.values()
     assert (point["runs"], point["counted"]) == (2, 1)
-    assert "seed 2: judged not faithful" in (suite / "report.md").read_text()
+    report = (suite / "report.md").read_text()
+    assert "seed 2: judged not faithful" in report
+    assert report.count("run again with the same seed") == 2  # both retries failed too
+
+
+def test_an_unfaithful_run_is_run_again_and_the_attempt_named(latency_plan, tmp_path):
+    flaky = fake_run_spec(10.0, unfaithful_seed=2, attempts=1)
+    suite = run_suite(latency_plan, tmp_path, flaky, datetime(2026, 12, 3))
+    (point,) = json.loads((suite / "5.2" / "kpis.json").read_text())["points"].values()
+    assert (point["runs"], point["counted"]) == (2, 2)
+    record = json.loads((suite / "suite.json").read_text())
+    (thrown,) = record["discarded"]
+    assert (thrown["seed"], thrown["failed"]) == (2, {"lateness": "p99 5 ms"})
+    assert thrown["run_dir"].endswith("-2-1") and record["complete"] is True
+    assert (
+        "seed 2: an attempt judged not faithful (lateness: p99 5 ms)"
+        in (suite / "report.md").read_text()
+    )
+
+
+def test_a_suite_stopped_by_ctrl_c_keeps_what_it_measured(rail, tmp_path):
+    plan = plan_suite(["5.2"], rail, "quick")
+    plan.trials = plan.trials[:3]
+    honest = fake_run_spec(10.0)
+    calls = []
+
+    def stopped_in_the_second(spec, runs, out_dir):
+        calls.append(1)
+        done = honest(spec, runs, out_dir)
+        return done[:1] if len(calls) == 2 else done  # Ctrl-C: the second run not started
+
+    suite = run_suite(plan, tmp_path, stopped_in_the_second, datetime(2026, 12, 3))
+    record = json.loads((suite / "suite.json").read_text())
+    assert len(calls) == 2 and record["complete"] is False
+    assert record["not_run"] == [f"5.2 {t.trial.variant}" for t in plan.trials[1:]]
+    assert len(record["rows"]) == 3  # the first trial's two runs and the one finished
+    assert "**Interrupted**: 2 trial(s) not run in full" in (suite / "report.md").read_text()
+    assert read_suite(suite).plan["tests"] == []  # compare waits for 5.2 run in full
+
+    def second_ctrl_c(spec, runs, out_dir):
+        calls.append(1)
+        if len(calls) > 3:
+            raise KeyboardInterrupt
+        return honest(spec, runs, out_dir)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_suite(plan, tmp_path / "b", second_ctrl_c, datetime(2026, 12, 3))
+    (kept,) = (tmp_path / "b").iterdir()
+    record = json.loads((kept / "suite.json").read_text())
+    assert len(record["rows"]) == 2 and len(record["not_run"]) == 2
 
 
 def test_a_trial_that_cannot_run_is_recorded_and_the_suite_goes_on(latency_plan, tmp_path):
@@ -306,3 +363,22 @@ def test_a_one_shot_incast_is_measured_whole_not_after_a_warm_up():
 
     # 8.1's ten 16 MB rounds are over in ~0.1 s, long before a 2 s warm-up ends
     assert (measured_after_s("8.1", 2.0), measured_after_s("5.1", 2.0)) == (0.0, 2.0)
+
+
+def test_the_command_line_s_defaults_are_the_suite_s():
+    from experiments.bmwg.execute import RETRIES
+    from experiments.bmwg.plan import PROFILES, RUN_PROFILES
+    from experiments.cli import bmwg as cli
+    from experiments.cli.main import _parser
+
+    args = _parser().parse_args(["bmwg", "run", "5.2", "--fabric", "rail-optimized"])
+    assert args.retries == RETRIES
+    assert (RUN_PROFILES, tuple(PROFILES)) == (cli.RUN_PROFILES, cli.PROFILE_NAMES)
+
+
+def test_run_refuses_negative_retries(capsys):
+    from experiments.cli.main import main
+
+    args = ["bmwg", "run", "5.2", "--fabric", "rail-optimized", "--profile", "smoke"]
+    assert main([*args, "--retries", "-1"]) == 2
+    assert "--retries -1" in capsys.readouterr().out
