@@ -141,8 +141,9 @@ def write_test(suite_dir: Path, test: str, rows: list[dict[str, Any]]) -> None:
     (folder / "kpis.json").write_text(json.dumps(jsonable(record), indent=2, ensure_ascii=False))
 
 
-def _faithful(summary: dict[str, Any]) -> bool:
-    return bool((summary.get("fidelity") or {}).get("ok"))
+def _kept(summary: dict[str, Any]) -> bool:
+    """A run the KPIs can count: judged faithful, and complete without error."""
+    return bool((summary.get("fidelity") or {}).get("ok")) and not summary.get("error")
 
 
 def _stopped(outcomes: Sequence[Outcome], asked: int) -> bool:
@@ -157,22 +158,26 @@ def discarded_row(planned: PlannedTrial, outcome: Outcome) -> dict[str, Any]:
     """What the suite keeps of an unfaithful attempt it ran again: where, and the checks
     it failed with their detail."""
     summary = outcome.summary
-    checks = (summary.get("fidelity") or {}).get("checks") or {}
+    fidelity = summary.get("fidelity") or {}
+    failed = {
+        k: c.get("detail") for k, c in (fidelity.get("checks") or {}).items() if not c.get("ok")
+    }
+    if summary.get("error") or fidelity.get("error") or not failed:
+        failed["error"] = summary.get("error") or fidelity.get("error")
     return {
         "test": planned.test,
         "point": point_of(planned.trial.variant, str(summary.get("label") or "")),
         "seed": summary.get("seed"),
         "run_dir": str(outcome.path),
-        "failed": {k: c.get("detail") for k, c in checks.items() if not c.get("ok")}
-        or {"error": summary.get("error") or (summary.get("fidelity") or {}).get("error")},
+        "failed": failed,
     }
 
 
 def carry_out(
     planned: PlannedTrial, run_spec: RunSpecFn, out_dir: Path, retries: int
 ) -> tuple[list[Outcome], list[dict[str, Any]], bool]:
-    """One trial's runs, each unfaithful one run again (same seed) up to ``retries``
-    times, as the references are: on this shared VM a burst of steal fails the lateness
+    """One trial's runs, each unfaithful (or failed) one run again (same seed) up to
+    ``retries`` times, as the references are: on this shared VM a burst of steal fails the lateness
     or cpu check of whichever run it lands on. Returns the runs kept (in plan order),
     the attempts discarded, and whether a Ctrl-C stopped it."""
     runs = list(planned.runs)
@@ -181,7 +186,7 @@ def carry_out(
     if _stopped(outcomes, len(runs)):
         return outcomes, discarded, True
     for _ in range(retries):
-        again = [i for i, o in enumerate(outcomes) if not _faithful(o.summary)]
+        again = [i for i, o in enumerate(outcomes) if not _kept(o.summary)]
         if not again:
             break
         log.warning(

@@ -256,6 +256,22 @@ def test_an_unfaithful_run_is_run_again_and_the_attempt_named(latency_plan, tmp_
     )
 
 
+def test_a_run_that_failed_is_run_again_like_an_unfaithful_one(latency_plan, tmp_path):
+    honest, calls = fake_run_spec(10.0), []
+
+    def crashed_once(spec, runs, out_dir):
+        calls.append(len(runs))
+        done = honest(spec, runs, out_dir)
+        if len(calls) == 1:
+            done[0].summary["error"] = "UnicodeDecodeError: 0xbe in position 110"
+        return done
+
+    suite = run_suite(latency_plan, tmp_path, crashed_once, datetime(2026, 12, 3))
+    record = json.loads((suite / "suite.json").read_text())
+    assert calls == [2, 1] and [r["error"] for r in record["rows"]] == [None, None]
+    assert record["discarded"][0]["failed"] == {"error": "UnicodeDecodeError: 0xbe in position 110"}
+
+
 def test_a_suite_stopped_by_ctrl_c_keeps_what_it_measured(rail, tmp_path):
     plan = plan_suite(["5.2"], rail, "quick")
     plan.trials = plan.trials[:3]
