@@ -177,8 +177,8 @@ def carry_out(
     planned: PlannedTrial, run_spec: RunSpecFn, out_dir: Path, retries: int
 ) -> tuple[list[Outcome], list[dict[str, Any]], bool]:
     """One trial's runs, each unfaithful (or failed) one run again (same seed) up to
-    ``retries`` times, as the references are: on this shared VM a burst of steal fails the lateness
-    or cpu check of whichever run it lands on. Returns the runs kept (in plan order),
+    ``retries`` times, as the references are: on this shared VM a burst of steal fails
+    the lateness or cpu check of whichever run it lands on. Returns the runs kept (in plan order),
     the attempts discarded, and whether a Ctrl-C stopped it."""
     runs = list(planned.runs)
     outcomes = list(run_spec(planned.spec, runs, out_dir))
@@ -195,7 +195,11 @@ def carry_out(
             planned.trial.variant,
             len(again),
         )
-        redone = list(run_spec(planned.spec, [runs[i] for i in again], out_dir))
+        try:
+            redone = list(run_spec(planned.spec, [runs[i] for i in again], out_dir))
+        except Exception as exc:  # the first attempts stand, as anomalies
+            log.warning("%s %s: running again failed: %s", planned.test, planned.trial.variant, exc)
+            break
         for i, o in zip(again, redone, strict=False):
             discarded.append(discarded_row(planned, outcomes[i]))
             outcomes[i] = o
@@ -261,7 +265,7 @@ def run_suite(
             out_dir = suite_dir / "runs" / planned.test
             started = clock() if clock else 0.0
             if say is not None:
-                say(_progress_line(plan, pending, rows, clock))
+                say(_progress_line(plan, pending, rows))
             try:
                 outcomes, thrown, stopped = carry_out(planned, run_spec, out_dir, retries)
             except Exception as exc:
@@ -288,7 +292,6 @@ def _progress_line(
     plan: SuitePlan,
     pending: Sequence[PlannedTrial],
     rows: Sequence[dict[str, Any]],
-    clock: Callable[[], float] | None,
 ) -> str:
     t = pending[0]
     k = len(plan.trials) - len(pending) + 1

@@ -272,6 +272,20 @@ def test_a_run_that_failed_is_run_again_like_an_unfaithful_one(latency_plan, tmp
     assert record["discarded"][0]["failed"] == {"error": "UnicodeDecodeError: 0xbe in position 110"}
 
 
+def test_a_rerun_that_cannot_start_leaves_the_first_attempts_as_anomalies(latency_plan, tmp_path):
+    honest, calls = fake_run_spec(10.0, unfaithful_seed=2), []
+
+    def refused_again(spec, runs, out_dir):
+        calls.append(1)
+        if len(calls) > 1:
+            raise RuntimeError("EnvelopeExceeded")
+        return honest(spec, runs, out_dir)
+
+    suite = run_suite(latency_plan, tmp_path, refused_again, datetime(2026, 12, 3))
+    (point,) = json.loads((suite / "5.2" / "kpis.json").read_text())["points"].values()
+    assert (point["runs"], point["counted"]) == (2, 1)
+
+
 def test_a_suite_stopped_by_ctrl_c_keeps_what_it_measured(rail, tmp_path):
     plan = plan_suite(["5.2"], rail, "quick")
     plan.trials = plan.trials[:3]
