@@ -222,3 +222,19 @@ def test_the_ideal_fct_of_jumbo_frames_carries_fewer_header_bytes():
     assert at_1500[0] == pytest.approx(618 * 1514 * 8 / 10e6 * 1e3, rel=0.02)
     assert at_9000[0] == pytest.approx(100 * 9014 * 8 / 10e6 * 1e3, rel=0.05)
     assert at_9000[0] < at_1500[0]
+
+
+@pytest.mark.parametrize("fits_from", [1, 2, 8, 64, 1024, 2048])
+def test_the_ladder_is_bisected_to_the_smallest_k_that_fits(fits_from):
+    from experiments.orchestration.plan import FLOW_SIZE_LADDER, smallest_fitting
+
+    asked = []
+
+    def over(k):
+        asked.append(k)
+        return [] if k >= fits_from else [f"k={k} over"]
+
+    k = smallest_fitting(FLOW_SIZE_LADDER, over)
+    linear = next((k for k in FLOW_SIZE_LADDER if k >= fits_from), FLOW_SIZE_LADDER[-1])
+    assert k == linear and k in asked
+    assert len(asked) <= 6  # the linear walk asked up to 11
