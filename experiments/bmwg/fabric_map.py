@@ -1,12 +1,15 @@
 """A procedure's hosts and switches on the user's fabric (``kvfabric bmwg run --fabric``).
 
 A procedure is written on its reference fabric (``bases.spine_leaf``: GPU ``h0`` …
-``h7``, one GPU per server; a few on a rail-optimized one). On another fabric, the
-reference's i-th GPU (``Fabric.gpus`` order) is the user's i-th GPU; a serving pool's
-server numbers become those GPUs' servers and GPU indices; a switch keeps its tier
-and its index in that tier (the reference's ``leaf1`` is the user's second edge
-switch, ``spine0`` its first upper one), and a link between them is the mapped
-edge switch's link to its n-th upper neighbour. Pure: raw spec mappings in and out.
+``h7``, one GPU per server, ``h0``–``h3`` on ``leaf0`` and ``h4``–``h7`` on ``leaf1``;
+a few on a rail-optimized one). On another fabric a switch keeps its tier and its
+index in that tier (the reference's ``leaf1`` is the user's second edge switch,
+``spine0`` its first upper one), and a GPU keeps its edge switch: a pair that shares
+a leaf in the reference shares an edge switch on the user's fabric, and a pair on two
+leaves crosses the upper tier there too (``HostMap.hosts`` says how). A serving pool's
+server numbers become those GPUs' servers and GPU indices, and a link between
+switches is the mapped edge switch's link to its n-th upper neighbour. Pure: raw
+spec mappings in and out.
 A reference that has no counterpart (more GPUs than the user's fabric has) raises
 ``DoesNotFit`` naming it.
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from topologies import Fabric
@@ -43,10 +47,42 @@ class HostMap:
     reference: Fabric
     fabric: Fabric
 
-    @property
+    @cached_property
     def hosts(self) -> dict[str, str]:
-        ref, mine = self.reference.gpus, self.fabric.gpus
-        return {r.name: m.name for r, m in zip(ref, mine, strict=False)}
+        """Reference GPU → user GPU. Each reference GPU, in order, takes a free GPU under
+        its edge switch's counterpart (``switch``), preferring one on the server that
+        holds its reference server's other GPUs, then one on a server that holds none
+        yet; when every server holds some (the fabric has fewer servers than the
+        reference), the e-th edge switch's GPUs are taken from its e-th on, so GPU k of
+        two leaves does not land in one server of a rail-optimized fabric and take its
+        NVLink instead of the spine. GPUs left over (an edge switch with more GPUs than
+        its counterpart, a fabric whose GPUs hang off no edge switch) take the remaining
+        GPUs in fabric order."""
+        ref_edges, _ = _tiers(self.reference)
+        under: dict[str, list[str]] = {}
+        for gpu in self.fabric.gpus:
+            under.setdefault(edge_of(self.fabric, gpu.name) or "", []).append(gpu.name)
+        server = {g.name: server_of(g) for g in self.fabric.gpus}
+        out: dict[str, str] = {}
+        image: dict[int, int] = {}  # reference server → the user server it went to
+        for gpu in self.reference.gpus:
+            edge = edge_of(self.reference, gpu.name)
+            below = under.get(self.switch(edge), []) if edge else []
+            free = [g for g in below if g not in out.values()]
+            if not free:
+                continue
+            e, home, used = ref_edges.index(edge), image.get(server_of(gpu)), set(image.values())
+            rank = {
+                g: _rank(below.index(g), len(below), e, server[g] == home, server[g] in used)
+                for g in free
+            }
+            out[gpu.name] = min(free, key=rank.__getitem__)
+            image.setdefault(server_of(gpu), server[out[gpu.name]])
+        rest = iter(g.name for g in self.fabric.gpus if g.name not in out.values())
+        for gpu in self.reference.gpus:
+            if gpu.name not in out and (free := next(rest, None)) is not None:
+                out[gpu.name] = free
+        return out
 
     def host(self, name: str) -> str:
         mapped = self.hosts.get(name)
@@ -108,6 +144,25 @@ class HostMap:
                 node = self.fabric.by_name[self.host(name)]
                 picked.setdefault(server_of(node), []).append(node.index or 0)
         return {"servers": sorted(picked), "gpus": {s: sorted(ix) for s, ix in picked.items()}}
+
+
+def _rank(at: int, n: int, e: int, home: bool, used: bool) -> tuple[int, int]:
+    """How ``HostMap.hosts`` prefers the ``at``-th of the ``n`` GPUs under an edge
+    switch for a GPU of the reference's ``e``-th one (smaller first)."""
+    if home:
+        return (0, at)
+    if not used:
+        return (1, at)
+    return (2, (at - e) % n)
+
+
+def edge_of(fabric: Fabric, gpu: str) -> str | None:
+    """The edge switch (``EDGE_KINDS``) a GPU's fabric link reaches, if any."""
+    for lk in fabric.links_of(gpu):
+        other = fabric.by_name[lk.other(gpu)]
+        if lk.kind != "nvlink" and other.kind in EDGE_KINDS:
+            return other.name
+    return None
 
 
 def ref_upper_index(upper: list[str], name: str) -> int:

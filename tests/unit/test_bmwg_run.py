@@ -50,7 +50,9 @@ def p2p_on_rail(rail):
 def test_the_procedure_hosts_land_on_the_users_gpus(p2p_on_rail):
     first = p2p_on_rail.trials[0].runs[0].resolved
     incast = first["workloads"][0]
-    assert (incast["senders"], incast["receiver"]) == (["gpu0_0"], "gpu1_0")
+    # the reference's h0 (leaf0) → h4 (leaf1) crosses the spine: rail 0 → rail 1, and
+    # two servers, so the NVLink inside a server does not carry it instead
+    assert (incast["senders"], incast["receiver"]) == (["gpu0_0"], "gpu1_1")
     assert first["fabric"]["kind"] == "rail_optimized"
     # 5.1 quick: 3 sizes x 2 QP counts, each twice
     assert (len(p2p_on_rail.trials), p2p_on_rail.runs) == (6, 12)
@@ -74,9 +76,53 @@ def test_serving_pools_and_fault_links_follow_the_fabric():
         {"fabric": {"kind": "rail_optimized", "servers": 2, "gpus_per_server": 4, "spines": 2}}
     )
     hosts = HostMap(ref, mine)
-    assert hosts.pool([0, 1, 5]) == {"servers": [0, 1], "gpus": {0: [0, 1], 1: [1]}}
+    # h0, h1 (leaf0) → rail 0 of servers 0, 1; h5 (leaf1) → rail 1, server 0
+    assert hosts.pool([0, 1, 5]) == {"servers": [0, 1], "gpus": {0: [0, 1], 1: [0]}}
     assert hosts.link(["leaf1", "spine0"]) == ["rail1", "spine0"]
-    assert hosts.link(["h4", "leaf1"]) == ["gpu1_0", "rail0"]
+    assert hosts.link(["h4", "leaf1"]) == ["gpu1_1", "rail1"]
+
+
+REF = {"kind": "spine_leaf", "spines": 2, "leaves": 2, "hosts_per_leaf": 4}
+
+
+def switches_between(f: object, a: str, b: str) -> list[str]:
+    """The switches of a shortest path from GPU a to GPU b (NVLink switches included;
+    no other GPU forwards)."""
+    import networkx as nx
+
+    graph = nx.Graph((lk.a, lk.b) for lk in f.links)
+    transit = [n.name for n in f.nodes if not n.is_host or n.name in (a, b)]
+    return nx.shortest_path(graph.subgraph(transit), a, b)[1:-1]
+
+
+@pytest.mark.parametrize("name", ["spine-leaf-1to1", "spine-leaf-2to1", "rail-optimized"])
+def test_a_reference_pair_keeps_its_path_on_each_datasheet_fabric(name):
+    # what a procedure means by h0 -> h4 (leaf to leaf, over a spine) must hold on the
+    # user's fabric, or an oversubscribed spine is never measured: on 16 GPUs the i-th
+    # GPU by position put h0..h7 all under one leaf
+    ref, mine = fabric({"fabric": REF}), fabric(read_fabric(name).raw)
+    hosts = HostMap(ref, mine)
+    kinds = {n.name: n.kind for n in mine.nodes}
+    for a, b in [("h0", "h4"), ("h1", "h5"), ("h3", "h7"), ("h2", "h6")]:
+        path = switches_between(mine, hosts.host(a), hosts.host(b))
+        assert [kinds[s] for s in path][1] == "spine", (a, b, path)
+    for a, b in [("h0", "h1"), ("h4", "h7")]:
+        path = switches_between(mine, hosts.host(a), hosts.host(b))
+        assert len(path) == 1 and kinds[path[0]] in ("leaf", "rail"), (a, b, path)
+    assert len(set(hosts.hosts.values())) == 8
+
+
+def test_a_fabric_like_the_reference_maps_each_gpu_to_itself():
+    for raw in (REF | {"hosts_per_leaf": 8}, read_fabric("rail-optimized").raw["fabric"]):
+        same = fabric({"fabric": raw})
+        assert all(a == b for a, b in HostMap(same, same).hosts.items())
+
+
+def test_gpus_beyond_an_edge_switch_take_the_fabrics_free_gpus():
+    ref = fabric({"fabric": REF | {"hosts_per_leaf": 8}})  # 8 a leaf, 4 a rail
+    hosts = HostMap(ref, fabric(read_fabric("rail-optimized").raw))
+    assert sorted(hosts.hosts.values()) == sorted(g.name for g in hosts.fabric.gpus)
+    assert [hosts.host(f"h{i}") for i in range(4)] == [f"gpu{s}_0" for s in range(4)]
 
 
 def test_unknown_and_infeasible_tests_are_refused_by_name(rail):
