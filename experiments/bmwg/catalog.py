@@ -130,7 +130,8 @@ def markdown() -> str:
         "by seed, not made a number. "
         "`kvfabric bmwg compare DIR…` sets several fabrics side by side, marking the "
         "differences whose ratio interval excludes 1; several results of one fabric "
-        "(its tests run a few at a time) make one column, from the tests each ran in full.",
+        "(its tests run a few at a time) make one column, from the tests each ran in full, "
+        "and a test run again on a fabric is taken from its later result (named).",
         "",
         "| test | title | status | KPIs | here | runs quick / standard / draft |",
         "| --- | --- | --- | --- | --- | ---: |",

@@ -1,5 +1,7 @@
 """``kvfabric bmwg compare DIR…``: several fabrics' bmwg results side by side. Several
-results of one fabric (its tests run in parts) make one column.
+results of one fabric (its tests run in parts) make one column; a test run again
+later on the same fabric (``bmwg-<timestamp>``) supersedes the earlier result of it,
+and the comparison names both.
 
 One table per test: a row per (point, KPI), a column per fabric holding the mean over
 its faithful runs with its 95 % interval (Student's t over seeds) and n; then, for
@@ -29,9 +31,11 @@ from experiments.output.uncertainty import INTERVAL_SEED
 
 @dataclass(frozen=True)
 class Suite:
-    name: str
+    name: str  # the fabric's
     plan: dict[str, Any]
     rows: list[dict[str, Any]]
+    source: str = ""  # its directory, bmwg-<YYYYmmdd-HHMMSS>: later sorts after
+    superseded: tuple[str, ...] = ()  # "test: newer supersedes older", merged results
 
 
 def read_suite(path: Path) -> Suite:
@@ -45,32 +49,41 @@ def read_suite(path: Path) -> Suite:
     cut = {name.split()[0] for name in suite.get("not_run") or []}
     tests = [t for t in suite.get("tests", plan["tests"]) if t not in cut]
     rows = [r for r in suite["rows"] if r["test"] in tests]
-    return Suite(plan["fabric"]["name"], {**plan, "tests": tests}, rows)
+    return Suite(plan["fabric"]["name"], {**plan, "tests": tests}, rows, path.name)
 
 
 def by_fabric(suites: Sequence[Suite]) -> list[Suite]:
     """One ``Suite`` per fabric, in first-seen order: a datasheet run a few tests at a
     time (``bmwg run 5.1 5.2 …`` now, ``bmwg run 8.1 …`` in another session) reads as one
-    column. ``ValueError`` if two results of one fabric name differ in the fabric itself
-    or in the profile (their intervals would not mean the same), or hold the same test
-    twice (say which one to keep)."""
-    merged: dict[str, Suite] = {}
-    for s in suites:
-        first = merged.get(s.name)
-        if first is None:
-            merged[s.name] = Suite(s.name, {**s.plan, "tests": list(s.plan["tests"])}, list(s.rows))
-            continue
-        for key in ("fabric", "profile"):
-            if first.plan[key] != s.plan[key]:
-                raise ValueError(f"two results of fabric {s.name!r} differ in their {key}")
-        twice = sorted(set(first.plan["tests"]) & set(s.plan["tests"]))
-        if twice:
-            raise ValueError(
-                f"fabric {s.name!r}: test {', '.join(twice)} is in two of the results: keep one"
-            )
-        first.plan["tests"] += s.plan["tests"]
-        first.rows.extend(s.rows)
-    return list(merged.values())
+    column, and a test in two results of one fabric is taken from the later one (by
+    ``source``), said in ``superseded``. ``ValueError`` if two results of one fabric
+    name differ in the fabric itself or in the profile (their intervals would not mean
+    the same), or hold a test and cannot be told apart in time."""
+    order = list(dict.fromkeys(s.name for s in suites))
+    merged = []
+    for name in order:
+        mine = sorted((s for s in suites if s.name == name), key=lambda s: s.source)
+        first = mine[0]
+        tests: dict[str, Suite] = {}
+        said: list[str] = []
+        for s in mine:
+            for key in ("fabric", "profile"):
+                if first.plan[key] != s.plan[key]:
+                    raise ValueError(f"two results of fabric {name!r} differ in their {key}")
+            for test in s.plan["tests"]:
+                old = tests.get(test)
+                if old is not None:
+                    if old.source == s.source:
+                        raise ValueError(
+                            f"fabric {name!r}: test {test} is in two results of the same "
+                            "time: keep one"
+                        )
+                    said.append(f"{test}: {s.source} supersedes {old.source}")
+                tests[test] = s
+        rows = [r for t, s in tests.items() for r in s.rows if r["test"] == t]
+        plan = {**first.plan, "tests": list(tests)}
+        merged.append(Suite(name, plan, rows, first.source, tuple(said)))
+    return merged
 
 
 def _cell(cell: Mapping[str, Any] | None) -> str:
@@ -102,6 +115,9 @@ def compare_markdown(suites: Sequence[Suite]) -> str:
         '"differs" where it excludes 1.',
         "",
     ]
+    superseded = [f"- {s.name} {line}" for s in suites for line in s.superseded]
+    if superseded:
+        lines += ["Tests run again (the later result is the one compared):", *superseded, ""]
     for test in tests:
         title = BY_ID[test].title if test in BY_ID else ""
         header = ["point", "KPI", *names, *(f"{n} ÷ {names[0]}" for n in names[1:])]

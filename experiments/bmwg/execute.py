@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pandas as pd
 
@@ -30,17 +30,13 @@ from experiments.bmwg.aggregate import anomalies, by_point, point_of
 from experiments.bmwg.catalog import BY_ID, DRAFT
 from experiments.bmwg.run_tables import run_tables
 from experiments.bmwg.suite import PlannedTrial, SuitePlan, measured_after_s, run_wall_s
+from experiments.orchestration.retry import Outcome, failed_checks, until_kept
 from experiments.output.results import Run, load_run
 from experiments.spec.load import RunSpec, Spec
 
 log = logging.getLogger("kvfabric.bmwg")
 
 RETRIES = 2  # an unfaithful run is run again (same seed) up to this many more times
-
-
-class Outcome(Protocol):
-    path: Path
-    summary: dict[str, Any]
 
 
 RunSpecFn = Callable[[Spec, list[RunSpec], Path], Sequence[Outcome]]
@@ -141,35 +137,16 @@ def write_test(suite_dir: Path, test: str, rows: list[dict[str, Any]]) -> None:
     (folder / "kpis.json").write_text(json.dumps(jsonable(record), indent=2, ensure_ascii=False))
 
 
-def _kept(summary: dict[str, Any]) -> bool:
-    """A run the KPIs can count: judged faithful, and complete without error."""
-    return bool((summary.get("fidelity") or {}).get("ok")) and not summary.get("error")
-
-
-def _stopped(outcomes: Sequence[Outcome], asked: int) -> bool:
-    """Did Ctrl-C (or SIGTERM) stop ``run_spec``: a run not started, or one cut short."""
-    cut = ("interrupted", "aborted by a second Ctrl-C")
-    return len(outcomes) < asked or any(
-        str(o.summary.get("error") or "").startswith(cut) for o in outcomes
-    )
-
-
 def discarded_row(planned: PlannedTrial, outcome: Outcome) -> dict[str, Any]:
-    """What the suite keeps of an unfaithful attempt it ran again: where, and the checks
-    it failed with their detail."""
+    """What the suite keeps of an attempt it ran again: where, and the checks it failed
+    with their detail."""
     summary = outcome.summary
-    fidelity = summary.get("fidelity") or {}
-    failed = {
-        k: c.get("detail") for k, c in (fidelity.get("checks") or {}).items() if not c.get("ok")
-    }
-    if summary.get("error") or fidelity.get("error") or not failed:
-        failed["error"] = summary.get("error") or fidelity.get("error")
     return {
         "test": planned.test,
         "point": point_of(planned.trial.variant, str(summary.get("label") or "")),
         "seed": summary.get("seed"),
         "run_dir": str(outcome.path),
-        "failed": failed,
+        "failed": failed_checks(summary),
     }
 
 
@@ -177,35 +154,19 @@ def carry_out(
     planned: PlannedTrial, run_spec: RunSpecFn, out_dir: Path, retries: int
 ) -> tuple[list[Outcome], list[dict[str, Any]], bool]:
     """One trial's runs, each unfaithful (or failed) one run again (same seed) up to
-    ``retries`` times, as the references are: on this shared VM a burst of steal fails
-    the lateness or cpu check of whichever run it lands on. Returns the runs kept (in plan order),
-    the attempts discarded, and whether a Ctrl-C stopped it."""
-    runs = list(planned.runs)
-    outcomes = list(run_spec(planned.spec, runs, out_dir))
-    discarded: list[dict[str, Any]] = []
-    if _stopped(outcomes, len(runs)):
-        return outcomes, discarded, True
-    for _ in range(retries):
-        again = [i for i, o in enumerate(outcomes) if not _kept(o.summary)]
-        if not again:
-            break
+    ``retries`` times, as the references are (``orchestration.retry``). Returns the runs
+    kept (in plan order), the attempts discarded, and whether a Ctrl-C stopped it."""
+
+    def announce(n: int) -> None:
         log.warning(
-            "%s %s: running %d unfaithful run(s) again",
-            planned.test,
-            planned.trial.variant,
-            len(again),
+            "%s %s: running %d unfaithful run(s) again", planned.test, planned.trial.variant, n
         )
-        try:
-            redone = list(run_spec(planned.spec, [runs[i] for i in again], out_dir))
-        except Exception as exc:  # the first attempts stand, as anomalies
-            log.warning("%s %s: running again failed: %s", planned.test, planned.trial.variant, exc)
-            break
-        for i, o in zip(again, redone, strict=False):
-            discarded.append(discarded_row(planned, outcomes[i]))
-            outcomes[i] = o
-        if _stopped(redone, len(again)):
-            return outcomes, discarded, True
-    return outcomes, discarded, False
+
+    done = until_kept(
+        lambda runs: run_spec(planned.spec, runs, out_dir), planned.runs, retries, announce
+    )
+    discarded = [discarded_row(planned, o) for o in done.discarded]
+    return done.outcomes, discarded, done.stopped
 
 
 def write_suite(

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from experiments.orchestration.retry import failed_checks, until_kept
 from experiments.spec.load import (
     REFERENCE_DIR,
     bundled_names,
@@ -151,15 +152,13 @@ def assemble(
     return target
 
 
-def faithful(summary: Mapping[str, Any]) -> bool:
-    return bool((summary.get("fidelity") or {}).get("ok"))
-
-
 def discarded_entry(summary: Mapping[str, Any]) -> dict[str, Any]:
     """What the index keeps of an unfaithful attempt that was run again."""
-    checks = (summary.get("fidelity") or {}).get("checks") or {}
-    failed = {k: c.get("detail") for k, c in checks.items() if not c.get("ok")}
-    return {"label": summary.get("label"), "run_id": summary.get("run_id"), "failed": failed}
+    return {
+        "label": summary.get("label"),
+        "run_id": summary.get("run_id"),
+        "failed": failed_checks(summary),
+    }
 
 
 def regenerate(
@@ -175,24 +174,18 @@ def regenerate(
 
     spec = load_spec(find_bundled(name))
     runs = expand(spec, repeat)
-    discarded: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix=f"kvfabric-ref-{name}-") as tmp:
-        outcomes = run_spec(spec, runs, Path(tmp))
-        if len(outcomes) != len(runs) or not all(o.ok for o in outcomes):
+        done = until_kept(
+            lambda some: run_spec(spec, some, Path(tmp)),
+            runs,
+            retries,
+            lambda n: print(f"{name}: running {n} unfaithful run(s) again", flush=True),
+        )
+        if done.stopped or not all(o.ok for o in done.outcomes):
             return None
-        for _ in range(retries):
-            again = [i for i, o in enumerate(outcomes) if not faithful(o.summary)]
-            if not again:
-                break
-            print(f"{name}: running {len(again)} unfaithful run(s) again", flush=True)
-            redone = run_spec(spec, [runs[i] for i in again], Path(tmp))
-            if len(redone) != len(again) or not all(o.ok for o in redone):
-                return None
-            for i, o in zip(again, redone, strict=True):
-                discarded.append(discarded_entry(outcomes[i].summary))
-                outcomes[i] = o
-        record_repeats(outcomes)  # the spread over the runs kept
-        return assemble(name, [o.path for o in outcomes], dest, repeat, discarded)
+        record_repeats(done.outcomes)  # the spread over the runs kept
+        discarded = [discarded_entry(o.summary) for o in done.discarded]
+        return assemble(name, [o.path for o in done.outcomes], dest, repeat, discarded)
 
 
 def rewrite_reports(name: str, dest: Path = REFERENCE_DIR) -> Path | None:

@@ -822,6 +822,7 @@ def _finish(
     summary = base | {
         "ended": datetime.now().isoformat(timespec="seconds"),
         "partial": partial,
+        "interrupted": bool(rec.interrupted or stop),  # a Ctrl-C cut it short
         "error": rec.error or None,
         "datapath": rec.datapath,
         "run_prefix": rec.prefix,

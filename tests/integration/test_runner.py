@@ -139,6 +139,7 @@ def test_sigint_leaves_partial_results_nothing_behind_and_a_second_run_is_refuse
     (run,) = run_dirs(out)
     summary = json.loads((run / "summary.json").read_text())
     assert summary["partial"] is True and "interrupted" in summary["error"]
+    assert summary["interrupted"] is True  # what bmwg and the references stop on
     flows = pd.read_parquet(run / "flows.parquet")
     assert flows["ok"].sum() > 50  # what was recorded before the signal is kept
     assert not flows["ok"].all()  # and the rest is marked, not dropped

@@ -397,6 +397,16 @@ def test_compare_reads_a_fabric_run_in_parts_as_one_column(latency_plan, tmp_pat
         compare_markdown([part, other_profile])
 
 
+def test_a_test_run_again_on_a_fabric_supersedes_its_earlier_result(latency_plan, tmp_path):
+    old = run_suite(latency_plan, tmp_path, fake_run_spec(40.0), datetime(2026, 1, 1))
+    new = run_suite(latency_plan, tmp_path, fake_run_spec(10.0), datetime(2026, 1, 2))
+    for order in ([old, new], [new, old]):  # the later one, whatever the order given
+        text = compare_markdown([read_suite(d) for d in order])
+        row = next(ln for ln in text.splitlines() if "KV_xfer_latency p50 ms" in ln)
+        assert "11.5" in row and "41.5" not in row  # seeds 1, 2 of the 10 ms run
+        assert f"5.2: {new.name} supersedes {old.name}" in text
+
+
 def test_ecmp_balance_is_over_the_busiest_switchs_uplinks():
     def counter(node, port, mbps):  # tx_bytes growing at ``mbps`` over 3 one-second samples
         return [(t * 1_000 * MS, node, port, int(t * mbps * 125_000), 0, 0) for t in range(3)]
