@@ -64,11 +64,12 @@ class HostMap:
             under.setdefault(edge_of(self.fabric, gpu.name) or "", []).append(gpu.name)
         server = {g.name: server_of(g) for g in self.fabric.gpus}
         out: dict[str, str] = {}
+        taken: set[str] = set()
         image: dict[int, int] = {}  # reference server → the user server it went to
         for gpu in self.reference.gpus:
             edge = edge_of(self.reference, gpu.name)
             below = under.get(self.switch(edge), []) if edge else []
-            free = [g for g in below if g not in out.values()]
+            free = [g for g in below if g not in taken]
             if not free:
                 continue
             e, home, used = ref_edges.index(edge), image.get(server_of(gpu)), set(image.values())
@@ -77,8 +78,9 @@ class HostMap:
                 for g in free
             }
             out[gpu.name] = min(free, key=rank.__getitem__)
+            taken.add(out[gpu.name])
             image.setdefault(server_of(gpu), server[out[gpu.name]])
-        rest = iter(g.name for g in self.fabric.gpus if g.name not in out.values())
+        rest = iter(g.name for g in self.fabric.gpus if g.name not in taken)
         for gpu in self.reference.gpus:
             if gpu.name not in out and (free := next(rest, None)) is not None:
                 out[gpu.name] = free
