@@ -51,8 +51,9 @@ def cell(values: Sequence[float]) -> dict[str, Any]:
 
 
 def by_point(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """test → point → {"runs", "counted", "kpis": {column: cell}, "values": {column:
-    [per-run values]}} over the counted runs, in the rows' order."""
+    """test → point → {"runs", "counted", "seeds", "kpis": {column: cell}, "values":
+    {column: [per-run values]}} over the counted runs, in the rows' order (``seeds``: the
+    seed of each counted run, in the same order as each column's values)."""
     out: dict[str, dict[str, Any]] = {}
     columns = kpi_columns(rows)
     for row in rows:
@@ -67,6 +68,7 @@ def by_point(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
         for point in points.values():
             used = point.pop("rows")
             present = [c for c in columns if any(c in r for r in used)]
+            point["seeds"] = [r.get("seed") for r in used]
             point["values"] = {c: [r.get(c) for r in used] for c in present}
             point["kpis"] = {c: cell(v) for c, v in point["values"].items()}
     return out

@@ -5,11 +5,17 @@ and the comparison names both.
 
 One table per test: a row per (point, KPI), a column per fabric holding the mean over
 its faithful runs with its 95 % interval (Student's t over seeds) and n; then, for
-every fabric after the first, the ratio of its mean to the first fabric's with a 95 %
-interval (bootstrap over each side's per-run values, ``ratio_over_requests`` with the
-mean, as ``output.ratios`` does for runs) and whether that interval excludes 1
-(``ratio_verdict``). With the 2 runs of a quick point, the ratio interval is wide: a
-"no difference detected" there says little.
+every fabric after the first, its ratio to the first fabric paired by seed, with a 95 %
+interval and whether that interval excludes 1 (``ratio_verdict``).
+
+Paired by seed because a seed drives the same arrivals, sizes and tie-breaks on every
+fabric: each seed both fabrics ran gives one ratio, and the interval is Student's t over
+those ratios (``output.seeds.paired_ratio``, as a sweep's points are compared). Not a
+bootstrap over each side's runs: with the 2 runs of a quick point, resampling 2 values
+gives 3 possible means a side, and the interval it draws is far too narrow (it said
+"differs" where the two fabrics' own t intervals overlapped). With 2 seeds t has one
+degree of freedom (12.7): only a large, consistent difference is called one, and a
+"no difference detected" says little. Below 2 shared seeds there is no interval.
 """
 
 from __future__ import annotations
@@ -20,13 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments.analysis.intervals import ratio_over_requests
 from experiments.bmwg.aggregate import by_point
 from experiments.bmwg.catalog import BY_ID
 from experiments.bmwg.report import interval_text
 from experiments.output.formatting import fmt
 from experiments.output.ratios import ratio_verdict
-from experiments.output.uncertainty import INTERVAL_SEED
+from experiments.output.seeds import paired_ratio
 
 
 @dataclass(frozen=True)
@@ -93,12 +98,25 @@ def _cell(cell: Mapping[str, Any] | None) -> str:
     return f"{value} [{ci}] n={cell['n']}"
 
 
-def ratio_cell(a: Sequence[Any] | None, b: Sequence[Any] | None) -> str:
-    """``mean(a) ÷ mean(b)`` with its 95 % interval and verdict, or "–"."""
-    ci = ratio_over_requests(a or [], b or [], "mean", INTERVAL_SEED)
+def per_seed(point: Mapping[str, Any] | None, column: str) -> dict[int, float]:
+    """One KPI at one point as ``{seed: value}`` (a seed counted twice: their mean)."""
+    if not point or column not in point["values"]:
+        return {}
+    pairs: dict[int, list[float]] = {}
+    for seed, value in zip(point.get("seeds", []), point["values"][column], strict=False):
+        if seed is not None and value is not None and value == value:
+            pairs.setdefault(int(seed), []).append(float(value))
+    return {seed: sum(vs) / len(vs) for seed, vs in pairs.items()}
+
+
+def ratio_cell(a: Mapping[int, float], b: Mapping[int, float]) -> str:
+    """Mean over the seeds both ran of ``a[seed] ÷ b[seed]`` with its 95 % t interval,
+    n (the seeds paired) and verdict; "–" below 2 paired seeds."""
+    ci = paired_ratio(dict(a), dict(b))
     if ci is None:
         return "–"
-    return f"{fmt(ci.estimate)} [{fmt(ci.low)} – {fmt(ci.high)}] {ratio_verdict(ci.excludes_one)}"
+    verdict = ratio_verdict(ci.excludes_one)
+    return f"{fmt(ci.estimate)} [{fmt(ci.low)} – {fmt(ci.high)}] n={ci.n} {verdict}"
 
 
 def compare_markdown(suites: Sequence[Suite]) -> str:
@@ -111,8 +129,10 @@ def compare_markdown(suites: Sequence[Suite]) -> str:
         f"# BMWG results compared: {', '.join(names)}",
         "",
         "Each cell: mean over the faithful runs [95 % interval, t over seeds] n. Ratios: "
-        f"each fabric's mean ÷ **{names[0]}**'s, 95 % interval by bootstrap over runs; "
-        '"differs" where it excludes 1.',
+        f"each fabric's value ÷ **{names[0]}**'s, paired by seed (a seed drives the same "
+        "arrivals on every fabric), mean over the n seeds both ran [95 % interval, t over "
+        'those ratios]; "differs" where it excludes 1. With n=2, t is 12.7: only a large, '
+        "consistent difference shows.",
         "",
     ]
     superseded = [f"- {s.name} {line}" for s in suites for line in s.superseded]
@@ -132,8 +152,8 @@ def compare_markdown(suites: Sequence[Suite]) -> str:
         for point, column in keys:
             data = [st.get(test, {}).get(point) for st in stats]
             cells = [_cell(d["kpis"].get(column) if d else None) for d in data]
-            base = data[0]["values"].get(column) if data[0] else None
-            ratios = [ratio_cell(d["values"].get(column) if d else None, base) for d in data[1:]]
+            base = per_seed(data[0], column)
+            ratios = [ratio_cell(per_seed(d, column), base) for d in data[1:]]
             lines.append("| " + " | ".join([point, column, *cells, *ratios]) + " |")
         lines.append("")
     return "\n".join(lines)

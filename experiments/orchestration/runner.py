@@ -57,7 +57,7 @@ from experiments.orchestration.dilation import (
 )
 from experiments.orchestration.envelope import DEFAULT, Envelope, figures, machine_identity
 from experiments.orchestration.envelope import load as load_envelope
-from experiments.orchestration.faults import agent_kills, rate_changes
+from experiments.orchestration.faults import agent_kills, downed_spans, rate_changes
 from experiments.orchestration.live import LiveTables, live_record
 from experiments.orchestration.live_view import LiveScreen
 from experiments.orchestration.plan import TrafficPlan, controller_params, traffic_plan
@@ -794,6 +794,7 @@ def _finish(
             mtu=p.deployment.scale.mtu,
             rate_changes=rate_changes(rec.events.get("faults") or [], p.fabric, p.deployment.scale),
             links=t["links"],
+            downed=downed_spans(rec.events.get("faults") or [], p.fabric),
         )
     except Exception as exc:
         log.debug("fidelity verdict failed", exc_info=True)

@@ -17,7 +17,7 @@ import yaml
 
 from experiments.analysis.bmwg.per_run import RunTables, kpi_values
 from experiments.bmwg.catalog import BY_ID
-from experiments.bmwg.compare import Suite, compare_markdown, read_suite
+from experiments.bmwg.compare import Suite, compare_markdown, per_seed, ratio_cell, read_suite
 from experiments.bmwg.execute import run_suite
 from experiments.bmwg.fabric_map import HostMap
 from experiments.bmwg.plan import SMOKE_S, trials
@@ -373,7 +373,21 @@ def test_compare_marks_a_fabric_that_differs(latency_plan, tmp_path):
     slow_fabric = dataclasses.replace(read_suite(slow), name="rail-slow")
     text = compare_markdown([read_suite(fast), slow_fabric])
     row = next(ln for ln in text.splitlines() if "KV_xfer_latency p50 ms" in ln)
-    assert "differs" in row and row.count("n=2") == 2
+    assert "differs" in row and row.count("n=2") == 3  # two fabrics and their ratio
+
+
+def test_compare_pairs_the_ratio_by_seed_and_two_seeds_decide_little():
+    # each side's two runs lie apart; the seeds move together
+    near = ratio_cell({1: 12.0, 2: 14.0}, {1: 10.0, 2: 11.0})  # ratios 1.2, 1.27
+    assert near.startswith("1.236 [") and "n=2" in near and "differs" not in near
+    # the old bootstrap over each side's 2 values called this a difference:
+    # its resampled means were 10-11 against 12-14, never a ratio below 1.09
+    far = ratio_cell({1: 40.0, 2: 44.0}, {1: 10.0, 2: 11.0})  # ratios 4.0 both
+    assert "n=2" in far and "differs" in far
+    assert ratio_cell({1: 12.0}, {1: 10.0, 2: 11.0}) == "–"  # one seed paired
+    assert ratio_cell({3: 12.0, 4: 13.0}, {1: 10.0, 2: 11.0}) == "–"  # none paired
+    point = {"seeds": [2, 1, 1], "values": {"k": [11.0, 9.0, 11.0]}}
+    assert per_seed(point, "k") == {2: 11.0, 1: 10.0} and per_seed(None, "k") == {}
 
 
 def test_compare_reads_a_fabric_run_in_parts_as_one_column(latency_plan, tmp_path):

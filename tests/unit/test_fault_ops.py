@@ -9,7 +9,13 @@ import pandas as pd
 import pytest
 
 from experiments.analysis.fidelity import dequeue_rate_check, split_by_rate
-from experiments.orchestration.faults import FaultOp, agent_kills, fault_ops, rate_changes
+from experiments.orchestration.faults import (
+    FaultOp,
+    agent_kills,
+    downed_spans,
+    fault_ops,
+    rate_changes,
+)
 from experiments.spec.config import Fault, LinkDegrade, LinkFlap
 from experiments.spec.faults import detect_delays
 from topologies import spine_leaf
@@ -141,3 +147,25 @@ def test_a_degraded_port_is_judged_by_the_rate_in_force_at_each_stretch():
     check = dequeue_rate_check(split, split_rates)
     assert check["ok"], check
     assert "2 port(s) judged" in check["detail"]
+
+
+def test_a_switch_is_charged_a_fault_from_its_first_link_down_to_its_last_link_up():
+    def row(event, link, t, ok=True):
+        return {"event": event, "link": link, "t_start_ns": t, "t_ns": t + 5, "ok": ok}
+
+    applied = [
+        row("link_down", ["leaf0", "spine0"], 100),
+        row("link_down", ["leaf0", "spine1"], 200),
+        row("link_up", ["spine0", "leaf0"], 300),  # leaf0 still has spine1 down
+        row("link_down", ["h2", "leaf1"], 400),  # h2 is a host: only leaf1 is charged
+        row("link_down", ["leaf1", "spine1"], 50, ok=False),  # did not happen
+        row("link_up", ["leaf0", "spine1"], 600),
+        {"event": "link_degrade", "link": ["leaf0", "spine1"], "gbps": 10.0, "t_ns": 1},
+    ]
+    assert downed_spans(applied, FABRIC) == {
+        "leaf0": (100, 605),
+        "spine0": (100, 305),
+        "spine1": (200, 605),
+        "leaf1": (400, None),  # down at the end of the run
+    }
+    assert downed_spans([], FABRIC) == {}
