@@ -384,6 +384,8 @@ def test_compare_pairs_the_ratio_by_seed_and_two_seeds_decide_little():
     # its resampled means were 10-11 against 12-14, never a ratio below 1.09
     far = ratio_cell({1: 40.0, 2: 44.0}, {1: 10.0, 2: 11.0})  # ratios 4.0 both
     assert "n=2" in far and "differs" in far
+    tiny = ratio_cell({1: 10.01, 2: 11.012}, {1: 10.0, 2: 11.0})  # 1.001 and 1.0011
+    assert tiny.endswith("differs, by under 5 %")
     assert ratio_cell({1: 12.0}, {1: 10.0, 2: 11.0}) == "–"  # one seed paired
     assert ratio_cell({3: 12.0, 4: 13.0}, {1: 10.0, 2: 11.0}) == "–"  # none paired
     point = {"seeds": [2, 1, 1], "values": {"k": [11.0, 9.0, 11.0]}}
