@@ -15,7 +15,13 @@ from typing import Any
 from experiments.analysis.intervals import across_seeds
 
 META = ("test", "variant", "point", "seed", "run_dir", "faithful", "error", "wall_s")
-HEALTH_COLUMNS = ("cpu_max_core_pct", "failed_flows", "fault_events", "time_dilation")
+HEALTH_COLUMNS = (
+    "cpu_max_core_pct",
+    "failed_flows",
+    "fault_events",
+    "time_dilation",
+    "above_edge_pct",
+)
 META += HEALTH_COLUMNS
 
 

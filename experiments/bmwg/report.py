@@ -173,6 +173,31 @@ def _health(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     for h in HEALTH:
         got = measured.get(h.name, "not available (" + h.status.replace("_", " ") + ")")
         lines.append(f"| {_esc(h.name)} | {_esc(h.threshold)} | {_esc(h.here)} | {_esc(got)} |")
+    return [*lines, "", *_above_edge(rows)]
+
+
+def _above_edge(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Where the traffic went: each test's share of switch egress above the edge."""
+    by_test: dict[str, list[float]] = {}
+    for r in rows:
+        if r.get("above_edge_pct") is not None:
+            by_test.setdefault(r["test"], []).append(float(r["above_edge_pct"]))
+    if not by_test:
+        return []
+    low = [t for t, v in by_test.items() if max(v) < 1.0]
+    spans = ", ".join(
+        f"{t} {fmt(min(v))}" + (f"-{fmt(max(v))}" if max(v) != min(v) else "")
+        for t, v in by_test.items()
+    )
+    lines = [
+        "Traffic above the edge switches (spine, core), % of the switches' egress bytes "
+        f"per run, by test: {spans}. Traffic that all crosses one spine gives about 33 %.",
+    ]
+    if low:
+        lines.append(
+            f"Under 1 % in every run of {', '.join(low)}: these tests' KPIs say nothing of "
+            "the switches above the edge (their hosts share an edge switch)."
+        )
     return [*lines, ""]
 
 
