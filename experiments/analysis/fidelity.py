@@ -602,13 +602,22 @@ def batch_losses(
     return out
 
 
+Span = tuple[int, int | None]  # a link down: from t_ns to t_ns (None: still down at the end)
+
+
 def fault_losses(
-    links: pd.DataFrame | None, spans: Mapping[str, tuple[int, int | None]], frame: int
+    links: pd.DataFrame | None,
+    spans: Mapping[str, Sequence[Span]],
+    frame: int,
+    queues: pd.DataFrame | None = None,
 ) -> dict[str, int]:
-    """Packets each switch that had a link down took in and did not send on, over the
-    span the link was down (``faults.downed_spans``; from the sample before it went
-    down to the first after it came back): packets in less packets out on all its ports
-    (bytes, in full frames, where the table has no packet counts).
+    """Frames each switch that had a link down took in and did not send on, over the
+    spans a link of it was down (``faults.downed_spans``; each from the sample before it
+    went down to the first after it came back): bytes in less bytes out on all its
+    ports, in full frames (a lower bound of the packets, and the unit ``batch_losses``
+    counts in; a packet count would add pure ACKs, whose loss rarely costs a
+    retransmission), less what the switch's shaped queues counted as dropped over the
+    run (those are in ``queue_drops`` already).
 
     A link taken down loses what its switch forwards into it until the routes move, and
     what its queue held (``ip link set down`` discards a qdisc's backlog without
@@ -616,26 +625,32 @@ def fault_losses(
     emulator's. Measured: two leaf-spine links down at once on spine-leaf-1to1 (bmwg
     12.3, which cuts ``leaf0`` off from ``leaf1``) left 65-75 retransmissions the
     verdict could not explain, while ``leaf0`` took in 280-312 frames' bytes more than
-    it sent on; one link down lost none."""
+    it sent on; one link down lost under one."""
     if links is None or links.empty or not spans:
         return {}
-    packets = {"rx_packets", "tx_packets"} <= set(links.columns)
-    rx, tx = ("rx_packets", "tx_packets") if packets else ("rx_bytes", "tx_bytes")
-    if not {"node", "port", "t_ns", rx, tx} <= set(links.columns):
+    if not {"node", "port", "t_ns", "rx_bytes", "tx_bytes"} <= set(links.columns):
         return {}
+    dropped: dict[str, int] = {}
+    if queues is not None and not queues.empty:
+        q = queues.groupby(["node", "port"])["drops"]
+        per_node = (q.max() - q.min()).clip(lower=0).groupby(level="node").sum()
+        dropped = {str(k): int(v) for k, v in per_node.items()}
     out = {}
-    for node, (start, end) in spans.items():
+    for node, node_spans in spans.items():
         mine = links[links["node"] == node].sort_values("t_ns")
         if mine.empty:
             continue
         lost = 0.0
-        for _, port in mine.groupby("port"):
-            before = port[port["t_ns"] <= start]
-            first = before.iloc[-1] if not before.empty else port.iloc[0]
-            after = port[port["t_ns"] >= end] if end is not None else port.iloc[0:0]
-            last = after.iloc[0] if not after.empty else port.iloc[-1]
-            lost += (last[rx] - first[rx]) - (last[tx] - first[tx])
-        n = int(lost if packets else lost / frame)
+        for start, end in node_spans:
+            for _, port in mine.groupby("port"):
+                before = port[port["t_ns"] <= start]
+                first = before.iloc[-1] if not before.empty else port.iloc[0]
+                after = port[port["t_ns"] >= end] if end is not None else port.iloc[0:0]
+                last = after.iloc[0] if not after.empty else port.iloc[-1]
+                lost += (last["rx_bytes"] - first["rx_bytes"]) - (
+                    last["tx_bytes"] - first["tx_bytes"]
+                )
+        n = int(lost / frame) - dropped.get(str(node), 0)
         if n > 0:
             out[str(node)] = n
     return out
@@ -646,7 +661,7 @@ def unmodelled_loss_check(
     queues: pd.DataFrame | None,
     links: pd.DataFrame | None = None,
     mtu: int = DEFAULT_MTU,
-    downed: Mapping[str, tuple[int, int | None]] | None = None,
+    downed: Mapping[str, Sequence[Span]] | None = None,
 ) -> Check:
     """Retransmitted segments not explained by a shaped queue's drop (counted, or lost
     in the same switch beyond its count: ``batch_losses``), a loss in a switch while a
@@ -661,7 +676,7 @@ def unmodelled_loss_check(
     # a switch both overflowed and cut off: its fault span's loss beyond its batches'
     at_fault = {
         n: v - batch.get(n, 0)
-        for n, v in fault_losses(links, downed or {}, frame_bytes(mtu)).items()
+        for n, v in fault_losses(links, downed or {}, frame_bytes(mtu), queues).items()
         if v > batch.get(n, 0)
     }
     # a loss counted elsewhere in a switch (OVS's receive sockets, a port's kernel
@@ -685,7 +700,7 @@ def unmodelled_loss_check(
     if lost_at_fault:
         beyond += (
             f", {lost_at_fault} lost in switches while a link of theirs was down "
-            f"({', '.join(at_fault)}; packets in less packets out: forwarded into the "
+            f"({', '.join(at_fault)}; bytes in less bytes out: forwarded into the "
             "link before the routes moved, or held in its queue)"
         )
     detail = (
@@ -715,7 +730,7 @@ def verdict(
     mtu: int = DEFAULT_MTU,
     rate_changes: Mapping[tuple[str, int], Sequence[tuple[int, float]]] | None = None,
     links: pd.DataFrame | None = None,
-    downed: Mapping[str, tuple[int, int | None]] | None = None,
+    downed: Mapping[str, Sequence[Span]] | None = None,
 ) -> dict[str, Any]:
     """``{"ok", "checks": {name: check}}`` over one run's tables.
 

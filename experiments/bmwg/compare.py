@@ -109,7 +109,7 @@ def per_seed(point: Mapping[str, Any] | None, column: str) -> dict[int, float]:
     if not point or column not in point["values"]:
         return {}
     pairs: dict[int, list[float]] = {}
-    for seed, value in zip(point.get("seeds", []), point["values"][column], strict=False):
+    for seed, value in zip(point.get("seeds", []), point["values"][column], strict=True):
         if seed is not None and value is not None and value == value:
             pairs.setdefault(int(seed), []).append(float(value))
     return {seed: sum(vs) / len(vs) for seed, vs in pairs.items()}
@@ -124,6 +124,8 @@ def ratio_cell(a: Mapping[int, float], b: Mapping[int, float]) -> str:
     verdict = ratio_verdict(ci.excludes_one)
     if ci.excludes_one and ci.low >= 1 - SMALL and ci.high <= 1 + SMALL:
         verdict += f", by under {SMALL * 100:g} %"
+    if ci.low == ci.high:  # every seed gave the same ratio: t has no spread to widen
+        verdict += " (no spread between seeds)"
     return f"{fmt(ci.estimate)} [{fmt(ci.low)} – {fmt(ci.high)}] n={ci.n} {verdict}"
 
 
@@ -139,9 +141,9 @@ def compare_markdown(suites: Sequence[Suite]) -> str:
         "Each cell: mean over the faithful runs [95 % interval, t over seeds] n. Ratios: "
         f"each fabric's value ÷ **{names[0]}**'s, paired by seed (a seed drives the same "
         "arrivals on every fabric), mean over the n seeds both ran [95 % interval, t over "
-        'those ratios]; "differs" where it excludes 1 ("by under 5 %" where the whole '
-        "interval is within 5 % of 1). With n=2, t is 12.7: only a large or consistent "
-        "difference shows.",
+        f'those ratios]; "differs" where it excludes 1 ("by under {SMALL * 100:g} %" where '
+        f"the whole interval is within {SMALL * 100:g} % of 1). With n=2, t is 12.7: only a "
+        "large or consistent difference shows.",
         "",
     ]
     superseded = [f"- {s.name} {line}" for s in suites for line in s.superseded]

@@ -191,12 +191,14 @@ def _above_edge(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     )
     lines = [
         "Traffic above the edge switches (spine, core), % of the switches' egress bytes "
-        f"per run, by test: {spans}. Traffic that all crosses one spine gives about 33 %.",
+        f"per run, by test: {spans}. On a two-tier leaf-spine fabric, traffic that all "
+        "crosses a spine gives about 33 % (leaf, spine and leaf each send it once); NVLink "
+        "and rail switches count as edge.",
     ]
     if low:
         lines.append(
-            f"Under 1 % in every run of {', '.join(low)}: these tests' KPIs say nothing of "
-            "the switches above the edge (their hosts share an edge switch)."
+            f"Under 1 % in every run of {', '.join(low)}: their traffic stayed on edge "
+            "(or NVLink) switches, and their KPIs say nothing of the switches above them."
         )
     return [*lines, ""]
 

@@ -92,28 +92,31 @@ def agent_kills(faults: Sequence[Fault]) -> list[tuple[float, str]]:
 
 def downed_spans(
     applied: Sequence[Mapping[str, Any]], fabric: Fabric
-) -> dict[str, tuple[int, int | None]]:
-    """``switch -> (t_ns, t_ns | None)``: from when a ``link_down`` that took effect
-    began on a link of the switch to when the last of them was back up (``None``: still
-    down at the end), from ``events.json``'s ``faults`` rows (a switch or a flap goes
-    down link by link). The fidelity verdict counts what such a switch took in and did
-    not send on in that span as the fault's loss (``fidelity.fault_losses``)."""
+) -> dict[str, list[tuple[int, int | None]]]:
+    """``switch -> [(t_ns, t_ns | None), ...]``: each stretch a link of the switch was
+    down, from when the first ``link_down`` that took effect began to when the last of
+    its links was back up (``None``: still down at the end), from ``events.json``'s
+    ``faults`` rows (a switch or a flap goes down link by link; a switch whose links all
+    came back and went down again has two stretches). The fidelity verdict counts what
+    such a switch took in and did not send on in them as the fault's loss
+    (``fidelity.fault_losses``)."""
     down: dict[str, set[tuple[str, ...]]] = {}
-    spans: dict[str, tuple[int, int | None]] = {}
+    spans: dict[str, list[tuple[int, int | None]]] = {}
     for row in sorted(applied, key=lambda r: r.get("t_start_ns", 0)):
         event = row.get("event")
         if event not in ("link_down", "link_up") or not row.get("ok", True):
             continue
         link = tuple(sorted(row["link"]))
         for node in (n for n in link if not fabric.node(n).is_host):
+            mine = down.setdefault(node, set())
             if event == "link_down":
-                first = spans.get(node, (int(row["t_start_ns"]), None))[0]
-                spans[node] = (first, None)
-                down.setdefault(node, set()).add(link)
-            elif link in down.get(node, set()):
-                down[node].discard(link)
-                if not down[node]:
-                    spans[node] = (spans[node][0], int(row["t_ns"]))
+                if not mine:  # a new stretch
+                    spans.setdefault(node, []).append((int(row["t_start_ns"]), None))
+                mine.add(link)
+            elif link in mine:
+                mine.discard(link)
+                if not mine:
+                    spans[node][-1] = (spans[node][-1][0], int(row["t_ns"]))
     return spans
 
 

@@ -46,5 +46,5 @@ def test_the_report_names_tests_whose_traffic_never_left_the_edge():
     ]
     text = "\n".join(_above_edge(rows))
     assert "5.3 30-35" in text and "7.1 0.2" in text and "9.4" not in text
-    assert "Under 1 % in every run of 7.1:" in text
+    assert "Under 1 % in every run of 7.1: their traffic stayed on edge" in text
     assert _above_edge([{"test": "5.3"}]) == []

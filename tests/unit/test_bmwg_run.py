@@ -99,10 +99,14 @@ def test_a_reference_pair_keeps_its_path_on_each_datasheet_fabric(name):
     hosts = HostMap(ref, mine)
     kinds = {n.name: n.kind for n in mine.nodes}
     for a, b in [("h0", "h4"), ("h1", "h5"), ("h3", "h7"), ("h2", "h6")]:
-        for path in switches_between(mine, hosts.host(a), hosts.host(b)):
+        paths = switches_between(mine, hosts.host(a), hosts.host(b))
+        assert paths, (a, b)
+        for path in paths:
             assert [kinds[s] for s in path][1] == "spine", (a, b, path)
     for a, b in [("h0", "h1"), ("h4", "h7")]:
-        for path in switches_between(mine, hosts.host(a), hosts.host(b)):
+        paths = switches_between(mine, hosts.host(a), hosts.host(b))
+        assert paths, (a, b)
+        for path in paths:
             assert len(path) == 1 and kinds[path[0]] in ("leaf", "rail"), (a, b, path)
     assert len(set(hosts.hosts.values())) == 8
 
@@ -383,7 +387,7 @@ def test_compare_pairs_the_ratio_by_seed_and_two_seeds_decide_little():
     # the old bootstrap over each side's 2 values called this a difference:
     # its resampled means were 10-11 against 12-14, never a ratio below 1.09
     far = ratio_cell({1: 40.0, 2: 44.0}, {1: 10.0, 2: 11.0})  # ratios 4.0 both
-    assert "n=2" in far and "differs" in far
+    assert "n=2" in far and "differs" in far and far.endswith("(no spread between seeds)")
     tiny = ratio_cell({1: 10.01, 2: 11.012}, {1: 10.0, 2: 11.0})  # 1.001 and 1.0011
     assert tiny.endswith("differs, by under 5 %")
     assert ratio_cell({1: 12.0}, {1: 10.0, 2: 11.0}) == "–"  # one seed paired

@@ -163,9 +163,17 @@ def test_a_switch_is_charged_a_fault_from_its_first_link_down_to_its_last_link_u
         {"event": "link_degrade", "link": ["leaf0", "spine1"], "gbps": 10.0, "t_ns": 1},
     ]
     assert downed_spans(applied, FABRIC) == {
-        "leaf0": (100, 605),
-        "spine0": (100, 305),
-        "spine1": (200, 605),
-        "leaf1": (400, None),  # down at the end of the run
+        "leaf0": [(100, 605)],
+        "spine0": [(100, 305)],
+        "spine1": [(200, 605)],
+        "leaf1": [(400, None)],  # down at the end of the run
     }
     assert downed_spans([], FABRIC) == {}
+
+
+def test_a_link_that_comes_back_and_fails_again_makes_two_stretches():
+    def row(event, t):
+        return {"event": event, "link": ["leaf0", "spine0"], "t_start_ns": t, "t_ns": t + 5}
+
+    applied = [row("link_down", 100), row("link_up", 200), row("link_down", 900)]
+    assert downed_spans(applied, FABRIC)["leaf0"] == [(100, 205), (900, None)]
