@@ -128,8 +128,10 @@ def markdown() -> str:
         "each seed's run at every point, then given with their interval across seeds; a "
         "choice, a limit the points did not reach or no rate meeting the SLO is counted "
         "by seed, not made a number. "
-        "`kvfabric bmwg compare DIR…` sets several fabrics side by side, marking the "
-        "differences whose ratio interval excludes 1; several results of one fabric "
+        "`kvfabric bmwg compare DIR…` sets several fabrics side by side, each KPI's ratio "
+        "to the first fabric paired by seed (a seed drives the same arrivals on every "
+        "fabric; Student's t over the per-seed ratios), marking the differences whose "
+        "interval excludes 1; several results of one fabric "
         "(its tests run a few at a time) make one column, from the tests each ran in full, "
         "and a test run again on a fabric is taken from its later result (named).",
         "",
