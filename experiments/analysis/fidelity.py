@@ -560,10 +560,23 @@ def servers_offered_load_check(
 # ----- unmodelled loss -----------------------------------------------------------------
 def queue_drops(queues: pd.DataFrame | None) -> int:
     """Packets the sampled (switch) pfifos dropped while they were watched."""
+    return sum(drops_by_switch(queues).values())
+
+
+def drops_by_switch(queues: pd.DataFrame | None) -> dict[str, int]:
+    """Packets each switch's sampled pfifos dropped while they were watched."""
     if queues is None or queues.empty:
-        return 0
+        return {}
     by_port = queues.groupby(["node", "port"])["drops"]
-    return int((by_port.max() - by_port.min()).clip(lower=0).sum())
+    grown = (by_port.max() - by_port.min()).clip(lower=0).groupby(level="node").sum()
+    return {str(node): int(n) for node, n in grown.items()}
+
+
+def counter_growth(links: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """How much each of a link table's counters ``columns`` grew on each (node, port)
+    over the watched span: last sample less first."""
+    ordered = links.sort_values("t_ns").groupby(["node", "port"])[list(columns)]
+    return ordered.last() - ordered.first()
 
 
 def batch_losses(
@@ -586,19 +599,15 @@ def batch_losses(
     need = {"node", "port", "t_ns", "rx_bytes", "tx_bytes"}
     if not need <= set(links.columns):
         return {}
-    q = queues.groupby(["node", "port"])["drops"]
-    dropped = (q.max() - q.min()).clip(lower=0).groupby(level="node").sum()
-    ordered = links.sort_values("t_ns").groupby(["node", "port"])
-    moved = ordered[["rx_bytes", "tx_bytes"]].last() - ordered[["rx_bytes", "tx_bytes"]].first()
-    per_switch = moved.groupby(level="node").sum()
+    per_switch = counter_growth(links, ["rx_bytes", "tx_bytes"]).groupby(level="node").sum()
     out = {}
-    for node, n in dropped.items():
+    for node, n in drops_by_switch(queues).items():
         if n <= 0 or node not in per_switch.index:
             continue
         lost = (per_switch.at[node, "rx_bytes"] - per_switch.at[node, "tx_bytes"]) / frame
-        extra = int(lost) - int(n)
+        extra = int(lost) - n
         if extra > 0:
-            out[str(node)] = extra
+            out[node] = extra
     return out
 
 
@@ -630,30 +639,27 @@ def fault_losses(
         return {}
     if not {"node", "port", "t_ns", "rx_bytes", "tx_bytes"} <= set(links.columns):
         return {}
-    dropped: dict[str, int] = {}
-    if queues is not None and not queues.empty:
-        q = queues.groupby(["node", "port"])["drops"]
-        per_node = (q.max() - q.min()).clip(lower=0).groupby(level="node").sum()
-        dropped = {str(k): int(v) for k, v in per_node.items()}
+    dropped = drops_by_switch(queues)
     out = {}
     for node, node_spans in spans.items():
-        mine = links[links["node"] == node].sort_values("t_ns")
-        if mine.empty:
-            continue
-        lost = 0.0
-        for start, end in node_spans:
-            for _, port in mine.groupby("port"):
-                before = port[port["t_ns"] <= start]
-                first = before.iloc[-1] if not before.empty else port.iloc[0]
-                after = port[port["t_ns"] >= end] if end is not None else port.iloc[0:0]
-                last = after.iloc[0] if not after.empty else port.iloc[-1]
-                lost += (last["rx_bytes"] - first["rx_bytes"]) - (
-                    last["tx_bytes"] - first["tx_bytes"]
-                )
+        ports = [p for _, p in links[links["node"] == node].sort_values("t_ns").groupby("port")]
+        lost = sum(_kept_bytes(port, span) for port in ports for span in node_spans)
         n = int(lost / frame) - dropped.get(str(node), 0)
         if n > 0:
             out[str(node)] = n
     return out
+
+
+def _kept_bytes(port: pd.DataFrame, span: Span) -> float:
+    """Bytes a port took in less bytes it sent over ``span``, from its last sample at or
+    before the start to its first at or after the end (its first and last samples
+    where there is none)."""
+    start, end = span
+    before = port[port["t_ns"] <= start]
+    first = before.iloc[-1] if not before.empty else port.iloc[0]
+    after = port[port["t_ns"] >= end] if end is not None else port.iloc[0:0]
+    last = after.iloc[0] if not after.empty else port.iloc[-1]
+    return float((last["rx_bytes"] - first["rx_bytes"]) - (last["tx_bytes"] - first["tx_bytes"]))
 
 
 def unmodelled_loss_check(

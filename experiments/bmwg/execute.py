@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from experiments.analysis.bmwg.per_run import kpi_values
+from experiments.analysis.fidelity import counter_growth
 from experiments.analysis.jsonable import to_jsonable as jsonable
 from experiments.bmwg.across import derived_by_test
 from experiments.bmwg.aggregate import anomalies, by_point, point_of
@@ -134,8 +135,8 @@ def above_edge_pct(links: pd.DataFrame | None, fabric: Fabric) -> float | None:
     tiers = {n.name: TIER[n.kind] for n in fabric.nodes if not n.is_host}
     if not any(t >= 2 for t in tiers.values()):
         return None
-    ordered = links[links["node"].isin(tiers)].sort_values("t_ns").groupby(["node", "port"])
-    sent = (ordered["tx_bytes"].last() - ordered["tx_bytes"].first()).groupby(level="node").sum()
+    grown = counter_growth(links[links["node"].isin(tiers)], ["tx_bytes"])
+    sent = grown["tx_bytes"].groupby(level="node").sum()
     total = float(sent.sum())
     if total <= 0:
         return None
