@@ -22,6 +22,9 @@ HEALTH_COLUMNS = (
     "time_dilation",
     "above_edge_pct",
 )
+# each run's completed TCP messages: median fct and its parts (``latency_parts``)
+LATENCY_PARTS = ("fct_p50_ms", "wire_p50_ms", "grain_p50_ms", "excess_p50_ms")
+HEALTH_COLUMNS += LATENCY_PARTS
 META += HEALTH_COLUMNS
 
 

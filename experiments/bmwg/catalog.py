@@ -133,7 +133,13 @@ def markdown() -> str:
         "fabric; Student's t over the per-seed ratios), marking the differences whose "
         "interval excludes 1; several results of one fabric "
         "(its tests run a few at a time) make one column, from the tests each ran in full, "
-        "and a test run again on a fabric is taken from its later result (named).",
+        "and a test run again on a fabric is taken from its later result (named). "
+        "The report splits each message-latency point's median completion time into the "
+        "real fabric's wire time, what the emulation's coarse packets add (grain) and "
+        "the emulator's own excess, and names the points whose latency is this "
+        "machine's (`experiments.analysis.latency_parts`); `kvfabric bmwg report DIR…` "
+        "rewrites a suite's report, re-reading its runs' health and latency parts "
+        "where the runs are on this machine.",
         "",
         "| test | title | status | KPIs | here | runs quick / standard / draft |",
         "| --- | --- | --- | --- | --- | ---: |",

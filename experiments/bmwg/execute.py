@@ -26,8 +26,9 @@ import pandas as pd
 from experiments.analysis.bmwg.per_run import kpi_values
 from experiments.analysis.fidelity import counter_growth
 from experiments.analysis.jsonable import to_jsonable as jsonable
+from experiments.analysis.latency_parts import fct_parts, parts_p50
 from experiments.bmwg.across import derived_by_test
-from experiments.bmwg.aggregate import anomalies, by_point, point_of
+from experiments.bmwg.aggregate import LATENCY_PARTS, anomalies, by_point, point_of
 from experiments.bmwg.catalog import BY_ID, DRAFT
 from experiments.bmwg.run_tables import run_tables
 from experiments.bmwg.suite import PlannedTrial, SuitePlan, measured_after_s, run_wall_s
@@ -37,6 +38,7 @@ from experiments.spec.load import RunSpec, Spec
 from experiments.spec.typed import fabric_of
 from topologies import Fabric
 from topologies.fabric import TIER
+from topologies.scale import Scale
 
 log = logging.getLogger("kvfabric.bmwg")
 
@@ -102,7 +104,8 @@ def health(run: Run) -> dict[str, Any]:
     """The fabric health indicators this emulator has of one run (``health.HEALTH``):
     the machine's busiest core, flows that failed (for QPs in error), fault events
     (for adjacency flaps), and the time dilation the run used; and where the traffic
-    went (``above_edge_pct``)."""
+    went (``above_edge_pct``); the medians of the completed TCP messages' fct and its
+    parts (``latency_parts``: wire, grain, the emulator's excess)."""
     cpu, flows = run.cpu, run.flows
     failed = None if flows is None else int((~flows["ok"].astype(bool)).sum())
     try:
@@ -110,6 +113,14 @@ def health(run: Run) -> dict[str, Any]:
     except Exception:  # a run without a readable fabric or link table: not measured
         log.debug("above_edge_pct of %s failed", run.path, exc_info=True)
         above = None
+    try:
+        config = run.config
+        assert config is not None
+        scale = Scale(config.scale.bandwidth, config.scale.mtu)
+        parts = parts_p50(fct_parts(flows, fabric_of(config), scale))
+    except Exception:  # as above: the latency's parts not measured
+        log.debug("fct_parts of %s failed", run.path, exc_info=True)
+        parts = dict.fromkeys(LATENCY_PARTS)
     return {
         "cpu_max_core_pct": None
         if cpu is None or not len(cpu)
@@ -118,6 +129,7 @@ def health(run: Run) -> dict[str, Any]:
         "fault_events": len(run.events.get("faults") or []),
         "time_dilation": run.summary.get("time_dilation"),
         "above_edge_pct": above,
+        **parts,
     }
 
 
@@ -301,3 +313,40 @@ def _progress_line(
 
 def _names(trials: Sequence[PlannedTrial]) -> list[str]:
     return [f"{t.test} {t.trial.variant}".strip() for t in trials]
+
+
+def run_dir_of(suite_dir: Path, recorded: str | None) -> Path | None:
+    """A row's run directory: as recorded, or under ``suite_dir``'s ``runs/`` (a suite
+    moved or read from another working directory); None where neither exists."""
+    if not recorded:
+        return None
+    path = Path(recorded)
+    if (path / "summary.json").is_file():
+        return path
+    _, sep, tail = recorded.partition("/runs/")
+    inside = suite_dir / "runs" / tail
+    return inside if sep and (inside / "summary.json").is_file() else None
+
+
+def refresh_suite(suite_dir: Path) -> tuple[int, int]:
+    """Recompute every row's ``health`` columns from its run directory where it is here
+    (new columns included), rewrite each test's KPI files, ``suite.json`` and the
+    report. KPIs and verdicts are kept as recorded. Returns (rows refreshed, rows whose
+    run directory is not here: kept as they were)."""
+    from experiments.bmwg.report import write_report
+
+    path = suite_dir / "suite.json"
+    record = json.loads(path.read_text())
+    fresh = absent = 0
+    for row in record["rows"]:
+        run_dir = run_dir_of(suite_dir, row.get("run_dir"))
+        if run_dir is None:
+            absent += bool(row.get("run_dir"))
+            continue
+        row |= health(load_run(run_dir))
+        fresh += 1
+    for test in record.get("tests") or []:
+        write_test(suite_dir, test, [r for r in record["rows"] if r["test"] == test])
+    path.write_text(json.dumps(jsonable(record), indent=2))
+    write_report(suite_dir)
+    return fresh, absent

@@ -22,6 +22,7 @@ import yaml
 from experiments.bmwg.across import derived_by_test
 from experiments.bmwg.aggregate import anomalies, by_point
 from experiments.bmwg.catalog import BY_ID, DRAFT
+from experiments.bmwg.floor import latency_section
 from experiments.bmwg.health import HEALTH
 from experiments.bmwg.suite import measured_after_s
 from experiments.output.formatting import fmt
@@ -261,6 +262,7 @@ def report_markdown(
     lines += _workloads(plan)
     lines += _kpi_tables(plan, rows)
     lines += _health(rows)
+    lines += latency_section(rows)
     lines += _anomalies(plan, rows, suite or {})
     lines += _substitutes(plan)
     if figures:

@@ -2,8 +2,9 @@
 its status here, what stands in for what or why it cannot run, its sweep size per
 profile), ``kvfabric bmwg show TEST`` (a test's trials as the spec overrides a run
 applies), ``kvfabric bmwg run TEST… --fabric SPEC`` (the tests on a fabric, its Section
-14 report; ``--dry-run``: the plan only, no root) and ``kvfabric bmwg compare DIR…``
-(several fabrics' results side by side, no root)."""
+14 report; ``--dry-run``: the plan only, no root), ``kvfabric bmwg compare DIR…``
+(several fabrics' results side by side, no root) and ``kvfabric bmwg report DIR…`` (a
+suite's report rewritten, its runs' health re-read where they are here)."""
 
 from __future__ import annotations
 
@@ -50,11 +51,23 @@ def add_parsers(sub: Any) -> None:
     cmp = bsub.add_parser("compare", help="several fabrics' bmwg results side by side")
     cmp.add_argument("dirs", nargs="+", metavar="DIR", help="bmwg-<timestamp> directories")
     cmp.add_argument("--out", default=None, help="write the comparison here (Markdown)")
+    rep = bsub.add_parser(
+        "report",
+        help="rewrite suites' reports; where their runs are here, recompute each run's "
+        "health and latency parts first (KPIs and verdicts kept)",
+    )
+    rep.add_argument("dirs", nargs="+", metavar="DIR", help="bmwg-<timestamp> directories")
     b.set_defaults(handler=cmd_bmwg)
 
 
 def cmd_bmwg(args: argparse.Namespace) -> int:
-    handlers = {"list": _list, "show": _show, "run": _run, "compare": _compare}
+    handlers = {
+        "list": _list,
+        "show": _show,
+        "run": _run,
+        "compare": _compare,
+        "report": _report,
+    }
     return handlers[args.bmwg_command](args)
 
 
@@ -156,6 +169,22 @@ def _compare(args: argparse.Namespace) -> int:
         say(f"comparison: {args.out}")
     else:
         print(text)
+    return EXIT_OK
+
+
+def _report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from experiments.bmwg.execute import refresh_suite
+
+    for d in args.dirs:
+        try:
+            fresh, absent = refresh_suite(Path(d))
+        except (OSError, ValueError, KeyError) as exc:
+            say(f"{d}: cannot rewrite its report: {exc}")
+            return EXIT_USAGE
+        kept = f"; {absent} whose run is not here kept as recorded" if absent else ""
+        say(f"{d}: report rewritten, {fresh} run(s) re-read{kept}")
     return EXIT_OK
 
 

@@ -1,0 +1,109 @@
+"""What a message's completion time is made of here: the real fabric's wire time, what
+the emulation's coarse packets add, and the emulator's own cost (pure).
+
+A message of ``b`` real bytes crosses a path of hops at real rates ``r_i``. Cut into
+packets of ``p`` bytes and store-and-forwarded, it takes (``transfer_ms``)::
+
+    Σ_i min(b, p)·8 / r_i  +  (b − min(b, p))·8 / min_i r_i
+
+its first packet serialised on every hop, the rest paced by the slowest. Three parts of
+a measured ``fct_ms`` (every time real-equivalent, like the flows table's):
+
+- ``wire_ms``: the real fabric's time: ``p`` is one real frame (``Scale.frame_bytes``);
+- ``grain_ms``: what the emulation's packets add: at scale ``s`` one emulated frame
+  stands for ``frame ÷ s`` real bytes (``Scale.real_bytes_per_packet``), each
+  store-and-forwarded whole on every hop; a ``per_flow`` connection's handshake (one
+  small frame each way before the first byte: a TCP stand-in's cost, an RDMA queue pair
+  has none) is counted here too. Both are modelled: a finer ``scale.bandwidth`` shrinks
+  them;
+- ``excess_ms``: the rest, ``fct − wire − grain``: what the model does not have (the
+  kernel's stacks, the agents' loops, OVS's userspace forwarding). It is wall time, so
+  a larger time dilation divides it; where it is a large share of a latency, that
+  latency is the emulator's, not the fabric's.
+
+The path is the fewest-hop one between the two hosts (``Fabric.shortest_paths``; of
+equal ones, the fastest, so the excess is never understated by a slow path the flow
+may not have taken).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from topologies import Fabric
+from topologies.scale import Scale
+
+HANDSHAKE_FRAME_BYTES = 74  # a SYN or SYN-ACK with options: Ethernet, IP, TCP 40
+PARTS = ("wire_ms", "grain_ms", "excess_ms")
+
+
+def transfer_ms(real_bytes: float, hop_gbps: Sequence[float], packet_bytes: float) -> float:
+    """Store-and-forward time of ``real_bytes`` in packets of ``packet_bytes`` over hops
+    of ``hop_gbps`` (real Gbit/s), in ms; 0 for an empty path."""
+    if not hop_gbps or real_bytes <= 0:
+        return 0.0
+    first = min(real_bytes, packet_bytes)
+    bits_per_ms = [g * 1e6 for g in hop_gbps]
+    return sum(first * 8 / r for r in bits_per_ms) + (real_bytes - first) * 8 / min(bits_per_ms)
+
+
+def path_gbps(fabric: Fabric, src: str, dst: str) -> tuple[float, ...]:
+    """The real rates of the fastest fewest-hop path from ``src`` to ``dst`` (empty:
+    unreachable or the same host)."""
+    best: tuple[float, ...] = ()
+    for path in fabric.shortest_paths(src, dst):
+        rates = tuple(fabric.link_between(a, b).real_gbps for a, b in pairwise(path))
+        if rates and (not best or sum(1 / g for g in rates) < sum(1 / g for g in best)):
+            best = rates
+    return best
+
+
+def fct_parts(flows: pd.DataFrame, fabric: Fabric, scale: Scale) -> pd.DataFrame:
+    """Per completed TCP message of ``flows``: ``fct_ms`` and its ``PARTS`` (see the
+    module docstring); ``connection`` per_flow adds the handshake to ``grain_ms``.
+    Empty (those columns) when no such message."""
+    cols = ["flow_id", "fct_ms", *PARTS]
+    if flows is None or flows.empty:
+        return pd.DataFrame(columns=cols)
+    done = flows[flows["ok"].astype(bool) & (flows["proto"] == "tcp")]
+    done = done[done["fct_ms"].notna()]
+    if done.empty:
+        return pd.DataFrame(columns=cols)
+    frame, packet = float(scale.frame_bytes), scale.real_bytes_per_packet
+    shake = HANDSHAKE_FRAME_BYTES / scale.bandwidth
+    paths: dict[tuple[str, str], tuple[float, ...]] = {}
+    rows: list[list[Any]] = []
+    per_flow = (
+        done["connection"].astype(str).eq("per_flow").to_numpy()
+        if "connection" in done
+        else np.zeros(len(done), dtype=bool)
+    )
+    for (fid, src, dst, b, fct), fresh in zip(
+        done[["flow_id", "src", "dst", "bytes_real", "fct_ms"]].itertuples(index=False),
+        per_flow,
+        strict=True,
+    ):
+        key = (str(src), str(dst))
+        if key not in paths:
+            paths[key] = path_gbps(fabric, *key)
+        hops = paths[key]
+        wire = transfer_ms(float(b), hops, frame)
+        modelled = transfer_ms(float(b), hops, packet)
+        if fresh:  # SYN there, SYN-ACK back, before the first byte leaves
+            modelled += 2 * transfer_ms(shake, hops, packet)
+        rows.append([fid, float(fct), wire, modelled - wire, float(fct) - modelled])
+    return pd.DataFrame(rows, columns=cols)
+
+
+def parts_p50(parts: pd.DataFrame) -> dict[str, float | None]:
+    """The medians of ``fct_ms`` and each part (None without messages): one run's
+    ``fct_p50_ms``, ``wire_p50_ms``, ``grain_p50_ms``, ``excess_p50_ms``."""
+    names = {"fct_ms": "fct_p50_ms", **{p: p.replace("_ms", "_p50_ms") for p in PARTS}}
+    if parts.empty:
+        return dict.fromkeys(names.values())
+    return {out: float(parts[col].median()) for col, out in names.items()}

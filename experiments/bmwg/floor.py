@@ -1,0 +1,95 @@
+"""The report's account of what a message latency is made of here (pure): per point of a
+test with a message-latency KPI, the median fct of its completed TCP messages split
+into the real fabric's wire time, what the emulation's packet grain adds, and the
+emulator's own excess (``experiments.analysis.latency_parts``), so a reader can tell
+a fabric's latency from this machine's."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from statistics import median
+from typing import Any
+
+from experiments.bmwg.aggregate import counted
+from experiments.bmwg.catalog import BY_ID
+from experiments.output.formatting import fmt
+
+# the KPIs a message's completion time makes
+MESSAGE_LATENCY_KPIS = frozenset({"KV_xfer_latency", "Fabric_FCT", "EP_alltoall_latency"})
+EMULATOR_BOUND = 0.5  # an excess this share of the median fct or more: the emulator's
+
+
+def latency_points(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per (test, point) with a message-latency KPI and measured parts, over its counted
+    runs: the medians of each run's ``fct_p50_ms`` and parts, its time dilations, n."""
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for r in rows:
+        test = str(r.get("test"))
+        if test not in BY_ID or not MESSAGE_LATENCY_KPIS & set(BY_ID[test].kpis):
+            continue
+        if counted(r) and r.get("fct_p50_ms") is not None:
+            groups.setdefault((test, str(r.get("point"))), []).append(r)
+    out = []
+    for (test, point), runs in groups.items():
+        got: dict[str, Any] = {"test": test, "point": point, "n": len(runs)}
+        for key in ("fct_p50_ms", "wire_p50_ms", "grain_p50_ms", "excess_p50_ms"):
+            got[key] = median(float(r[key]) for r in runs)
+        got["dilations"] = sorted({r.get("time_dilation") for r in runs} - {None})
+        got["excess_share"] = (
+            got["excess_p50_ms"] / got["fct_p50_ms"] if got["fct_p50_ms"] else None
+        )
+        out.append(got)
+    return out
+
+
+def latency_section(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The report's section (empty without such points)."""
+    points = latency_points(rows)
+    if not points:
+        return []
+    lines = [
+        "## What a message latency is made of here",
+        "",
+        "Per point of a test with a message-latency KPI (KV_xfer_latency, Fabric_FCT, "
+        "EP_alltoall_latency): the median completion time of its completed TCP messages "
+        "(median over the counted runs of each run's median, real-equivalent ms) and its "
+        "parts. **wire**: the real fabric's time for the same bytes (serialised at the "
+        "path's slowest hop, one real frame store-and-forwarded on each other hop). "
+        "**grain**: what the emulation's packets add (each stands for the real bytes of "
+        "one frame ÷ scale.bandwidth and is store-and-forwarded whole on every hop; a "
+        "per-message connection's handshake is counted here): modelled, and a finer "
+        "scale.bandwidth shrinks it. **excess**: the rest, what the model does not have "
+        "(the kernels' stacks, the agents, OVS's userspace forwarding): wall time, read "
+        "÷ the time dilation d. A negative excess means the messages beat the "
+        "store-and-forward model (the shapers' burst allowance).",
+        "",
+        "| test | point | d | runs | fct p50 ms | wire | grain | excess | excess share |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    bound, grained = [], []
+    for p in points:
+        share = p["excess_share"]
+        d = "/".join(fmt(x) for x in p["dilations"]) or "–"
+        lines.append(
+            f"| {p['test']} | {p['point']} | {d} | {p['n']} | {fmt(p['fct_p50_ms'])} | "
+            f"{fmt(p['wire_p50_ms'])} | {fmt(p['grain_p50_ms'])} | "
+            f"{fmt(p['excess_p50_ms'])} | {'–' if share is None else f'{share:.0%}'} |"
+        )
+        name = f"{p['test']} {p['point']}"
+        if share is not None and share >= EMULATOR_BOUND:
+            bound.append(name)
+        if p["grain_p50_ms"] >= p["wire_p50_ms"]:
+            grained.append(name)
+    lines.append("")
+    if bound:
+        lines.append(
+            f"The emulator's excess is {EMULATOR_BOUND:.0%} or more of the median message "
+            f"time at {', '.join(bound)}: their message latencies describe this machine at "
+            "that d, not the fabric."
+        )
+    if grained:
+        lines.append(
+            f"The packet grain at least doubles the wire time at {', '.join(grained)}: "
+            "their latencies are the emulation's coarse packets as much as the fabric."
+        )
+    return [*lines, ""]

@@ -1,0 +1,80 @@
+"""What a message's completion time is made of: the real fabric's wire time, what the
+emulation's coarse packets add, and the emulator's own excess; and the report's
+account of it, which names the points whose latency is this machine's."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from experiments.analysis.latency_parts import fct_parts, parts_p50, path_gbps, transfer_ms
+from experiments.bmwg.floor import latency_points, latency_section
+from topologies import spine_leaf
+from topologies.scale import Scale
+
+# h0 - leaf0 - spine0 - leaf1 - h1: hops at 100, 200, 200, 100 Gbit/s
+FABRIC = spine_leaf(spines=1, leaves=2, hosts_per_leaf=1, host_gbps=100, uplink_gbps=200)
+SCALE = Scale(bandwidth=1e-3, mtu=1500)  # one emulated frame: 1,514 real KB
+MB = 1 << 20
+
+
+def test_store_and_forward_serialises_the_first_packet_on_every_hop_and_the_rest_once():
+    hops = (100.0, 200.0, 200.0, 100.0)
+    assert transfer_ms(1e6, hops, 1e6) == pytest.approx(0.08 + 0.04 + 0.04 + 0.08)
+    assert transfer_ms(10e6, hops, 1e6) == pytest.approx(0.24 + 9e6 * 8 / 100e6)
+    assert transfer_ms(1e6, (), 1e6) == 0.0
+    assert path_gbps(FABRIC, "h0", "h1") == hops
+
+
+def flow(fid: int, fct_ms: float, connection: str = "persistent", **kw) -> dict:
+    row = {"flow_id": fid, "src": "h0", "dst": "h1", "bytes_real": MB, "fct_ms": fct_ms}
+    return row | {"ok": True, "proto": "tcp", "connection": connection} | kw
+
+
+def test_a_one_packet_message_is_mostly_grain_and_the_rest_is_the_emulators():
+    flows = pd.DataFrame([flow(0, 0.5, "per_flow"), flow(1, 0.5)])
+    parts = fct_parts(flows, FABRIC, SCALE).set_index("flow_id")
+    wire = (1514 * 8 / 100e6) * 2 + (1514 * 8 / 200e6) * 2 + (MB - 1514) * 8 / 100e6
+    whole = MB * 8 / 100e6 * 2 + MB * 8 / 200e6 * 2  # 1 MB is under one emulated frame
+    shake = 2 * (74_000 * 8 / 100e6 * 2 + 74_000 * 8 / 200e6 * 2)  # SYN, SYN-ACK
+    assert parts.loc[1, "wire_ms"] == pytest.approx(wire)  # ~84 us at 100 Gbit/s
+    assert parts.loc[1, "grain_ms"] == pytest.approx(whole - wire)  # triples it
+    assert parts.loc[0, "grain_ms"] == pytest.approx(whole + shake - wire)
+    assert parts.loc[0, "excess_ms"] == pytest.approx(0.5 - whole - shake)
+    assert parts[["wire_ms", "grain_ms", "excess_ms"]].sum(axis=1).tolist() == pytest.approx(
+        [0.5] * 2
+    )
+
+
+def test_failed_messages_and_datagrams_have_no_parts():
+    flows = pd.DataFrame([flow(0, 0.4), flow(1, float("nan"), ok=False), flow(2, 0.1, proto="udp")])
+    assert fct_parts(flows, FABRIC, SCALE)["flow_id"].tolist() == [0]
+    assert parts_p50(fct_parts(flows.iloc[1:], FABRIC, SCALE))["excess_p50_ms"] is None
+
+
+def row(test: str, point: str, excess: float, faithful: bool = True) -> dict:
+    parts = {"fct_p50_ms": 1.0, "wire_p50_ms": 0.1, "grain_p50_ms": 0.9 - excess}
+    return (
+        {"test": test, "point": point, "faithful": faithful, "time_dilation": 4.0}
+        | parts
+        | {"excess_p50_ms": excess}
+    )
+
+
+def test_the_report_names_points_whose_latency_is_the_emulators():
+    rows = [
+        row("5.2", "1MB@0%", 0.6),
+        row("5.2", "1MB@0%", 0.8),
+        row("5.2", "16MB@0%", 0.1),
+        row("5.2", "16MB@0%", 0.9, faithful=False),  # not counted
+        row("5.1", "1MBx1qp", 0.9),  # 5.1's KPIs are rates, not latencies
+    ]
+    points = {(p["test"], p["point"]): p for p in latency_points(rows)}
+    assert set(points) == {("5.2", "1MB@0%"), ("5.2", "16MB@0%")}
+    assert points["5.2", "1MB@0%"]["excess_p50_ms"] == pytest.approx(0.7)
+    assert points["5.2", "16MB@0%"]["n"] == 1
+    text = "\n".join(latency_section(rows))
+    assert "| 5.2 | 1MB@0% | 4 | 2 | 1 | 0.1 | 0.2 | 0.7 | 70% |" in text
+    assert "50% or more of the median message time at 5.2 1MB@0%:" in text
+    assert "doubles the wire time at 5.2 1MB@0%, 5.2 16MB@0%" in text
+    assert latency_section([row("5.1", "1MBx1qp", 0.9)]) == []
