@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.table import Table
 
-from experiments.cli.common import EXIT_FAILED, EXIT_OK, console, err, say
+from experiments.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, console, err, say
 
 
 def add_parsers(sub: Any) -> None:
@@ -42,6 +42,14 @@ def add_parsers(sub: Any) -> None:
         help="where to store it (default: /var/lib/kvfabric/envelope.json, "
         "or $KVFABRIC_ENVELOPE; envelope-mtuN.json beside it "
         "for --mtu N)",
+    )
+    cal.add_argument(
+        "--fabric",
+        metavar="SPEC",
+        help="measure the switch-hop and message figures on this fabric (a spec with "
+        "fabric:, or a name of experiments/bmwg/fabrics) and store them beside the "
+        "machine's: runs on a fabric of its shape are judged by them (a large fabric "
+        "costs OVS more per packet than the small ones the machine's are measured on)",
     )
     cal.set_defaults(handler=cmd_calibrate)
 
@@ -149,6 +157,14 @@ def _say_envelope() -> None:
         say(f"envelope{at}: switch-hop Mbit/s: {hop}; message-hops/s: {msgs}")
         hint = "" if env.calibrated else "; sudo kvfabric calibrate measures this machine"
         say(f"  ({why}{hint})")
+    for own in sorted(base.parent.glob(f"{base.stem}-fabric-*.json")):
+        try:
+            doc = json.loads(own.read_text())
+            hop = ", ".join(f"{n} switches {v:,.0f}" for n, v in doc["switch_hop_mbps"].items())
+            say(f"envelope of one fabric ({own.name}): switch-hop Mbit/s: {hop}")
+            say(f"  ({doc['source']})")
+        except (OSError, ValueError, KeyError) as exc:
+            say(f"envelope of one fabric ({own.name}): unreadable: {exc}")
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -161,11 +177,25 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from topologies.scale import check_mtu
 
     check_mtu(args.mtu, "--mtu")
-    preflight()
+    section = None
     target = Path(args.out) if args.out else envelope_path(args.mtu)
+    if args.fabric:
+        from experiments.bmwg.suite import read_fabric
+        from experiments.orchestration.calibrate import make_fabric
+        from experiments.orchestration.envelope import fabric_envelope_path
+        from experiments.spec.schema import SpecError
+
+        try:
+            section = read_fabric(args.fabric).raw["fabric"]
+        except (OSError, SpecError) as exc:
+            err.print(f"[red]--fabric {args.fabric}:[/red] {exc}")
+            return EXIT_USAGE
+        if not args.out:
+            target = fabric_envelope_path(make_fabric(section), args.mtu)
+    preflight()
     with RunLock("calibrate"):
         try:
-            env, record = calibrate(quick=args.quick, say=say, mtu=args.mtu)
+            env, record = calibrate(quick=args.quick, say=say, mtu=args.mtu, fabric_section=section)
         except CalibrationError as exc:
             err.print(f"[red]not calibrated:[/red] {exc}; the envelope at {target} is unchanged")
             return EXIT_FAILED
@@ -175,10 +205,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         f"switch-hop Mbit/s by switches per path {hop}; message-hops/s "
         + ", ".join(f"{c}: {v:,.0f}" for c, v in env.messages_per_s.items())
     )
-    judged = (
-        "kvfabric run now judges plans by it"
-        if path == envelope_path(args.mtu)
-        else f"runs judge by it with KVFABRIC_ENVELOPE={path}"
-    )
+    if section is not None and not args.out:
+        judged = "kvfabric run now judges plans on a fabric of this shape by it"
+    elif path == envelope_path(args.mtu):
+        judged = "kvfabric run now judges plans by it"
+    else:
+        judged = f"runs judge by it with KVFABRIC_ENVELOPE={path}"
     say(f"stored in {path} ({record['wall_s']:.0f} s); {judged}")
     return EXIT_OK

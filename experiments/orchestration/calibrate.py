@@ -385,12 +385,19 @@ def stall_load(probe: StallProbe, flows: pd.DataFrame, limit_ms: float) -> dict[
     return out
 
 
-def hop_step(hops: int, planned_mbps: float, seconds: float, mtu: int = DEFAULT_MTU) -> Step:
-    """``planned_mbps`` of switch-hop work on paths of ``hops`` switches, judged."""
-    section, pairs = INCAST_PAIRS[hops]
-    rate = planned_mbps / (HOST_LINKS_DELIVERED * hops)  # each host link's emulated Mbit/s
-    scale = rate * 1e6 / (HOST_GBPS * 1e9)
+def hop_step(
+    hops: int,
+    planned_mbps: float,
+    seconds: float,
+    mtu: int = DEFAULT_MTU,
+    where: tuple[dict[str, Any], list[tuple[str, str]]] | None = None,
+) -> Step:
+    """``planned_mbps`` of switch-hop work on paths of ``hops`` switches, judged; on
+    ``where`` (a fabric section and its ``fabric_pairs``), else ``INCAST_PAIRS``'."""
+    section, pairs = where or INCAST_PAIRS[hops]
     fabric = make_fabric(section)
+    rate = planned_mbps / (HOST_LINKS_DELIVERED * hops)  # each host link's emulated Mbit/s
+    scale = rate * 1e6 / (host_gbps(fabric, pairs) * 1e9)
     schedule = hop_schedule(pairs, rate, seconds, scale)
     try:
         egress_plan(fabric, Scale(scale, mtu))
@@ -410,19 +417,86 @@ def hop_step(hops: int, planned_mbps: float, seconds: float, mtu: int = DEFAULT_
 
 
 def message_step(
-    cls: str, planned_hops_per_s: float, seconds: float, mtu: int = DEFAULT_MTU
+    cls: str,
+    planned_hops_per_s: float,
+    seconds: float,
+    mtu: int = DEFAULT_MTU,
+    section: dict[str, Any] | None = None,
 ) -> Step:
-    """Messages of class ``cls`` at ``planned_hops_per_s`` message-hops/s, judged."""
-    section = INCAST_PAIRS[3][0]
+    """Messages of class ``cls`` at ``planned_hops_per_s`` message-hops/s between random
+    hosts of ``section``'s fabric (default: the 3-switch-path one), judged."""
+    section = section or INCAST_PAIRS[3][0]
     fabric = make_fabric(section)
     hosts = [h.name for h in fabric.hosts]
-    mean_hops = 1 + 2 * (len(hosts) // 2) / (len(hosts) - 1)  # a random pair: 1 or 3 switches
+    mean_hops = mean_switches(fabric)  # a random pair's switches
     schedule = message_schedule(
         hosts, planned_hops_per_s / mean_hops, MESSAGE_BYTES[cls], seconds, MESSAGE_SCALE
     )
     flows, judged, load = run_trial(section, schedule, MESSAGE_SCALE, seconds, mtu)
     peak = peak_message_hops(schedule, fabric, MESSAGE_SCALE, cls)
     return _step(f"messages_per_s:{cls}", planned_hops_per_s, peak, None, judged, load)
+
+
+def switches_between(fabric: Fabric, a: str, b: str) -> int | None:
+    """The switches on the fewest-hop path from host ``a`` to host ``b`` (None: none)."""
+    paths = fabric.shortest_paths(a, b)
+    return len(paths[0]) - 2 if paths else None
+
+
+def mean_switches(fabric: Fabric) -> float:
+    """The mean switches on the path of a random ordered pair of distinct hosts."""
+    names = [h.name for h in fabric.hosts]
+    counts = [switches_between(fabric, a, b) for a in names for b in names if a != b]
+    known = [c for c in counts if c is not None]
+    return sum(known) / len(known) if known else 1.0
+
+
+def path_lengths(fabric: Fabric) -> list[int]:
+    """The switch counts of the fewest-hop paths between the fabric's hosts, sorted."""
+    names = [h.name for h in fabric.hosts]
+    found = {switches_between(fabric, a, b) for i, a in enumerate(names) for b in names[i + 1 :]}
+    return sorted(n for n in found if n)
+
+
+def fabric_pairs(fabric: Fabric, hops: int) -> list[tuple[str, str]] | None:
+    """Four (sender, receiver) pairs whose paths cross ``hops`` switches, as
+    ``INCAST_PAIRS`` has them: two one-to-one streams, then two senders into one
+    receiver, no host in two of them; the first such in host order (None: the fabric
+    has none)."""
+    names = [h.name for h in fabric.hosts]
+    used: set[str] = set()
+
+    def partner(a: str, receiver: str | None = None) -> str | None:
+        for b in [receiver] if receiver else names:
+            if b not in used and b != a and switches_between(fabric, a, b) == hops:
+                return b
+        return None
+
+    pairs: list[tuple[str, str]] = []
+    for a in names:
+        if a in used:
+            continue
+        if len(pairs) == 3:  # the incast's second sender, into the third pair's receiver
+            used.discard(pairs[2][1])
+            b = partner(a, pairs[2][1])
+            used.add(pairs[2][1])
+        else:
+            b = partner(a)
+        if b is not None:
+            pairs.append((a, b))
+            used |= {a, b}
+        if len(pairs) == 4:
+            return pairs
+    return None
+
+
+def host_gbps(fabric: Fabric, pairs: Sequence[tuple[str, str]]) -> float:
+    """The real rate of the senders' first hop (the host links the streams fill)."""
+    rates = []
+    for a, b in pairs:
+        path = fabric.shortest_paths(a, b)[0]
+        rates.append(fabric.link_between(a, path[1]).real_gbps)
+    return min(rates)
 
 
 def sampler_us_per_port(ticks: int = 200) -> float:
@@ -448,10 +522,18 @@ def _step(
 
 
 def calibrate(
-    quick: bool = False, say: Callable[[str], None] = print, mtu: int = DEFAULT_MTU
+    quick: bool = False,
+    say: Callable[[str], None] = print,
+    mtu: int = DEFAULT_MTU,
+    fabric_section: dict[str, Any] | None = None,
 ) -> tuple[Envelope, dict]:
     """Measure every figure at ``mtu``; the envelope and the record of its steps. Raises
-    ``CalibrationError`` when a figure has no faithful step."""
+    ``CalibrationError`` when a figure has no faithful step. With ``fabric_section`` (a
+    spec's ``fabric:``), the switch-hop figures are measured on that fabric, for each
+    path length its hosts have (``fabric_pairs``), and the message figures between its
+    hosts; the queue sampler's cost is not measured."""
+    if fabric_section is not None:
+        return _calibrate_on(fabric_section, quick, say, mtu)
     mode = "quick" if quick else "full"
     seconds = 3.0 if quick else 8.0
     identity = machine_identity("kernel" if ovs_kernel_datapath() else "user", check_mtu(mtu))
@@ -459,35 +541,7 @@ def calibrate(
     t0 = time.monotonic()
 
     def measured(figure: str, guess: float, run_step: Callable[[float], Step]) -> float:
-        def logged(load: float) -> Step:
-            s = run_step(load)
-            judged = "faithful" if s.faithful else "NOT faithful: " + ", ".join(s.failed)
-            say(
-                f"{figure}: planned {load:,.0f}, peak {s.peak:,.0f} -> {judged} "
-                f"({time.monotonic() - t0:.0f} s)"
-            )
-            return s
-
-        found = search(guess, mode, logged)
-        steps.extend(found)
-        value = largest_faithful(found)
-        if value is None:
-            least = min(found, key=lambda s: s.planned)
-            cause = refusal_cause(found)
-            why = (
-                f"explained by measured load: {cause}"
-                if cause
-                else "NOT explained by measured load (no steal, busy core outside the run"
-                " or machine stall at the lowest step): a regression of the emulation, not a"
-                " busy machine?"
-            )
-            raise CalibrationError(
-                f"{figure}: not faithful even at {least.planned:,.0f} (failed: "
-                f"{', '.join(least.failed)}); {why}",
-                found,
-                cause,
-            )
-        return value
+        return _search(figure, guess, run_step, mode, say, steps, t0)
 
     hop = {
         n: measured(
@@ -526,3 +580,111 @@ def calibrate(
         "steps": [s.__dict__ for s in steps],
     }
     return env, record
+
+
+def _calibrate_on(
+    section: dict[str, Any], quick: bool, say: Callable[[str], None], mtu: int
+) -> tuple[Envelope, dict]:
+    from experiments.orchestration.envelope import fabric_key
+    from experiments.orchestration.envelope import load as load_envelope
+
+    mode = "quick" if quick else "full"
+    seconds = 3.0 if quick else 8.0
+    fabric = make_fabric(section)
+    identity = machine_identity("kernel" if ovs_kernel_datapath() else "user", check_mtu(mtu))
+    start, _ = load_envelope(identity)  # the machine's figures: where each search starts
+    lengths = {n: fabric_pairs(fabric, n) for n in path_lengths(fabric)}
+    where = {n: pairs for n, pairs in lengths.items() if pairs is not None}
+    if not where:
+        raise CalibrationError("the fabric has no four host pairs of one path length")
+    steps: list[Step] = []
+    t0 = time.monotonic()
+    hop = {}
+    for n, pairs in where.items():
+        say(f"switch_hop_mbps:{n}: pairs {', '.join(f'{a}->{b}' for a, b in pairs)}")
+        hop[n] = _search(
+            f"switch_hop_mbps:{n}",
+            start.capacity_mbps(n),
+            lambda load, n=n, pairs=pairs: hop_step(n, load, seconds, mtu, (section, pairs)),
+            mode,
+            say,
+            steps,
+            t0,
+        )
+    msgs = {
+        c: _search(
+            f"messages_per_s:{c}",
+            start.messages_per_s[c],
+            lambda load, c=c: message_step(c, load, seconds, mtu, section),
+            mode,
+            say,
+            steps,
+            t0,
+        )
+        for c in MESSAGE_BYTES
+    }
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    skipped = sorted(set(lengths) - set(where))
+    env = Envelope(
+        switch_hop_mbps=hop,
+        messages_per_s=msgs,
+        connections=start.connections,
+        source=f"kvfabric calibrate --fabric ({mode}) on {when}, on this fabric "
+        f"({fabric.kind}, {len(fabric.switches)} switches, key {fabric_key(fabric)})"
+        + (f"; paths of {skipped} switches not measured (no four pairs)" if skipped else ""),
+        calibrated=True,
+        machine=identity,
+    )
+    record = {
+        "mode": mode,
+        "seconds_per_step": seconds,
+        "fabric": section,
+        "pairs": {str(n): pairs for n, pairs in where.items()},
+        "small_bytes": SMALL_BYTES,
+        "wall_s": round(time.monotonic() - t0, 1),
+        "steps": [s.__dict__ for s in steps],
+    }
+    return env, record
+
+
+def _search(
+    figure: str,
+    guess: float,
+    run_step: Callable[[float], Step],
+    mode: str,
+    say: Callable[[str], None],
+    steps: list[Step],
+    t0: float,
+) -> float:
+    """One figure's search (``search``), each step said; its largest faithful load.
+    Raises ``CalibrationError`` when no step was faithful."""
+
+    def logged(load: float) -> Step:
+        s = run_step(load)
+        judged = "faithful" if s.faithful else "NOT faithful: " + ", ".join(s.failed)
+        say(
+            f"{figure}: planned {load:,.0f}, peak {s.peak:,.0f} -> {judged} "
+            f"({time.monotonic() - t0:.0f} s)"
+        )
+        return s
+
+    found = search(guess, mode, logged)
+    steps.extend(found)
+    value = largest_faithful(found)
+    if value is None:
+        least = min(found, key=lambda s: s.planned)
+        cause = refusal_cause(found)
+        why = (
+            f"explained by measured load: {cause}"
+            if cause
+            else "NOT explained by measured load (no steal, busy core outside the run"
+            " or machine stall at the lowest step): a regression of the emulation, not a"
+            " busy machine?"
+        )
+        raise CalibrationError(
+            f"{figure}: not faithful even at {least.planned:,.0f} (failed: "
+            f"{', '.join(least.failed)}); {why}",
+            found,
+            cause,
+        )
+    return value

@@ -10,6 +10,15 @@ judges a run only on that same machine. Without one, ``DEFAULT`` applies: the
 2-core development VM's measured figures, rounded down, and every output says
 that the envelope is not this machine's own.
 
+OVS's cost per packet grows with the fabric's bridges and ports (userspace datapath,
+measured here at 150 Mbit/s of switch-hop work on 3-switch paths: OVS's main thread at
+60-61 % of a core on a 24-port spine-leaf, 81-82 % on the 48-port rail-optimized
+fabric, which the verdict then called unfaithful), so a machine envelope measured on
+small fabrics is too generous for a large one. ``kvfabric calibrate --fabric SPEC``
+measures the figures on that fabric and stores them beside the machine's
+(``fabric_envelope_path``); a run on a fabric of that shape (``fabric_key``) is judged
+by them.
+
 ``figures(demand, envelope, dilation)`` compares a run's demand
 (``experiments.orchestration.demand``, each figure the peak over 100 ms windows) with the
 envelope: the machine load of a window is the sum of its figures' shares (switching and
@@ -24,16 +33,20 @@ a rate and do not change.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from experiments.orchestration.demand import WINDOW_NS, Demand
+
+if TYPE_CHECKING:
+    from topologies import Fabric
 
 ENVELOPE_PATH = Path("/var/lib/kvfabric/envelope.json")
 
@@ -100,16 +113,49 @@ def envelope_path(mtu: int = 1500) -> Path:
     return path if mtu == 1500 else path.with_name(f"{path.stem}-mtu{mtu}{path.suffix}")
 
 
-def load(identity: dict[str, Any] | None = None) -> tuple[Envelope, str]:
-    """This machine's stored envelope for the identity's MTU if it was measured here,
-    else ``DEFAULT``; and why."""
-    path = envelope_path(int((identity or {}).get("mtu") or 1500))
+def fabric_key(fabric: Fabric) -> str:
+    """What a fabric's own envelope is keyed by: its switches and which nodes its links
+    join (not their rates or buffers, which a run's scale and spec change; OVS's cost
+    per packet grows with the bridges and ports, measured: ``calibrate``)."""
+    shape = {
+        "switches": sorted([n.name, n.kind] for n in fabric.switches),
+        "links": sorted(sorted(lk.ends()) for lk in fabric.links),
+    }
+    return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def fabric_envelope_path(fabric: Fabric, mtu: int = 1500) -> Path:
+    """Where the envelope measured on ``fabric`` is stored: beside the machine's
+    (``envelope-fabric-<fabric_key>.json``)."""
+    base = envelope_path(mtu)
+    return base.with_name(f"{base.stem}-fabric-{fabric_key(fabric)}{base.suffix}")
+
+
+def load(
+    identity: dict[str, Any] | None = None, fabric: Fabric | None = None
+) -> tuple[Envelope, str]:
+    """The envelope a run is judged by, and why: the one measured on ``fabric``
+    (``kvfabric calibrate --fabric``) if there is one for this machine and the
+    identity's MTU, else this machine's stored envelope if it was measured here, else
+    ``DEFAULT``."""
+    mtu = int((identity or {}).get("mtu") or 1500)
+    if fabric is not None:
+        own, _ = _read(fabric_envelope_path(fabric, mtu), identity)
+        if own is not None:
+            return own, f"calibrated on this fabric: {own.source}"
+    env, why = _read(envelope_path(mtu), identity)
+    return (DEFAULT, why) if env is None else (env, why)
+
+
+def _read(path: Path, identity: dict[str, Any] | None) -> tuple[Envelope | None, str]:
+    """The envelope stored at ``path`` if it was measured with ``identity`` (None: any),
+    else None; and why."""
     try:
         doc = json.loads(path.read_text())
     except FileNotFoundError:
-        return DEFAULT, f"no calibration at {path}"
+        return None, f"no calibration at {path}"
     except (OSError, ValueError) as exc:
-        return DEFAULT, f"unreadable calibration at {path}: {exc}"
+        return None, f"unreadable calibration at {path}: {exc}"
     try:
         env = Envelope(
             switch_hop_mbps={int(k): float(v) for k, v in doc["switch_hop_mbps"].items()},
@@ -120,12 +166,12 @@ def load(identity: dict[str, Any] | None = None) -> tuple[Envelope, str]:
             machine=dict(doc.get("machine", {})),
         )
     except (KeyError, TypeError, ValueError) as exc:
-        return DEFAULT, f"malformed calibration at {path}: {exc}"
+        return None, f"malformed calibration at {path}: {exc}"
     if identity is not None:
         # the datapath is left out: a run learns it only when its fabric is built
         for key in ("kernel", "ovs", "cpu_model", "cpu_count", "mtu"):
             if env.machine.get(key) != identity.get(key):
-                return DEFAULT, (
+                return None, (
                     f"the calibration at {path} was measured with {key} "
                     f"{env.machine.get(key)!r}, not "
                     f"{identity.get(key)!r}"

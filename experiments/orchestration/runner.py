@@ -191,7 +191,7 @@ def prepare(
         auto = config.scale.auto
         # rates and buffers in range, before planning when the spec gives the dilation
         deployment = None if auto else Deployment.of(fabric, config.scale)
-        env, why = envelope or load_envelope(machine_identity(mtu=config.scale.mtu))
+        env, why = envelope or load_envelope(machine_identity(mtu=config.scale.mtu), fabric)
         ctl = config.controller
         compute(fabric, ctl.policy, params=controller_params(ctl, config.seed))  # parameters
         try:

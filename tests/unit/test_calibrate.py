@@ -204,3 +204,33 @@ def test_a_lateness_refusal_is_the_machines_when_only_stalled_flows_were_late(
     assert (cause is not None) == explained, cause
     if explained:
         assert "40 machine stalls" in cause and "7.2 ms" in cause and "117 were on time" in cause
+
+
+@pytest.mark.parametrize(
+    "fabric", ["rail-optimized", "spine-leaf-1to1", "spine-leaf-2to1"], ids=str
+)
+def test_a_fabrics_own_loads_cross_each_of_its_path_lengths_as_the_machines_do(fabric):
+    from experiments.bmwg.suite import read_fabric
+    from experiments.orchestration.calibrate import fabric_pairs, host_gbps, path_lengths
+
+    built = make_fabric(read_fabric(fabric).raw["fabric"])
+    count = switch_counter(built)
+    assert path_lengths(built) == [1, 3]
+    for hops in path_lengths(built):
+        pairs = fabric_pairs(built, hops)
+        assert pairs is not None and {count(a, b) for a, b in pairs} == {hops}
+        receivers = [d for _, d in pairs]
+        assert receivers[2] == receivers[3] and len(set(receivers)) == 3  # one 2-to-1 incast
+        senders = [s for s, _ in pairs]
+        assert len(set(senders + receivers[:3])) == 7  # no host in two streams
+        rate = 450.0 / (3 * hops)
+        scale = rate * 1e6 / (host_gbps(built, pairs) * 1e9)
+        peak = peak_hop_mbps(hop_schedule(pairs, rate, 2.0, scale), built, scale)
+        assert peak == pytest.approx(450.0, rel=0.1)
+
+
+def test_a_fabric_without_four_pairs_of_a_length_has_none():
+    from experiments.orchestration.calibrate import fabric_pairs
+
+    assert fabric_pairs(spine_leaf(1, 1, 3), 1) is None  # three hosts: no 2-to-1 beside two
+    assert fabric_pairs(spine_leaf(1, 2, 4), 5) is None

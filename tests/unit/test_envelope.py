@@ -238,3 +238,32 @@ def test_the_ladder_is_bisected_to_the_smallest_k_that_fits(fits_from):
     linear = next((k for k in FLOW_SIZE_LADDER if k >= fits_from), FLOW_SIZE_LADDER[-1])
     assert k == linear and k in asked
     assert len(asked) <= 6  # the linear walk asked up to 11
+
+
+def test_a_fabric_measured_on_its_own_is_judged_by_its_figures_and_others_by_the_machines(
+    tmp_path, monkeypatch
+):
+    from experiments.orchestration.envelope import fabric_envelope_path, fabric_key
+    from topologies import rail_optimized, spine_leaf
+
+    monkeypatch.setenv("KVFABRIC_ENVELOPE", str(tmp_path / "envelope.json"))
+    here = {"kernel": "6.1", "ovs": "3.1", "cpu_model": "x", "cpu_count": 2, "mtu": 1500}
+    rail, small = rail_optimized(4, 4, 2), spine_leaf(2, 2, 4)
+    save(Envelope({3: 450.0}, {"small": 5000.0}, 4000, "machine", True, here), None)
+    save(
+        Envelope({1: 200.0, 3: 150.0}, {"small": 4000.0}, 4000, "on rail", True, here),
+        fabric_envelope_path(rail),
+    )
+    env, why = load(here, rail)
+    assert env.capacity_mbps(3) == 150.0 and why.startswith("calibrated on this fabric")
+    assert load(here, small)[0].capacity_mbps(3) == 450.0  # another shape: the machine's
+    assert load(here)[0].capacity_mbps(3) == 450.0
+    # the key is the shape: the same fabric at other rates or buffers shares it
+    assert fabric_key(rail_optimized(4, 4, 2, rail_gbps=100, buffer_pkts=16)) == fabric_key(rail)
+    assert fabric_key(rail_optimized(4, 4, 1)) != fabric_key(rail)
+    # measured on another machine: not this one's, so the machine's applies
+    save(
+        Envelope({3: 150.0}, {"small": 4000.0}, 4000, "on rail", True, here | {"kernel": "6.2"}),
+        fabric_envelope_path(rail),
+    )
+    assert load(here, rail)[0].capacity_mbps(3) == 450.0
