@@ -76,7 +76,7 @@ from topologies import Fabric, FabricError
 from topologies.builder import FabricNetwork
 from topologies.machine import ovs_kernel_datapath
 from topologies.scale import DEFAULT_MTU, Scale, check_mtu
-from topologies.shaping import egress_plan
+from topologies.shaping import egress_plan, max_rate_bps
 from traffic.agents import AgentFleet
 from traffic.workloads.schedule import build_schedule
 
@@ -429,12 +429,20 @@ def message_step(
     fabric = make_fabric(section)
     hosts = [h.name for h in fabric.hosts]
     mean_hops = mean_switches(fabric)  # a random pair's switches
+    scale = message_scale(fabric)
     schedule = message_schedule(
-        hosts, planned_hops_per_s / mean_hops, MESSAGE_BYTES[cls], seconds, MESSAGE_SCALE
+        hosts, planned_hops_per_s / mean_hops, MESSAGE_BYTES[cls], seconds, scale
     )
-    flows, judged, load = run_trial(section, schedule, MESSAGE_SCALE, seconds, mtu)
-    peak = peak_message_hops(schedule, fabric, MESSAGE_SCALE, cls)
+    flows, judged, load = run_trial(section, schedule, scale, seconds, mtu)
+    peak = peak_message_hops(schedule, fabric, scale, cls)
     return _step(f"messages_per_s:{cls}", planned_hops_per_s, peak, None, judged, load)
+
+
+def message_scale(fabric: Fabric) -> float:
+    """``MESSAGE_SCALE``, or less where the fabric's fastest link (an NVLink switch's)
+    would then run above what one emulated hop carries (``shaping.max_rate_bps``)."""
+    fastest = max((lk.real_gbps for lk in fabric.links), default=HOST_GBPS)
+    return min(MESSAGE_SCALE, max_rate_bps() / (fastest * 1e9))
 
 
 def switches_between(fabric: Fabric, a: str, b: str) -> int | None:

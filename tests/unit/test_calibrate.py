@@ -234,3 +234,13 @@ def test_a_fabric_without_four_pairs_of_a_length_has_none():
 
     assert fabric_pairs(spine_leaf(1, 1, 3), 1) is None  # three hosts: no 2-to-1 beside two
     assert fabric_pairs(spine_leaf(1, 2, 4), 5) is None
+
+
+def test_message_loads_on_a_fabric_with_nvlink_keep_its_fastest_link_shapeable():
+    from experiments.bmwg.suite import read_fabric
+    from experiments.orchestration.calibrate import message_scale
+    from topologies.shaping import max_rate_bps
+
+    rail = make_fabric(read_fabric("rail-optimized").raw["fabric"])  # NVLink at 3.6 Tbit/s
+    assert 3600e9 * message_scale(rail) <= max_rate_bps()
+    assert message_scale(spine_leaf(2, 2, 4)) == MESSAGE_SCALE  # 400 Gbit/s: 400 Mbit/s
