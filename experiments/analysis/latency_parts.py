@@ -20,6 +20,12 @@ a measured ``fct_ms`` (every time real-equivalent, like the flows table's):
   kernel's stacks, the agents' loops, OVS's userspace forwarding). It is wall time, so
   a larger time dilation divides it; where it is a large share of a latency, that
   latency is the emulator's, not the fabric's.
+- ``burst_ms``: the most the shapers' bursts can take off the model on an idle path.
+  Each HTB class lets ``shaping.burst_bytes`` (one wall millisecond at its rate, at
+  least two frames) through at once, unpaced: real-equivalent, ``1/d`` ms of the hop's
+  rate. On each hop the message's first ``min(b, burst)`` bytes may pass so, so an
+  excess down to ``−burst_ms`` is the bursts, not a faster fabric: at ``d = 1`` a
+  message under a millisecond of wire time can beat its own serialisation.
 
 The path is the fewest-hop one between the two hosts (``Fabric.shortest_paths``; of
 equal ones, the fastest, so the excess is never understated by a slow path the flow
@@ -37,9 +43,10 @@ import pandas as pd
 
 from topologies import Fabric
 from topologies.scale import Scale
+from topologies.shaping import burst_bytes
 
 HANDSHAKE_FRAME_BYTES = 74  # a SYN or SYN-ACK with options: Ethernet, IP, TCP 40
-PARTS = ("wire_ms", "grain_ms", "excess_ms")
+PARTS = ("wire_ms", "grain_ms", "excess_ms", "burst_ms")
 
 
 def transfer_ms(real_bytes: float, hop_gbps: Sequence[float], packet_bytes: float) -> float:
@@ -63,10 +70,21 @@ def path_gbps(fabric: Fabric, src: str, dst: str) -> tuple[float, ...]:
     return best
 
 
-def fct_parts(flows: pd.DataFrame, fabric: Fabric, scale: Scale) -> pd.DataFrame:
+def burst_ms(real_bytes: float, hop_gbps: Sequence[float], scale: Scale, d: float) -> float:
+    """What the shapers' bursts can take off ``real_bytes``' time on an idle path of hops
+    at ``hop_gbps`` (real Gbit/s), at ``scale`` and time dilation ``d``, in ms."""
+    out = 0.0
+    for g in hop_gbps:
+        wall_bps = g * 1e9 * scale.bandwidth / d
+        burst_real = burst_bytes(int(wall_bps), scale.mtu) / scale.bandwidth
+        out += min(real_bytes, burst_real) * 8 / (g * 1e6)
+    return out
+
+
+def fct_parts(flows: pd.DataFrame, fabric: Fabric, scale: Scale, d: float = 1.0) -> pd.DataFrame:
     """Per completed TCP message of ``flows``: ``fct_ms`` and its ``PARTS`` (see the
-    module docstring); ``connection`` per_flow adds the handshake to ``grain_ms``.
-    Empty (those columns) when no such message."""
+    module docstring) at time dilation ``d``; ``connection`` per_flow adds the handshake
+    to ``grain_ms``. Empty (those columns) when no such message."""
     cols = ["flow_id", "fct_ms", *PARTS]
     if flows is None or flows.empty:
         return pd.DataFrame(columns=cols)
@@ -96,13 +114,15 @@ def fct_parts(flows: pd.DataFrame, fabric: Fabric, scale: Scale) -> pd.DataFrame
         modelled = transfer_ms(float(b), hops, packet)
         if fresh:  # SYN there, SYN-ACK back, before the first byte leaves
             modelled += 2 * transfer_ms(shake, hops, packet)
-        rows.append([fid, float(fct), wire, modelled - wire, float(fct) - modelled])
+        burst = burst_ms(float(b), hops, scale, d)
+        rows.append([fid, float(fct), wire, modelled - wire, float(fct) - modelled, burst])
     return pd.DataFrame(rows, columns=cols)
 
 
 def parts_p50(parts: pd.DataFrame) -> dict[str, float | None]:
     """The medians of ``fct_ms`` and each part (None without messages): one run's
-    ``fct_p50_ms``, ``wire_p50_ms``, ``grain_p50_ms``, ``excess_p50_ms``."""
+    ``fct_p50_ms``, ``wire_p50_ms``, ``grain_p50_ms``, ``excess_p50_ms``,
+    ``burst_p50_ms``."""
     names = {"fct_ms": "fct_p50_ms", **{p: p.replace("_ms", "_p50_ms") for p in PARTS}}
     if parts.empty:
         return dict.fromkeys(names.values())

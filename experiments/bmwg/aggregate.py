@@ -23,7 +23,13 @@ HEALTH_COLUMNS = (
     "above_edge_pct",
 )
 # each run's completed TCP messages: median fct and its parts (``latency_parts``)
-LATENCY_PARTS = ("fct_p50_ms", "wire_p50_ms", "grain_p50_ms", "excess_p50_ms")
+LATENCY_PARTS = (
+    "fct_p50_ms",
+    "wire_p50_ms",
+    "grain_p50_ms",
+    "excess_p50_ms",
+    "burst_p50_ms",
+)
 HEALTH_COLUMNS += LATENCY_PARTS
 META += HEALTH_COLUMNS
 

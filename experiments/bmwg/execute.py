@@ -117,7 +117,8 @@ def health(run: Run) -> dict[str, Any]:
         config = run.config
         assert config is not None
         scale = Scale(config.scale.bandwidth, config.scale.mtu)
-        parts = parts_p50(fct_parts(flows, fabric_of(config), scale))
+        d = float(run.summary.get("time_dilation") or 1.0)
+        parts = parts_p50(fct_parts(flows, fabric_of(config), scale, d))
     except Exception:  # as above: the latency's parts not measured
         log.debug("fct_parts of %s failed", run.path, exc_info=True)
         parts = dict.fromkeys(LATENCY_PARTS)

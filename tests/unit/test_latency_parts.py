@@ -7,7 +7,13 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from experiments.analysis.latency_parts import fct_parts, parts_p50, path_gbps, transfer_ms
+from experiments.analysis.latency_parts import (
+    burst_ms,
+    fct_parts,
+    parts_p50,
+    path_gbps,
+    transfer_ms,
+)
 from experiments.bmwg.floor import latency_points, latency_section
 from topologies import spine_leaf
 from topologies.scale import Scale
@@ -46,6 +52,20 @@ def test_a_one_packet_message_is_mostly_grain_and_the_rest_is_the_emulators():
     )
 
 
+def test_a_shapers_burst_lets_a_millisecond_of_wall_time_through_unpaced_on_every_hop():
+    hops = (100.0, 200.0, 200.0, 100.0)
+    # d = 1: a millisecond at each hop's rate (12.5 real MB at 100 Gbit/s, 25 at 200),
+    # no more than the message
+    per_hop = [min(16e6, 12.5e6 * g / 100) * 8 / (g * 1e6) for g in hops]
+    assert per_hop == pytest.approx([1.0, 0.64, 0.64, 1.0])
+    assert burst_ms(16e6, hops, SCALE, 1.0) == pytest.approx(sum(per_hop))
+    assert burst_ms(1e6, hops, SCALE, 1.0) == pytest.approx(transfer_ms(1e6, hops, 1e6))
+    # d = 8: 1/8 ms, but never under two frames (3,028 bytes, 3.028 real MB)
+    assert burst_ms(16e6, hops, SCALE, 8.0) == pytest.approx(
+        sum(3.028e6 * 8 / (g * 1e6) for g in hops)
+    )
+
+
 def test_failed_messages_and_datagrams_have_no_parts():
     flows = pd.DataFrame([flow(0, 0.4), flow(1, float("nan"), ok=False), flow(2, 0.1, proto="udp")])
     assert fct_parts(flows, FABRIC, SCALE)["flow_id"].tolist() == [0]
@@ -54,6 +74,7 @@ def test_failed_messages_and_datagrams_have_no_parts():
 
 def row(test: str, point: str, excess: float, faithful: bool = True) -> dict:
     parts = {"fct_p50_ms": 1.0, "wire_p50_ms": 0.1, "grain_p50_ms": 0.9 - excess}
+    parts["burst_p50_ms"] = 0.3
     return (
         {"test": test, "point": point, "faithful": faithful, "time_dilation": 4.0}
         | parts
@@ -74,7 +95,14 @@ def test_the_report_names_points_whose_latency_is_the_emulators():
     assert points["5.2", "1MB@0%"]["excess_p50_ms"] == pytest.approx(0.7)
     assert points["5.2", "16MB@0%"]["n"] == 1
     text = "\n".join(latency_section(rows))
-    assert "| 5.2 | 1MB@0% | 4 | 2 | 1 | 0.1 | 0.2 | 0.7 | 70% |" in text
+    assert "| 5.2 | 1MB@0% | 4 | 2 | 1 | 0.1 | 0.2 | 0.3 | 0.7 | 70% |" in text
     assert "50% or more of the median message time at 5.2 1MB@0%:" in text
     assert "doubles the wire time at 5.2 1MB@0%, 5.2 16MB@0%" in text
     assert latency_section([row("5.1", "1MBx1qp", 0.9)]) == []
+
+
+def test_the_report_says_where_bursts_made_messages_beat_the_real_wire():
+    fast = row("5.2", "16MB@0%", -1.9) | {"fct_p50_ms": 1.3, "wire_p50_ms": 1.34}
+    text = "\n".join(latency_section([fast, row("5.2", "1MB@0%", 0.6)]))
+    assert "Faster than the real fabric's wire time at 5.2 16MB@0%:" in text
+    assert "1MB@0%: the shapers' bursts" not in text
