@@ -61,8 +61,10 @@ def test_a_shapers_burst_lets_a_millisecond_of_wall_time_through_unpaced_on_ever
     assert burst_ms(16e6, hops, SCALE, 1.0) == pytest.approx(sum(per_hop))
     assert burst_ms(1e6, hops, SCALE, 1.0) == pytest.approx(transfer_ms(1e6, hops, 1e6))
     # d = 8: 1/8 ms, but never under two frames (3,028 bytes, 3.028 real MB)
+    eighth = [max(3.028e6, 12.5e6 * g / 100 / 8) for g in hops]
+    assert eighth == pytest.approx([3.028e6, 3.125e6, 3.125e6, 3.028e6])
     assert burst_ms(16e6, hops, SCALE, 8.0) == pytest.approx(
-        sum(3.028e6 * 8 / (g * 1e6) for g in hops)
+        sum(b * 8 / (g * 1e6) for b, g in zip(eighth, hops, strict=True))
     )
 
 
