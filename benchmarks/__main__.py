@@ -28,6 +28,7 @@ BENCHMARKS = {  # name -> module[:function] (run(quick) -> record unless named)
     "link-rate": "link_rate",
     "queue-theory": "queue_theory",
     "capacity": "capacity",
+    "fabric-size": "fabric_size",
     "lateness": "lateness",
     "reroute": "reroute",
     "controller-timing": "controller_timing",

@@ -157,3 +157,25 @@ def test_the_gate_benchmark_sorts_runs_into_the_four_cells_and_plans_the_scale_s
     assert not word["fits"] and word["over"] and "messages_per_s" in " ".join(word["over"])
     assert word["auto_d"] > 1 and not word["auto_refused"]
     assert judge(scale_spec(64, "auto", auto=True), seed=1, d=word["auto_d"])["fits"]
+
+
+def test_the_fabric_size_benchmark_puts_one_load_on_ever_larger_fabrics():
+    import pytest
+
+    from benchmarks import fabric_size
+    from experiments.orchestration.calibrate import (
+        fabric_pairs,
+        hop_schedule,
+        host_gbps,
+        peak_hop_mbps,
+    )
+
+    fabrics = fabric_size.fabrics()
+    ports = [fabric_size.switch_ports(f) for _, f in fabrics]
+    assert ports == sorted(ports) and ports[0] == 16  # the calibration's 3-switch fabric
+    for _, fabric in fabrics:
+        pairs = fabric_pairs(fabric, fabric_size.HOPS)
+        rate = fabric_size.SWITCH_HOP_MBPS / (3 * fabric_size.HOPS)
+        scale = rate * 1e6 / (host_gbps(fabric, pairs) * 1e9)
+        peak = peak_hop_mbps(hop_schedule(pairs, rate, 2.0, scale), fabric, scale)
+        assert peak == pytest.approx(fabric_size.SWITCH_HOP_MBPS, rel=0.1)
