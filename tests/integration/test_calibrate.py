@@ -64,3 +64,46 @@ def test_calibrate_stores_the_envelope_later_runs_are_judged_by(tmp_path, monkey
     # whether this machine's quick envelope refuses incast-basic is not the question)
     assert main(["run", "incast-basic", "--dry-run", "--force"]) == EXIT_OK
     assert "envelope: kvfabric calibrate (quick)" in capsys.readouterr().out
+
+
+FABRIC_SPEC = """\
+name: own-fabric
+duration_s: 2
+fabric: {kind: spine_leaf, spines: 2, leaves: 2, hosts_per_leaf: 4,
+         host_gbps: 100, uplink_gbps: 200}
+workloads:
+  - {kind: incast, receiver: h4, senders: [h0, h1], sru_bytes: 1000000, rounds: 2}
+"""
+
+
+def test_calibrate_on_a_fabric_stores_its_own_envelope_that_runs_on_it_are_judged_by(
+    tmp_path, monkeypatch, capsys
+):
+    spec = tmp_path / "own-fabric.yaml"
+    spec.write_text(FABRIC_SPEC)
+    monkeypatch.setenv("KVFABRIC_ENVELOPE", str(tmp_path / "envelope.json"))
+    refusals: list[calibrate.CalibrationError] = []
+    measure = calibrate.calibrate
+
+    def recorded(*args, **kwargs):
+        try:
+            return measure(*args, **kwargs)
+        except calibrate.CalibrationError as exc:
+            refusals.append(exc)
+            raise
+
+    monkeypatch.setattr(calibrate, "calibrate", recorded)
+    code = main(["calibrate", "--quick", "--fabric", str(spec)])
+    if code != EXIT_OK:
+        (refusal,) = refusals
+        assert refusal.cause, f"refused on a machine not measurably loaded: {refusal}"
+        pytest.skip(f"this VM was too busy to calibrate ({refusal.cause}): {refusal}")
+    (stored,) = tmp_path.glob("envelope-fabric-*.json")
+    doc = json.loads(stored.read_text())
+    assert set(doc["switch_hop_mbps"]) == {"1", "3"}  # the path lengths its hosts have
+    assert set(doc["measured"]["pairs"]) == {"1", "3"}
+    assert "on this fabric (spine_leaf, 4 switches" in doc["source"]
+    assert not (tmp_path / "envelope.json").exists()  # the machine's is left alone
+    capsys.readouterr()
+    assert main(["run", str(spec), "--dry-run", "--force"]) == EXIT_OK
+    assert "kvfabric calibrate --fabric (quick)" in capsys.readouterr().out
