@@ -16,10 +16,13 @@ a measured ``fct_ms`` (every time real-equivalent, like the flows table's):
   small frame each way before the first byte: a TCP stand-in's cost, an RDMA queue pair
   has none) is counted here too. Both are modelled: a finer ``scale.bandwidth`` shrinks
   them;
-- ``excess_ms``: the rest, ``fct − wire − grain``: what the model does not have (the
-  kernel's stacks, the agents' loops, OVS's userspace forwarding). It is wall time, so
-  a larger time dilation divides it; where it is a large share of a latency, that
-  latency is the emulator's, not the fabric's.
+- ``excess_ms``: the rest, ``fct − wire − grain``: what a model of an idle path does
+  not have. Under load that is queueing and retransmission, the fabric's; on an idle
+  path, the emulator's own cost (the kernel's stacks, the agents' loops, OVS's
+  userspace forwarding), which is wall time, so a larger time dilation divides it. The
+  least-delayed tenth of a run's messages (``excess_p10_ms``) met the least queueing:
+  where even their excess is a large share of the latency, the latency is the
+  emulator's, not the fabric's.
 - ``burst_ms``: the most the shapers' bursts can take off the model on an idle path.
   Each HTB class lets ``shaping.burst_bytes`` (one wall millisecond at its rate, at
   least two frames) through at once, unpaced: real-equivalent, ``1/d`` ms of the hop's
@@ -122,8 +125,9 @@ def fct_parts(flows: pd.DataFrame, fabric: Fabric, scale: Scale, d: float = 1.0)
 def parts_p50(parts: pd.DataFrame) -> dict[str, float | None]:
     """The medians of ``fct_ms`` and each part (None without messages): one run's
     ``fct_p50_ms``, ``wire_p50_ms``, ``grain_p50_ms``, ``excess_p50_ms``,
-    ``burst_p50_ms``."""
+    ``burst_p50_ms``; and ``excess_p10_ms``, the excess of the least-delayed tenth."""
     names = {"fct_ms": "fct_p50_ms", **{p: p.replace("_ms", "_p50_ms") for p in PARTS}}
     if parts.empty:
-        return dict.fromkeys(names.values())
-    return {out: float(parts[col].median()) for col, out in names.items()}
+        return dict.fromkeys([*names.values(), "excess_p10_ms"])
+    out = {out: float(parts[col].median()) for col, out in names.items()}
+    return out | {"excess_p10_ms": float(parts["excess_ms"].quantile(0.1))}

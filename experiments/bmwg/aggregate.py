@@ -29,6 +29,7 @@ LATENCY_PARTS = (
     "grain_p50_ms",
     "excess_p50_ms",
     "burst_p50_ms",
+    "excess_p10_ms",
 )
 HEALTH_COLUMNS += LATENCY_PARTS
 META += HEALTH_COLUMNS
