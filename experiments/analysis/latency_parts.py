@@ -9,7 +9,8 @@ packets of ``p`` bytes and store-and-forwarded, it takes (``transfer_ms``)::
 its first packet serialised on every hop, the rest paced by the slowest. Three parts of
 a measured ``fct_ms`` (every time real-equivalent, like the flows table's):
 
-- ``wire_ms``: the real fabric's time: ``p`` is one real frame (``Scale.frame_bytes``);
+- ``wire_ms``: the real fabric's time: ``p`` is one real frame (``Scale.frame_bytes``)
+  and ``b`` the message with its frames' headers (``on_wire``);
 - ``grain_ms``: what the emulation's packets add: at scale ``s`` one emulated frame
   stands for ``frame ÷ s`` real bytes (``Scale.real_bytes_per_packet``), each
   store-and-forwarded whole on every hop; a ``per_flow`` connection's handshake (one
@@ -37,6 +38,7 @@ may not have taken).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
@@ -44,8 +46,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from experiments.analysis.metrics.flows import TCP_IP_HEADER_BYTES
 from topologies import Fabric
-from topologies.scale import Scale
+from topologies.scale import ETHERNET_HEADER_BYTES, Scale
 from topologies.shaping import burst_bytes
 
 HANDSHAKE_FRAME_BYTES = 74  # a SYN or SYN-ACK with options: Ethernet, IP, TCP 40
@@ -74,14 +77,30 @@ def path_gbps(fabric: Fabric, src: str, dst: str) -> tuple[float, ...]:
 
 
 def burst_ms(real_bytes: float, hop_gbps: Sequence[float], scale: Scale, d: float) -> float:
-    """What the shapers' bursts can take off ``real_bytes``' time on an idle path of hops
-    at ``hop_gbps`` (real Gbit/s), at ``scale`` and time dilation ``d``, in ms."""
+    """What the shapers' bursts can take off ``real_bytes``' modelled time (on the wire,
+    in the emulation's packets) on an idle path of hops at ``hop_gbps`` (real Gbit/s), at
+    ``scale`` and time dilation ``d``, in ms: on each hop, the burst's worth of the bytes
+    the model serialises there (one packet, and on the slowest hop all the rest)."""
+    if not hop_gbps or real_bytes <= 0:
+        return 0.0
+    first = min(real_bytes, scale.real_bytes_per_packet)
+    slowest = hop_gbps.index(min(hop_gbps))
     out = 0.0
-    for g in hop_gbps:
-        wall_bps = g * 1e9 * scale.bandwidth / d
-        burst_real = burst_bytes(int(wall_bps), scale.mtu) / scale.bandwidth
-        out += min(real_bytes, burst_real) * 8 / (g * 1e6)
+    for i, g in enumerate(hop_gbps):
+        charged = real_bytes if i == slowest else first
+        burst_real = burst_bytes(int(g * 1e9 * scale.bandwidth / d), scale.mtu) / scale.bandwidth
+        out += min(charged, burst_real) * 8 / (g * 1e6)
     return out
+
+
+def on_wire(payload: float, mtu: int, per_byte: float = 1.0) -> float:
+    """``payload`` bytes with their frames' headers, in frames of ``mtu`` (an MSS of
+    payload each, as ``metrics.flows.ideal_fct_ms`` counts): ``per_byte`` is the real
+    bytes one of these bytes stands for (1 on the real fabric; 1 ÷ scale in the
+    emulation, whose frames carry ``payload × scale`` bytes)."""
+    mss = mtu - TCP_IP_HEADER_BYTES
+    frames = math.ceil(payload / per_byte / mss)
+    return payload + frames * (mtu + ETHERNET_HEADER_BYTES - mss) * per_byte
 
 
 def fct_parts(flows: pd.DataFrame, fabric: Fabric, scale: Scale, d: float = 1.0) -> pd.DataFrame:
@@ -96,7 +115,8 @@ def fct_parts(flows: pd.DataFrame, fabric: Fabric, scale: Scale, d: float = 1.0)
     if done.empty:
         return pd.DataFrame(columns=cols)
     frame, packet = float(scale.frame_bytes), scale.real_bytes_per_packet
-    shake = HANDSHAKE_FRAME_BYTES / scale.bandwidth
+    grain = 1 / scale.bandwidth  # real bytes per emulated byte
+    shake = HANDSHAKE_FRAME_BYTES * grain
     paths: dict[tuple[str, str], tuple[float, ...]] = {}
     rows: list[list[Any]] = []
     per_flow = (
@@ -113,11 +133,12 @@ def fct_parts(flows: pd.DataFrame, fabric: Fabric, scale: Scale, d: float = 1.0)
         if key not in paths:
             paths[key] = path_gbps(fabric, *key)
         hops = paths[key]
-        wire = transfer_ms(float(b), hops, frame)
-        modelled = transfer_ms(float(b), hops, packet)
+        wire = transfer_ms(on_wire(float(b), scale.mtu), hops, frame)
+        emulated = on_wire(float(b), scale.mtu, grain)  # in the emulation's frames
+        modelled = transfer_ms(emulated, hops, packet)
         if fresh:  # SYN there, SYN-ACK back, before the first byte leaves
             modelled += 2 * transfer_ms(shake, hops, packet)
-        burst = burst_ms(float(b), hops, scale, d)
+        burst = burst_ms(emulated, hops, scale, d)
         rows.append([fid, float(fct), wire, modelled - wire, float(fct) - modelled, burst])
     return pd.DataFrame(rows, columns=cols)
 

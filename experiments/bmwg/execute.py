@@ -332,8 +332,8 @@ def run_dir_of(suite_dir: Path, recorded: str | None) -> Path | None:
 def refresh_suite(suite_dir: Path) -> tuple[int, int]:
     """Recompute every row's ``health`` columns from its run directory where it is here
     (new columns included), rewrite each test's KPI files, ``suite.json`` and the
-    report. KPIs and verdicts are kept as recorded. Returns (rows refreshed, rows whose
-    run directory is not here: kept as they were)."""
+    report. KPIs and verdicts are kept as recorded. Returns (rows refreshed, rows kept
+    as they were: their run directory is not here, or could not be read)."""
     from experiments.bmwg.report import write_report
 
     path = suite_dir / "suite.json"
@@ -341,10 +341,14 @@ def refresh_suite(suite_dir: Path) -> tuple[int, int]:
     fresh = absent = 0
     for row in record["rows"]:
         run_dir = run_dir_of(suite_dir, row.get("run_dir"))
-        if run_dir is None:
+        try:
+            if run_dir is None:
+                raise FileNotFoundError(row.get("run_dir"))
+            row |= health(load_run(run_dir))
+        except Exception:  # one unreadable run keeps its recorded row, not the suite
+            log.debug("health of %s not re-read", run_dir, exc_info=True)
             absent += bool(row.get("run_dir"))
             continue
-        row |= health(load_run(run_dir))
         fresh += 1
     for test in record.get("tests") or []:
         write_test(suite_dir, test, [r for r in record["rows"] if r["test"] == test])

@@ -183,7 +183,7 @@ def _report(args: argparse.Namespace) -> int:
         except (OSError, ValueError, KeyError) as exc:
             say(f"{d}: cannot rewrite its report: {exc}")
             return EXIT_USAGE
-        kept = f"; {absent} whose run is not here kept as recorded" if absent else ""
+        kept = f"; {absent} not here or unreadable, kept as recorded" if absent else ""
         say(f"{d}: report rewritten, {fresh} run(s) re-read{kept}")
     return EXIT_OK
 

@@ -180,6 +180,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     section = None
     target = Path(args.out) if args.out else envelope_path(args.mtu)
     if args.fabric:
+        import yaml
+
         from experiments.bmwg.suite import read_fabric
         from experiments.orchestration.calibrate import make_fabric
         from experiments.orchestration.envelope import fabric_envelope_path
@@ -187,7 +189,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
         try:
             section = read_fabric(args.fabric).raw["fabric"]
-        except (OSError, SpecError) as exc:
+        except (OSError, ValueError, yaml.YAMLError, SpecError) as exc:  # FabricError too
             err.print(f"[red]--fabric {args.fabric}:[/red] {exc}")
             return EXIT_USAGE
         if not args.out:

@@ -44,6 +44,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,7 @@ from experiments.analysis.fidelity import (
     lateness_apart_from_stalls,
     offered_switching_mbps,
     saturated_core_s,
+    switch_counter,
     verdict,
 )
 from experiments.measurement import tcpcount
@@ -397,7 +399,8 @@ def hop_step(
     section, pairs = where or INCAST_PAIRS[hops]
     fabric = make_fabric(section)
     rate = planned_mbps / (HOST_LINKS_DELIVERED * hops)  # each host link's emulated Mbit/s
-    scale = rate * 1e6 / (host_gbps(fabric, pairs) * 1e9)
+    # a fabric whose uplinks a worst-case hash would overfill runs every link faster
+    scale = rate * 1e6 * link_factor(fabric, pairs) / (host_gbps(fabric, pairs) * 1e9)
     schedule = hop_schedule(pairs, rate, seconds, scale)
     try:
         egress_plan(fabric, Scale(scale, mtu))
@@ -445,57 +448,71 @@ def message_scale(fabric: Fabric) -> float:
     return min(MESSAGE_SCALE, max_rate_bps() / (fastest * 1e9))
 
 
-def switches_between(fabric: Fabric, a: str, b: str) -> int | None:
-    """The switches on the fewest-hop path from host ``a`` to host ``b`` (None: none)."""
-    paths = fabric.shortest_paths(a, b)
-    return len(paths[0]) - 2 if paths else None
-
-
 def mean_switches(fabric: Fabric) -> float:
     """The mean switches on the path of a random ordered pair of distinct hosts."""
+    count = switch_counter(fabric)
     names = [h.name for h in fabric.hosts]
-    counts = [switches_between(fabric, a, b) for a in names for b in names if a != b]
-    known = [c for c in counts if c is not None]
-    return sum(known) / len(known) if known else 1.0
+    counts = [count(a, b) for a in names for b in names if a != b]
+    return sum(counts) / len(counts) if counts else 1.0
 
 
 def path_lengths(fabric: Fabric) -> list[int]:
     """The switch counts of the fewest-hop paths between the fabric's hosts, sorted."""
+    count = switch_counter(fabric)
     names = [h.name for h in fabric.hosts]
-    found = {switches_between(fabric, a, b) for i, a in enumerate(names) for b in names[i + 1 :]}
-    return sorted(n for n in found if n)
+    return sorted({count(a, b) for i, a in enumerate(names) for b in names[i + 1 :]} - {0})
 
 
 def fabric_pairs(fabric: Fabric, hops: int) -> list[tuple[str, str]] | None:
     """Four (sender, receiver) pairs whose paths cross ``hops`` switches, as
     ``INCAST_PAIRS`` has them: two one-to-one streams, then two senders into one
-    receiver, no host in two of them; the first such in host order (None: the fabric
-    has none)."""
+    receiver, no host in two of them; the first such in host order, pairs of two
+    servers before pairs inside one (whose one switch is an NVLink switch) (None: the
+    fabric has none)."""
+    count = switch_counter(fabric)
     names = [h.name for h in fabric.hosts]
     used: set[str] = set()
 
-    def partner(a: str, receiver: str | None = None) -> str | None:
-        for b in [receiver] if receiver else names:
-            if b not in used and b != a and switches_between(fabric, a, b) == hops:
+    def partner(a: str, receivers: Sequence[str], inside: bool) -> str | None:
+        for b in receivers:
+            fresh = b not in used and b != a
+            if fresh and fabric.same_server(a, b) == inside and count(a, b) == hops:
                 return b
         return None
 
     pairs: list[tuple[str, str]] = []
-    for a in names:
-        if a in used:
-            continue
-        if len(pairs) == 3:  # the incast's second sender, into the third pair's receiver
-            used.discard(pairs[2][1])
-            b = partner(a, pairs[2][1])
-            used.add(pairs[2][1])
-        else:
-            b = partner(a)
-        if b is not None:
-            pairs.append((a, b))
-            used |= {a, b}
-        if len(pairs) == 4:
-            return pairs
+    for inside in (False, True):  # the streams
+        for a in names:
+            b = None if a in used or len(pairs) == 3 else partner(a, names, inside)
+            if b is not None:
+                pairs.append((a, b))
+                used |= {a, b}
+    if len(pairs) < 3:
+        return None
+    receiver = pairs[2][1]
+    used.discard(receiver)
+    for inside in (False, True):  # the incast's second sender
+        for a in names:
+            if a not in used and partner(a, [receiver], inside) is not None:
+                return [*pairs, (a, receiver)]
     return None
+
+
+def link_factor(fabric: Fabric, pairs: Sequence[tuple[str, str]]) -> float:
+    """How far the streams of ``pairs`` (the first two at their senders' host rate, the
+    incast's two at half) could overfill a link between switches if every stream took
+    the same of its equal-cost paths: the largest demand ÷ real rate (≥ 1: the
+    calibration's links are then that much faster than its host rate)."""
+    shares = (1.0, 1.0, 0.5, 0.5)
+    rate = host_gbps(fabric, pairs)
+    demand: dict[tuple[str, str], float] = {}
+    for (a, b), share in zip(pairs, shares, strict=False):
+        hops = {step for path in fabric.shortest_paths(a, b) for step in pairwise(path)}
+        for x, y in hops:
+            if not (fabric.node(x).is_host or fabric.node(y).is_host):
+                demand[(x, y)] = demand.get((x, y), 0.0) + share * rate
+    over = [v / fabric.link_between(*k).real_gbps for k, v in demand.items()]
+    return max([1.0, *over])
 
 
 def host_gbps(fabric: Fabric, pairs: Sequence[tuple[str, str]]) -> float:
@@ -639,7 +656,8 @@ def _calibrate_on(
         connections=start.connections,
         source=f"kvfabric calibrate --fabric ({mode}) on {when}, on this fabric "
         f"({fabric.kind}, {len(fabric.switches)} switches, key {fabric_key(fabric)})"
-        + (f"; paths of {skipped} switches not measured (no four pairs)" if skipped else ""),
+        + (f"; paths of {skipped} switches not measured (no four pairs)" if skipped else "")
+        + f"; connections: the machine's ({start.connections})",
         calibrated=True,
         machine=identity,
     )

@@ -210,8 +210,15 @@ def test_a_lateness_refusal_is_the_machines_when_only_stalled_flows_were_late(
     "fabric", ["rail-optimized", "spine-leaf-1to1", "spine-leaf-2to1"], ids=str
 )
 def test_a_fabrics_own_loads_cross_each_of_its_path_lengths_as_the_machines_do(fabric):
+    """And never overfill an uplink: the links run faster where a hash could stack the
+    streams on one."""
     from experiments.bmwg.suite import read_fabric
-    from experiments.orchestration.calibrate import fabric_pairs, host_gbps, path_lengths
+    from experiments.orchestration.calibrate import (
+        fabric_pairs,
+        host_gbps,
+        link_factor,
+        path_lengths,
+    )
 
     built = make_fabric(read_fabric(fabric).raw["fabric"])
     count = switch_counter(built)
@@ -223,10 +230,14 @@ def test_a_fabrics_own_loads_cross_each_of_its_path_lengths_as_the_machines_do(f
         assert receivers[2] == receivers[3] and len(set(receivers)) == 3  # one 2-to-1 incast
         senders = [s for s, _ in pairs]
         assert len(set(senders + receivers[:3])) == 7  # no host in two streams
+        assert not any(built.same_server(a, b) for a, b in pairs)  # rail, not NVLink
         rate = 450.0 / (3 * hops)
-        scale = rate * 1e6 / (host_gbps(built, pairs) * 1e9)
+        factor = link_factor(built, pairs)
+        scale = rate * 1e6 * factor / (host_gbps(built, pairs) * 1e9)
         peak = peak_hop_mbps(hop_schedule(pairs, rate, 2.0, scale), built, scale)
         assert peak == pytest.approx(450.0, rel=0.1)
+        # three host links' worth over one 200 Gbit/s uplink if the hash stacks them
+        assert factor == (1.5 if fabric == "spine-leaf-2to1" and hops == 3 else 1.0)
 
 
 def test_a_fabric_without_four_pairs_of_a_length_has_none():
