@@ -48,3 +48,20 @@ def test_the_report_names_tests_whose_traffic_never_left_the_edge():
     assert "5.3 30-35" in text and "7.1 0.2" in text and "9.4" not in text
     assert "Under 1 % in every run of 7.1: their traffic stayed on edge" in text
     assert _above_edge([{"test": "5.3"}]) == []
+
+
+def test_a_rows_run_is_found_where_it_was_run_or_inside_its_moved_suite(tmp_path, monkeypatch):
+    from experiments.bmwg.execute import run_dir_of
+
+    suite = tmp_path / "moved" / "bmwg-20261204-152002"
+    recorded = "results/bmwg-datasheet/bmwg-20261204-152002/runs/5.1/bmwg-5-1/20261204-1"
+    inside = suite / "runs/5.1/bmwg-5-1/20261204-1"
+    monkeypatch.chdir(tmp_path)
+    assert run_dir_of(suite, recorded) is None  # neither here
+    inside.mkdir(parents=True)
+    (inside / "summary.json").write_text("{}")
+    assert run_dir_of(suite, recorded) == inside
+    (tmp_path / recorded).mkdir(parents=True)
+    (tmp_path / recorded / "summary.json").write_text("{}")
+    assert run_dir_of(suite, recorded) == type(inside)(recorded)  # where it was run first
+    assert run_dir_of(suite, None) is None
