@@ -19,8 +19,8 @@ from experiments.orchestration import calibrate, envelope
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 
-def test_calibrate_stores_the_envelope_later_runs_are_judged_by(tmp_path, monkeypatch, capsys):
-    path = tmp_path / "envelope.json"
+def _recorded_refusals(monkeypatch: pytest.MonkeyPatch) -> list[calibrate.CalibrationError]:
+    """The refusals ``calibrate.calibrate`` raises from now on, as they are raised."""
     refusals: list[calibrate.CalibrationError] = []
     measure = calibrate.calibrate
 
@@ -32,6 +32,12 @@ def test_calibrate_stores_the_envelope_later_runs_are_judged_by(tmp_path, monkey
             raise
 
     monkeypatch.setattr(calibrate, "calibrate", recorded)
+    return refusals
+
+
+def test_calibrate_stores_the_envelope_later_runs_are_judged_by(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "envelope.json"
+    refusals = _recorded_refusals(monkeypatch)
     code = main(["calibrate", "--quick", "--out", str(path)])
     if code != EXIT_OK:  # a figure unfaithful even at its lowest step: a refusal, not a guess
         err = " ".join(capsys.readouterr().err.split())  # however the console wrapped it
@@ -82,17 +88,7 @@ def test_calibrate_on_a_fabric_stores_its_own_envelope_that_runs_on_it_are_judge
     spec = tmp_path / "own-fabric.yaml"
     spec.write_text(FABRIC_SPEC)
     monkeypatch.setenv("KVFABRIC_ENVELOPE", str(tmp_path / "envelope.json"))
-    refusals: list[calibrate.CalibrationError] = []
-    measure = calibrate.calibrate
-
-    def recorded(*args, **kwargs):
-        try:
-            return measure(*args, **kwargs)
-        except calibrate.CalibrationError as exc:
-            refusals.append(exc)
-            raise
-
-    monkeypatch.setattr(calibrate, "calibrate", recorded)
+    refusals = _recorded_refusals(monkeypatch)
     code = main(["calibrate", "--quick", "--fabric", str(spec)])
     if code != EXIT_OK:
         (refusal,) = refusals
