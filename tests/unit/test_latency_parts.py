@@ -100,8 +100,9 @@ def test_the_report_names_points_whose_latency_is_the_emulators():
     assert points["5.2", "1MB@0%"]["excess_p50_ms"] == pytest.approx(0.7)
     assert points["5.2", "16MB@0%"]["n"] == 1
     text = "\n".join(latency_section(rows))
-    assert "| 5.2 | 1MB@0% | 4 | 2 | 1 | 0.1 | 0.2 | 0.3 | 0.7 | 0.6 | 60% |" in text
-    assert "excess is 50% or more of the median message time at 5.2 1MB@0%:" in text
+    # the floor (excess p10, 0.6) is twice the model's 0.3 ms at 1MB, none of it at 16MB
+    assert "| 5.2 | 1MB@0% | 4 | 2 | 1 | 0.1 | 0.2 | 0.3 | 0.7 | 0.6 | 2 |" in text
+    assert "time for the message (wire + grain) at 5.2 1MB@0%: the emulator's" in text
     assert "doubles the wire time at 5.2 1MB@0%, 5.2 16MB@0%" in text
     assert latency_section([row("5.1", "1MBx1qp", 0.9)]) == []
 
