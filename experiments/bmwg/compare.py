@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments.bmwg.aggregate import by_point
+from experiments.bmwg.aggregate import by_point, counted
 from experiments.bmwg.catalog import BY_ID
 from experiments.bmwg.report import interval_text
 from experiments.output.formatting import fmt
@@ -129,6 +129,29 @@ def ratio_cell(a: Mapping[int, float], b: Mapping[int, float]) -> str:
     return f"{fmt(ci.estimate)} [{fmt(ci.low)} – {fmt(ci.high)}] n={ci.n} {verdict}"
 
 
+def dilations(rows: Sequence[Mapping[str, Any]], test: str) -> dict[str, tuple[float, ...]]:
+    """Each point of ``test``: the time dilations its counted runs ran at."""
+    out: dict[str, set[float]] = {}
+    for r in rows:
+        if r["test"] == test and counted(r) and r.get("time_dilation") is not None:
+            out.setdefault(str(r["point"]), set()).add(float(r["time_dilation"]))
+    return {p: tuple(sorted(ds)) for p, ds in out.items()}
+
+
+def mixed_dilations(suites: Sequence[Suite], test: str) -> list[str]:
+    """The points of ``test`` the fabrics ran at different time dilations, as
+    ``point (fabric d, …)``: there a ratio mixes the fabrics with the emulator's own
+    per-message cost, which d divides."""
+    per = [dilations(s.rows, test) for s in suites]
+    found = []
+    for point in dict.fromkeys(p for d in per for p in d):
+        seen = [(s.name, d.get(point)) for s, d in zip(suites, per, strict=True)]
+        if len({ds for _, ds in seen if ds}) > 1:
+            said = ", ".join(f"{name} d={'/'.join(fmt(x) for x in ds)}" for name, ds in seen if ds)
+            found.append(f"{point} ({said})")
+    return found
+
+
 def compare_markdown(suites: Sequence[Suite]) -> str:
     """The side-by-side tables; results of one fabric are read as one (``by_fabric``)."""
     suites = by_fabric(suites)
@@ -166,5 +189,14 @@ def compare_markdown(suites: Sequence[Suite]) -> str:
             base = per_seed(data[0], column)
             ratios = [ratio_cell(per_seed(d, column), base) for d in data[1:]]
             lines.append("| " + " | ".join([point, column, *cells, *ratios]) + " |")
+        mixed = mixed_dilations(suites, test)
+        if mixed:
+            lines += [
+                "",
+                f"Run at different time dilations: {'; '.join(mixed)}. The emulator's own "
+                "cost per message is wall time, which d divides: there a latency ratio "
+                "mixes the fabrics with the emulation (each report's latency parts say "
+                "how much).",
+            ]
         lines.append("")
     return "\n".join(lines)

@@ -483,3 +483,22 @@ def test_run_refuses_negative_retries(capsys):
     args = ["bmwg", "run", "5.2", "--fabric", "rail-optimized", "--profile", "smoke"]
     assert main([*args, "--retries", "-1"]) == 2
     assert "--retries -1" in capsys.readouterr().out
+
+
+def test_compare_says_where_fabrics_ran_a_point_at_different_time_dilations():
+    from experiments.bmwg.compare import Suite, mixed_dilations
+
+    def rows(d: float, faithful: bool = True) -> list[dict]:
+        return [
+            {"test": "7.3", "point": "EP4", "seed": 1, "faithful": True, "time_dilation": 1.0},
+            {"test": "7.3", "point": "EP8", "seed": 1, "faithful": faithful, "time_dilation": d},
+        ]
+
+    plan = {"tests": ["7.3"]}
+    spine = Suite("spine-leaf-1to1", plan, rows(1.0))
+    rail = Suite("rail-optimized", plan, rows(4.0))
+    assert mixed_dilations([spine, rail], "7.3") == [
+        "EP8 (spine-leaf-1to1 d=1, rail-optimized d=4)"
+    ]
+    # an unfaithful run does not count, and a point one fabric lacks is not mixed
+    assert mixed_dilations([spine, Suite("rail", plan, rows(4.0, faithful=False))], "7.3") == []
