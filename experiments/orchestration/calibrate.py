@@ -43,7 +43,7 @@ import math
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -299,10 +299,12 @@ def run_trial(
     scale: float,
     seconds: float,
     mtu: int = DEFAULT_MTU,
+    fabric: Fabric | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any], dict[str, float]]:
-    """``schedule`` on the fabric of ``fabric_section`` (a spec's ``fabric:``) at ``mtu``,
-    measured and judged as ``kvfabric run`` measures and judges: the flows, the verdict
-    and the machine's load (``Step.load``)."""
+    """``schedule`` on the fabric of ``fabric_section`` (a spec's ``fabric:``; or
+    ``fabric``, that fabric with other link rates: ``trial_fabric``) at ``mtu``, measured
+    and judged as ``kvfabric run`` measures and judges: the flows, the verdict and the
+    machine's load (``Step.load``)."""
     text = yaml.safe_dump(
         {
             "name": "calibrate",
@@ -312,7 +314,7 @@ def run_trial(
         }
     )
     (run,) = expand(load_spec(text))
-    config, fabric = run.config, run.fabric()
+    config, fabric = run.config, fabric or run.fabric()
     deployment = Deployment.of(fabric, config.scale)
     outside_s = load_outside_run()
     probe = StallProbe()
@@ -397,7 +399,7 @@ def hop_step(
     """``planned_mbps`` of switch-hop work on paths of ``hops`` switches, judged; on
     ``where`` (a fabric section and its ``fabric_pairs``), else ``INCAST_PAIRS``'."""
     section, pairs = where or INCAST_PAIRS[hops]
-    fabric = make_fabric(section)
+    fabric = trial_fabric(make_fabric(section), pairs)
     rate = planned_mbps / (HOST_LINKS_DELIVERED * hops)  # each host link's emulated Mbit/s
     # a fabric whose uplinks a worst-case hash would overfill runs every link faster
     scale = rate * 1e6 * link_factor(fabric, pairs) / (host_gbps(fabric, pairs) * 1e9)
@@ -407,7 +409,7 @@ def hop_step(
     except FabricError:  # a ceiling of the emulation, not a step that ran: search lower
         peak = peak_hop_mbps(schedule, fabric, scale)
         return Step(f"switch_hop_mbps:{hops}", planned_mbps, peak, None, False, [BEYOND_LINK_RATE])
-    flows, judged, load = run_trial(section, schedule, scale, seconds, mtu)
+    flows, judged, load = run_trial(section, schedule, scale, seconds, mtu, fabric)
     carried, _ = offered_switching_mbps(flows, fabric)
     return _step(
         f"switch_hop_mbps:{hops}",
@@ -524,6 +526,37 @@ def host_gbps(fabric: Fabric, pairs: Sequence[tuple[str, str]]) -> float:
     return min(rates)
 
 
+def trial_fabric(fabric: Fabric, pairs: Sequence[tuple[str, str]]) -> Fabric:
+    """The fabric a switch-hop step builds: ``fabric`` with every link that no stream of
+    ``pairs`` can cross (on any of its equal-cost paths) slowed to the fastest crossed
+    link's rate where it was faster. Those links carry nothing, so their rate changes
+    nothing the step measures; left as they are, a 3.6 Tbit/s NVLink link would ask one
+    emulated hop for more than it honours (``shaping.max_rate_bps``) at a load far below
+    the machine's switching limit, and the search would stop at that ceiling. Rates are
+    not part of ``envelope.fabric_key``: the envelope is still the fabric's."""
+    crossed = {
+        frozenset(hop)
+        for a, b in pairs
+        for path in fabric.shortest_paths(a, b)
+        for hop in pairwise(path)
+    }
+    used = [lk.real_gbps for lk in fabric.links if frozenset(lk.ends()) in crossed]
+    top = max(used, default=HOST_GBPS)
+    links = tuple(
+        lk if frozenset(lk.ends()) in crossed or lk.real_gbps <= top else replace(lk, real_gbps=top)
+        for lk in fabric.links
+    )
+    return replace(fabric, links=links)
+
+
+def at_link_ceiling(steps: Sequence[Step]) -> bool:
+    """Whether a figure's search was stopped by link rate, not by the verdict: its
+    smallest unfaithful step could not be shaped (``BEYOND_LINK_RATE``), so the figure
+    is a lower bound on what this machine switches, not its limit."""
+    failed = [s for s in steps if not s.faithful]
+    return bool(failed) and min(failed, key=lambda s: s.planned).failed == [BEYOND_LINK_RATE]
+
+
 def sampler_us_per_port(ticks: int = 200) -> float:
     """The queue sampler's cost on the 5-switch-path fabric: µs per port per tick."""
     fabric = make_fabric(INCAST_PAIRS[5][0])
@@ -555,122 +588,115 @@ def calibrate(
     """Measure every figure at ``mtu``; the envelope and the record of its steps. Raises
     ``CalibrationError`` when a figure has no faithful step. With ``fabric_section`` (a
     spec's ``fabric:``), the switch-hop figures are measured on that fabric, for each
-    path length its hosts have (``fabric_pairs``), and the message figures between its
-    hosts; the queue sampler's cost is not measured."""
-    if fabric_section is not None:
-        return _calibrate_on(fabric_section, quick, say, mtu)
+    path length its hosts have (``fabric_pairs``), each search starting from the
+    machine's figure, and the message figures between its hosts; the queue sampler's
+    cost is not measured. A figure whose search stopped at a link-rate ceiling
+    (``at_link_ceiling``) is said to be a lower bound, here and in the envelope's
+    source."""
     mode = "quick" if quick else "full"
     seconds = 3.0 if quick else 8.0
     identity = machine_identity("kernel" if ovs_kernel_datapath() else "user", check_mtu(mtu))
+    if fabric_section is None:
+        start, where, skipped = DEFAULT, INCAST_PAIRS, []
+        messages_on = INCAST_PAIRS[3][0]
+    else:
+        from experiments.orchestration.envelope import load as load_envelope
+
+        start, _ = load_envelope(identity)  # the machine's figures: where each search starts
+        where, skipped = fabric_where(fabric_section)
+        messages_on = fabric_section
     steps: list[Step] = []
     t0 = time.monotonic()
 
     def measured(figure: str, guess: float, run_step: Callable[[float], Step]) -> float:
         return _search(figure, guess, run_step, mode, say, steps, t0)
 
-    hop = {
-        n: measured(
+    hop = {}
+    for n, (section, pairs) in where.items():
+        if fabric_section is not None:
+            say(f"switch_hop_mbps:{n}: pairs {', '.join(f'{a}->{b}' for a, b in pairs)}")
+        hop[n] = measured(
             f"switch_hop_mbps:{n}",
-            DEFAULT.capacity_mbps(n),
-            lambda load, n=n: hop_step(n, load, seconds, mtu),
+            start.capacity_mbps(n),
+            lambda load, n=n, w=(section, pairs): hop_step(n, load, seconds, mtu, w),
         )
-        for n in INCAST_PAIRS
-    }
     msgs = {
         c: measured(
             f"messages_per_s:{c}",
-            DEFAULT.messages_per_s[c],
-            lambda load, c=c: message_step(c, load, seconds, mtu),
-        )
-        for c in MESSAGE_BYTES
-    }
-    per_port = sampler_us_per_port()
-    say(f"queue sampler: {per_port:.2f} µs per port per tick")
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    env = Envelope(
-        switch_hop_mbps=hop,
-        messages_per_s=msgs,
-        connections=DEFAULT.connections,
-        source=f"kvfabric calibrate ({mode}) on {when}; connections not measured "
-        f"(the default's {DEFAULT.connections})",
-        calibrated=True,
-        machine=identity,
-    )
-    record = {
-        "mode": mode,
-        "seconds_per_step": seconds,
-        "sampler_us_per_port": per_port,
-        "small_bytes": SMALL_BYTES,
-        "wall_s": round(time.monotonic() - t0, 1),
-        "steps": [s.__dict__ for s in steps],
-    }
-    return env, record
-
-
-def _calibrate_on(
-    section: dict[str, Any], quick: bool, say: Callable[[str], None], mtu: int
-) -> tuple[Envelope, dict]:
-    from experiments.orchestration.envelope import fabric_key
-    from experiments.orchestration.envelope import load as load_envelope
-
-    mode = "quick" if quick else "full"
-    seconds = 3.0 if quick else 8.0
-    fabric = make_fabric(section)
-    identity = machine_identity("kernel" if ovs_kernel_datapath() else "user", check_mtu(mtu))
-    start, _ = load_envelope(identity)  # the machine's figures: where each search starts
-    lengths = {n: fabric_pairs(fabric, n) for n in path_lengths(fabric)}
-    where = {n: pairs for n, pairs in lengths.items() if pairs is not None}
-    if not where:
-        raise CalibrationError("the fabric has no four host pairs of one path length")
-    steps: list[Step] = []
-    t0 = time.monotonic()
-    hop = {}
-    for n, pairs in where.items():
-        say(f"switch_hop_mbps:{n}: pairs {', '.join(f'{a}->{b}' for a, b in pairs)}")
-        hop[n] = _search(
-            f"switch_hop_mbps:{n}",
-            start.capacity_mbps(n),
-            lambda load, n=n, pairs=pairs: hop_step(n, load, seconds, mtu, (section, pairs)),
-            mode,
-            say,
-            steps,
-            t0,
-        )
-    msgs = {
-        c: _search(
-            f"messages_per_s:{c}",
             start.messages_per_s[c],
-            lambda load, c=c: message_step(c, load, seconds, mtu, section),
-            mode,
-            say,
-            steps,
-            t0,
+            lambda load, c=c: message_step(c, load, seconds, mtu, messages_on),
         )
         for c in MESSAGE_BYTES
     }
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    skipped = sorted(set(lengths) - set(where))
+    record: dict[str, Any] = {"mode": mode, "seconds_per_step": seconds}
+    if fabric_section is None:
+        record["sampler_us_per_port"] = per_port = sampler_us_per_port()
+        say(f"queue sampler: {per_port:.2f} µs per port per tick")
+    else:
+        record["fabric"] = fabric_section
+        record["pairs"] = {str(n): pairs for n, (_, pairs) in where.items()}
+    ceilings = [
+        f
+        for f in dict.fromkeys(s.figure for s in steps)
+        if at_link_ceiling([s for s in steps if s.figure == f])
+    ]
     env = Envelope(
         switch_hop_mbps=hop,
         messages_per_s=msgs,
         connections=start.connections,
-        source=f"kvfabric calibrate --fabric ({mode}) on {when}, on this fabric "
-        f"({fabric.kind}, {len(fabric.switches)} switches, key {fabric_key(fabric)})"
-        + (f"; paths of {skipped} switches not measured (no four pairs)" if skipped else "")
-        + f"; connections: the machine's ({start.connections})",
+        source=_source(mode, fabric_section, start, skipped, ceilings),
         calibrated=True,
         machine=identity,
     )
-    record = {
-        "mode": mode,
-        "seconds_per_step": seconds,
-        "fabric": section,
-        "pairs": {str(n): pairs for n, pairs in where.items()},
+    record |= {
         "small_bytes": SMALL_BYTES,
+        "link_rate_ceilings": ceilings,
         "wall_s": round(time.monotonic() - t0, 1),
         "steps": [s.__dict__ for s in steps],
     }
     return env, record
+
+
+def fabric_where(
+    section: dict[str, Any],
+) -> tuple[dict[int, tuple[dict[str, Any], list[tuple[str, str]]]], list[int]]:
+    """Where a fabric's switch-hop figures are measured, as ``INCAST_PAIRS`` has the
+    machine's: per path length its hosts have, the section and its ``fabric_pairs``; and
+    the path lengths without four such pairs (not measured). Raises
+    ``CalibrationError`` when no length has them."""
+    fabric = make_fabric(section)
+    lengths = {n: fabric_pairs(fabric, n) for n in path_lengths(fabric)}
+    where = {n: (section, pairs) for n, pairs in lengths.items() if pairs is not None}
+    if not where:
+        raise CalibrationError("the fabric has no four host pairs of one path length")
+    return where, sorted(set(lengths) - set(where))
+
+
+def _source(
+    mode: str,
+    section: dict[str, Any] | None,
+    start: Envelope,
+    skipped: Sequence[int],
+    ceilings: Sequence[str],
+) -> str:
+    """The stored envelope's ``source``: how and where it was measured, and what not."""
+    from experiments.orchestration.envelope import fabric_key
+
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    bound = f"; at a link-rate ceiling, lower bounds: {', '.join(ceilings)}" if ceilings else ""
+    if section is None:
+        return (
+            f"kvfabric calibrate ({mode}) on {when}; connections not measured "
+            f"(the default's {start.connections})" + bound
+        )
+    fabric = make_fabric(section)
+    return (
+        f"kvfabric calibrate --fabric ({mode}) on {when}, on this fabric "
+        f"({fabric.kind}, {len(fabric.switches)} switches, key {fabric_key(fabric)})"
+        + (f"; paths of {list(skipped)} switches not measured (no four pairs)" if skipped else "")
+        + f"; connections: the machine's ({start.connections})"
+        + bound
+    )
 
 
 def _search(
@@ -712,5 +738,10 @@ def _search(
             f"{', '.join(least.failed)}); {why}",
             found,
             cause,
+        )
+    if at_link_ceiling(found):
+        say(
+            f"{figure}: {value:,.0f} is a ceiling of the emulated links' rate, not of this "
+            "machine: the next step up could not be shaped (a lower bound)"
         )
     return value

@@ -6,6 +6,7 @@ envelope later runs are judged by."""
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 
 import pytest
 
@@ -25,7 +26,8 @@ from experiments.orchestration.calibrate import (
     search,
 )
 from experiments.orchestration.demand import SMALL_BYTES
-from topologies import spine_leaf
+from topologies import FabricError, spine_leaf
+from topologies.scale import Scale
 
 
 def _step(planned: float, ok: bool) -> Step:
@@ -130,7 +132,7 @@ def _refused(monkeypatch, load: dict[str, float]) -> Exception:
     trial: nothing is built), and the refusal it raises."""
     from experiments.orchestration import calibrate as cal
 
-    def trial(section, schedule, scale, seconds, mtu=1500):
+    def trial(section, schedule, scale, seconds, mtu=1500, fabric=None):
         judged = {"ok": False, "checks": {"cpu": {"ok": False, "value": 97.0}}}
         return None, judged, dict(load)
 
@@ -255,3 +257,65 @@ def test_message_loads_on_a_fabric_with_nvlink_keep_its_fastest_link_shapeable()
     rail = make_fabric(read_fabric("rail-optimized").raw["fabric"])  # NVLink at 3.6 Tbit/s
     assert 3600e9 * message_scale(rail) <= max_rate_bps()
     assert message_scale(spine_leaf(2, 2, 4)) == MESSAGE_SCALE  # 400 Gbit/s: 400 Mbit/s
+
+
+def _rail():
+    from experiments.bmwg.suite import read_fabric
+
+    section = read_fabric("rail-optimized").raw["fabric"]
+    return section, make_fabric(section)
+
+
+def test_a_steps_idle_links_run_no_faster_than_its_busiest_so_nvlink_sets_no_ceiling():
+    """The rail fabric's 3.6 Tbit/s NVLink links carry nothing between rail-switch pairs:
+    slowed to the host links' rate, a step's scale is bound by the links it loads, and
+    the fabric (and so its envelope's key) keeps its switches and links."""
+    from experiments.orchestration.calibrate import fabric_pairs, host_gbps, trial_fabric
+    from topologies.shaping import egress_plan, max_rate_bps
+
+    _, rail = _rail()
+    pairs = fabric_pairs(rail, 1)
+    trial = trial_fabric(rail, pairs)
+    assert envelope.fabric_key(trial) == envelope.fabric_key(rail)
+    before = {lk.ends(): lk.real_gbps for lk in rail.links}
+    after = {lk.ends(): lk.real_gbps for lk in trial.links}
+    nvlink = [e for e, lk in zip(before, rail.links, strict=True) if lk.kind == "nvlink"]
+    assert nvlink and all(before[e] > after[e] == host_gbps(rail, pairs) for e in nvlink)
+    on_paths = {hop for a, b in pairs for p in rail.shortest_paths(a, b) for hop in pairwise(p)}
+    assert all(after[e] == before[e] for e in before if e in on_paths or e[::-1] in on_paths)
+    host_at_limit = Scale(max_rate_bps() / (host_gbps(rail, pairs) * 1e9))
+    egress_plan(trial, host_at_limit)  # every link shapeable with the host links at the limit
+    with pytest.raises(FabricError):
+        egress_plan(rail, host_at_limit)  # NVLink was not
+
+
+def test_a_figure_stopped_by_link_rate_is_said_and_stored_as_a_lower_bound(monkeypatch):
+    """A faked calibration on the rail fabric where every step that can be shaped is
+    faithful: the switch-hop searches end where the loaded links reach the fastest rate
+    one emulated hop honours (here 200 Mbit/s), far above NVLink's old ceiling, and the
+    figures are said, recorded and sourced as lower bounds; the message figures, never
+    refused, are not."""
+    from experiments.orchestration import calibrate as cal
+
+    monkeypatch.setenv("KVFABRIC_MAX_RATE_MBPS", "200")
+    monkeypatch.setattr(envelope, "load", lambda *a, **k: (envelope.DEFAULT, "default"))
+
+    def trial(section, schedule, scale, seconds, mtu=1500, fabric=None):
+        return None, {"ok": True, "checks": {}}, {"steal_pct": 0.0}
+
+    monkeypatch.setattr(cal, "run_trial", trial)
+    monkeypatch.setattr(cal, "offered_switching_mbps", lambda flows, fabric: (0.0, None))
+    section, _ = _rail()
+    said: list[str] = []
+    env, record = cal.calibrate(quick=True, say=said.append, fabric_section=section)
+    hops = ["switch_hop_mbps:1", "switch_hop_mbps:3"]
+    assert record["link_rate_ceilings"] == hops
+    assert "lower bounds: switch_hop_mbps:1, switch_hop_mbps:3" in env.source
+    assert sum("a lower bound" in line for line in said) == 2
+    # 1 switch: three 200 Mbit/s host links' worth is 600; NVLink alone stopped it at 67
+    assert 450 <= env.switch_hop_mbps[1] <= 600 * 1.05
+    assert not any(
+        s["failed"] == [cal.BEYOND_LINK_RATE]
+        for s in record["steps"]
+        if s["figure"].startswith("messages")
+    )
