@@ -59,9 +59,9 @@ def message(sender: str, receiver: str, size: int, rounds: int, **extra: Any) ->
 
 
 def streams(n: int, sender: str, receiver: str, size: int, rounds: int) -> list[dict[str, Any]]:
-    """``n`` parallel message streams between one pair (with ``agents.connection:
-    per_flow``, each message its own TCP connection): the draft's QPs."""
-    return [message(sender, receiver, size, rounds) for _ in range(n)]
+    """``n`` parallel message streams between one pair, each on its own persistent TCP
+    connection (``lane``), opened before the traffic and kept: the draft's QPs."""
+    return [message(sender, receiver, size, rounds, lane=i) for i in range(n)]
 
 
 def background(load: float, **extra: Any) -> dict[str, Any]:

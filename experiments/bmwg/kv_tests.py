@@ -69,7 +69,7 @@ P2P_THROUGHPUT = Procedure(
     "substitute",
     ("KV_xfer_bandwidth", "Fabric_Goodput", "Link_utilization"),
     Sweep(
-        base([message("h0", "h4", MB, 1)], scale=FINE, agents={"connection": "per_flow"}),
+        base([message("h0", "h4", MB, 1)], scale=FINE),
         (_size_x_qps(),),
         quick_gives_up="sizes under 1 MB and above 256 MB, QP counts but 1 and 8, "
         "18 of 20 repetitions; the draft's 8 × 7 × 20 trials of >= 60 s take ~22 h",

@@ -10,7 +10,7 @@ from experiments.bmwg.model import Substitute
 
 QP = Substitute(
     "RDMA queue pairs (QPs) of one NIC pair",
-    "parallel TCP connections between the two hosts (agents.connection: per_flow)",
+    "persistent TCP connections between the two hosts, one per stream (a workload's lane)",
 )
 COMPLETION = Substitute(
     "RDMA completion (PUT-with-signal, remote CQ poll)",

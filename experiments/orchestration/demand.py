@@ -10,7 +10,7 @@ kernel and OVS a fixed amount, so a run is judged on three figures, each the
   per switch on its path: OVS's cost is per packet per switch), by size class
   (``small``: one segment; ``bulk``: more);
 - ``connections``: TCP connections open at once (persistent: one per source,
-  destination and DSCP; per_flow: messages in flight).
+  destination, DSCP and lane; per_flow: messages in flight).
 
 Message instants come from the plan: a static schedule's rows at their
 scheduled instants (rows waiting for a group, and a live driver's messages, from
@@ -158,7 +158,8 @@ def demand_of(
             d.starts[cls] = np.bincount(w, weights=cost[mask], minlength=n_windows)
     tcp = table[table["proto"] == "tcp"] if "proto" in table else table
     if connection == "persistent":
-        d.connections = len(tcp[["src", "dst", "dscp"]].drop_duplicates()) if len(tcp) else 0
+        key = ["src", "dst", "dscp"] + (["lane"] if "lane" in tcp else [])
+        d.connections = len(tcp[key].drop_duplicates()) if len(tcp) else 0
     else:
         t = np.concatenate([tcp["t_start_ns"].to_numpy(float), tcp["t_end_ns"].to_numpy(float)])
         steps = np.concatenate([np.ones(len(tcp)), -np.ones(len(tcp))])

@@ -426,6 +426,10 @@ class IncastWorkload:
     tenant: str
     # labels copied to every row
     dscp: int
+    # the persistent connection (of each sender to the receiver, with this DSCP) the rows ride;
+    # workloads in different lanes stream side by side, as queue pairs do (default 0: one connection
+    # per pair and DSCP)
+    lane: int
 
 
 @dataclass(frozen=True)

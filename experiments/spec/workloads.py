@@ -51,6 +51,7 @@ from traffic.workloads.kv_transfer import MODES as TRANSFERS
 from traffic.workloads.probe import MAX_PROBE_BYTES
 
 RUNTIME = ("hosts", "seed", "first_flow_id", "first_request_id")
+MAX_LANE = 1023  # persistent connections of one sender to one receiver and DSCP
 
 Post = Callable[[dict[str, Any], str, Ctx], None]
 
@@ -169,6 +170,7 @@ NETWORK_KINDS: dict[str, WorkloadKind] = {
             "sru_bytes": integer(1),
             "rounds": integer(1),
             "jitter_us": number(ge=0),
+            "lane": integer(0, MAX_LANE),
             **_common(),
         },
         {"receiver": Derived(_first_host_not_sending)},

@@ -57,6 +57,26 @@ def test_incast_and_probes_complete_over_loopback(tmp_path, connection, processe
     assert (tmp_path / "agents" / "worker-0.records.json").exists()
 
 
+@pytest.mark.parametrize("lanes", [(0, 1), (0, 0)], ids=["two lanes", "one lane"])
+def test_streams_in_two_lanes_ride_side_by_side_and_in_one_lane_queue(tmp_path, lanes):
+    """Two 40 MB messages of one pair released at once: in two lanes (two persistent
+    connections, as two QPs) both start at once; in one lane the second waits until the
+    first is nearly all handed to the kernel (head-of-line, as on one QP). One worker
+    serves both hosts, so the receiver cannot drain while the sender writes: the socket
+    buffers fill and the sender turns to its other connections, as a shaped link makes
+    it do."""
+    schedule = concat_schedules([incast("h1", ["h0"], 40_000_000_000, 1, lane=n) for n in lanes])
+    with AgentFleet(LoopbackNet(2), tmp_path, schedule, Scale(1e-3), cc=CC, processes=1) as fleet:
+        flows = fleet.run(timeout_s=30)
+    assert flows["ok"].all(), flows.loc[~flows["ok"], "error"].tolist()
+    first, second = flows.sort_values("t_start_ns").itertuples(index=False)
+    gap_ms = (second.t_start_ns - first.t_start_ns) / 1e6
+    if lanes == (0, 1):
+        assert gap_ms < 0.25 * first.fct_ms, (gap_ms, first.fct_ms)
+    else:
+        assert gap_ms > 0.5 * first.fct_ms, (gap_ms, first.fct_ms)
+
+
 def test_a_stopped_peer_is_refused_and_the_run_goes_on(tmp_path):
     net = LoopbackNet(4)
     schedule = concat_schedules(

@@ -267,3 +267,14 @@ def test_a_fabric_measured_on_its_own_is_judged_by_its_figures_and_others_by_the
         fabric_envelope_path(rail),
     )
     assert load(here, rail)[0].capacity_mbps(3) == 450.0
+
+
+def test_each_lane_of_a_pair_is_a_connection_open_at_once():
+    """Persistent connections are one per source, destination, DSCP and lane: eight
+    parallel streams between one pair hold eight connections, not one."""
+    from traffic.workloads import concat_schedules
+
+    one = concat_schedules([incast("h0", ["h1"], 1_000_000, 2) for _ in range(8)])
+    eight = concat_schedules([incast("h0", ["h1"], 1_000_000, 2, lane=i) for i in range(8)])
+    assert schedule_demand(one, FABRIC, 1e-4).connections == 1
+    assert schedule_demand(eight, FABRIC, 1e-4).connections == 8

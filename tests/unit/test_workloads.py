@@ -62,6 +62,13 @@ def test_incast_jitter_is_seeded_and_bounded():
     assert a["t_sched_ns"].between(0, 100_000 - 1).all()
 
 
+def test_an_incast_rides_its_lane_and_other_workloads_lane_zero():
+    """A lane names which persistent connection of a pair carries the rows (QPs)."""
+    two = concat_schedules([incast("h0", ["h1"], 1000, 2), incast("h0", ["h1"], 1000, 2, lane=3)])
+    assert _valid(two)["lane"].tolist() == [0, 0, 3, 3]
+    assert set(_valid(background(HOSTS, 0.5, 100, 0.01))["lane"]) == {0}
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
@@ -72,6 +79,7 @@ def test_incast_jitter_is_seeded_and_bounded():
         ({"rounds": -1}, "rounds must be a positive integer"),
         ({"senders": ["h1", "h9"], "hosts": HOSTS}, r"hosts \['h9'\] the fabric lacks"),
         ({"senders": []}, "senders is empty"),
+        ({"lane": -1}, "lane must be >= 0, got -1"),
     ],
 )
 def test_incast_bad_input(kwargs, match):

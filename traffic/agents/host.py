@@ -2,7 +2,7 @@
 network namespace, and the non-blocking send and receive paths on them.
 
 - ``Endpoint``: the host's TCP listener and UDP socket on ``(ip, AGENT_PORT)``,
-  its outgoing connections (one per destination and DSCP when persistent) and
+  its outgoing connections (one per destination, DSCP and lane when persistent) and
   UDP senders (one per DSCP). Every socket is made inside the host's namespace
   (``kernel.netns``) and used from the worker's one event loop.
 - ``Outgoing``: one TCP connection's send queue. A message is written the moment
@@ -350,7 +350,7 @@ class Endpoint:
         self.sink, self.name, self.ip, self.netns_path = sink, name, ip, netns_path
         self.cc = cc.encode()
         self.persistent = persistent
-        self.outgoing: dict[tuple[str, int], Outgoing] = {}
+        self.outgoing: dict[tuple[str, int, int], Outgoing] = {}  # (ip, dscp, lane)
         self.incoming: set[Incoming] = set()
         self.udp_out: dict[int, socket.socket] = {}
         self.listener: socket.socket | None = None
@@ -424,7 +424,7 @@ class Endpoint:
         if not self.persistent:
             Outgoing(self, row["ip"], row["dscp"], persistent=False).send(out)
             return
-        key = (row["ip"], row["dscp"])
+        key = (row["ip"], row["dscp"], row.get("lane", 0))
         conn = self.outgoing.get(key)
         if conn is None:
             conn = self.outgoing[key] = Outgoing(self, row["ip"], row["dscp"], persistent=True)
@@ -459,9 +459,10 @@ class Endpoint:
         else:
             self.sink.sent(row, t_sched, t_issue, t_start)
 
-    def connect(self, ip: str, dscp: int) -> Outgoing:
-        """Open the persistent connection to ``ip`` with ``dscp`` ahead of the traffic."""
-        key = (ip, dscp)
+    def connect(self, ip: str, dscp: int, lane: int = 0) -> Outgoing:
+        """Open the persistent connection to ``ip`` with ``dscp`` in ``lane`` ahead of the
+        traffic."""
+        key = (ip, dscp, lane)
         conn = self.outgoing.get(key)
         if conn is None:
             conn = self.outgoing[key] = Outgoing(self, ip, dscp, persistent=True)

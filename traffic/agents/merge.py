@@ -144,6 +144,7 @@ def agent_rows(planned: pd.DataFrame, hosts: Iterable[str], ips: Mapping[str, st
             "layer": int(r.layer),
             "chunk": int(r.chunk),
             "dscp": int(r.dscp),
+            "lane": int(getattr(r, "lane", 0)),
             "after": int(r.after),
             "proto": r.proto,
         }

@@ -268,19 +268,26 @@ class Worker:
         """Open every persistent connection the loaded rows will use, all at once."""
         if self.connection != "persistent":
             return {}
-        keys = sorted({(r["src"], r["ip"], r["dscp"]) for r in self.rows if r["proto"] == "tcp"})
+        keys = sorted(
+            {
+                (r["src"], r["ip"], r["dscp"], r.get("lane", 0))
+                for r in self.rows
+                if r["proto"] == "tcp"
+            }
+        )
         failed: dict[str, str] = {}
-        for src, ip, dscp in keys:
-            self.endpoints[src].connect(ip, dscp)
+        for src, *key in keys:
+            self.endpoints[src].connect(*key)
         deadline = now_ns() + 6_000_000_000
         while now_ns() < deadline:
-            pending = [k for k in keys if self.endpoints[k[0]].outgoing[(k[1], k[2])].connecting]
+            pending = [k for k in keys if self.endpoints[k[0]].outgoing[k[1:]].connecting]
             if not pending:
                 break
             await asyncio.sleep(0.01)
-        for src, ip, dscp in keys:
-            if not self.endpoints[src].outgoing[(ip, dscp)].open:
-                failed[f"{src}->{ip}/dscp{dscp}"] = "could not connect"
+        for src, ip, dscp, lane in keys:
+            if not self.endpoints[src].outgoing[(ip, dscp, lane)].open:
+                where = f"{src}->{ip}/dscp{dscp}" + (f"/lane{lane}" if lane else "")
+                failed[where] = "could not connect"
         return failed
 
     def _add(self, rows: list[dict]) -> None:

@@ -33,6 +33,7 @@ def incast(
     jitter_us: float = 0.0,
     tenant: str = "default",
     dscp: int = 0,
+    lane: int = 0,
     first_flow_id: int = 0,
 ) -> pd.DataFrame:
     """The incast schedule: ``rounds`` × N rows of kind ``incast``.
@@ -51,11 +52,16 @@ def incast(
       round's release, modelling server response time (default 0: all
       senders answer at the same instant, the worst case).
     - ``tenant``, ``dscp``: labels copied to every row.
+    - ``lane``: the persistent connection (of each sender to the receiver, with this
+      DSCP) the rows ride; workloads in different lanes stream side by side, as
+      queue pairs do (default 0: one connection per pair and DSCP).
     - ``first_flow_id``: flow id of the first row.
     """
     rng = rng_from(seed)
     check_positive("sru_bytes", sru_bytes, integer=True)
     check_positive("rounds", rounds, integer=True)
+    if lane < 0:
+        raise WorkloadError(f"lane must be >= 0, got {lane}")
     if jitter_us < 0 or start_ms < 0:
         raise WorkloadError(f"jitter_us and start_ms must be >= 0, got {jitter_us}, {start_ms}")
     if isinstance(senders, (int, np.integer)) and not isinstance(senders, bool):
@@ -96,6 +102,7 @@ def incast(
             "t_sched_ns": offset + jitter,
             "round": round_of,
             "dscp": np.full(len(rows), dscp),
+            "lane": np.full(len(rows), lane),
             "barrier": first_of_round,
             "after": np.where(round_of == 0, -1, first_of_round - n),
         },

@@ -20,6 +20,10 @@ chunk        int64  chunk index within a request's transfer, -1 if none
 round        int64  incast round, -1 if none
 step         int64  all-to-all step, -1 if none
 dscp         int64  DSCP code point the sender sets (0 = best effort)
+lane         int64  which of the sender's persistent TCP connections to ``dst``
+                    with this DSCP carries the row (0 unless a workload says):
+                    rows in different lanes never wait behind each other, as
+                    RDMA queue pairs do not
 barrier      int64  the completion group the row belongs to, -1 if none
 after        int64  the completion group that releases the row, -1 if none
 proto        str    "tcp" or "udp" (probes)
@@ -71,6 +75,7 @@ COLUMNS: dict[str, str] = {
     "round": "int64",
     "step": "int64",
     "dscp": "int64",
+    "lane": "int64",
     "barrier": "int64",
     "after": "int64",
     "proto": "object",
@@ -84,6 +89,7 @@ DEFAULTS = {
     "round": -1,
     "step": -1,
     "dscp": 0,
+    "lane": 0,
     "barrier": -1,
     "after": -1,
     "proto": "tcp",
