@@ -55,6 +55,7 @@ def plan_record(plan: SuitePlan) -> dict[str, Any]:
         "fabric": {"name": plan.fabric.name, **plan.fabric.raw, "pools": plan.fabric.pools},
         "profile": plan.profile,
         "tests": plan.tests,
+        "min_dilation": plan.min_dilation,
         "runs": plan.runs,
         "estimated_wall_s": round(plan.wall_s, 1),
         "trials": [

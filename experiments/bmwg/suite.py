@@ -121,6 +121,7 @@ class SuitePlan:
     tests: list[str]
     trials: list[PlannedTrial] = field(default_factory=list)
     misfits: list[Misfit] = field(default_factory=list)
+    min_dilation: float = 1.0  # auto's floor (``bmwg run --min-dilation``)
 
     @property
     def runs(self) -> int:
@@ -143,17 +144,24 @@ def run_wall_s(run: RunSpec, setup_s: float = SETUP_S, dilation: float | None = 
     return run.duration_s * d + setup_s
 
 
-def planned_dilation(run: RunSpec) -> float:
+def planned_dilation(run: RunSpec, min_dilation: float = 1.0) -> float:
     """The time dilation ``run`` is planned at: the spec's number; for ``auto``, the
-    smallest its link rates need on this machine (``dilation.choose_dilation`` with the
-    traffic left out: its full plan costs seconds per trial, and a suite has hundreds).
-    The traffic can ask for more: for ``auto`` the estimate is a lower bound."""
+    smallest from ``min_dilation`` on that its link rates need on this machine
+    (``dilation.choose_dilation`` with the traffic left out: its full plan costs seconds
+    per trial, and a suite has hundreds). The traffic can ask for more: for ``auto`` the
+    estimate is a lower bound."""
     scale = run.config.scale
     if not scale.auto:
         return scale.d
     rates = shaped_rates(run.fabric(), run.config.faults)
     return choose_dilation(
-        Demand(), DEFAULT, scale, rates, run.duration_s, max_rate_bps=max_rate_bps()
+        Demand(),
+        DEFAULT,
+        scale,
+        rates,
+        run.duration_s,
+        max_rate_bps=max_rate_bps(),
+        min_dilation=min_dilation,
     ).d
 
 
@@ -196,13 +204,15 @@ def on_fabric(trial: Trial, fabric: FabricSpec) -> Spec:
     return load_spec(yaml.safe_dump(raw, sort_keys=False), firsts, base_dir=ref.base_dir)
 
 
-def plan_suite(test_ids: Sequence[str], fabric: FabricSpec, profile: str) -> SuitePlan:
+def plan_suite(
+    test_ids: Sequence[str], fabric: FabricSpec, profile: str, min_dilation: float = 1.0
+) -> SuitePlan:
     """Every trial of ``test_ids`` at ``profile`` on ``fabric``, each at the time
-    dilation it is planned at (``planned_dilation``); trials it cannot hold are
-    ``misfits``. ``Refused`` for unknown or infeasible tests, and for a test none
-    of whose trials fits."""
+    dilation it is planned at (``planned_dilation``, ``auto`` from ``min_dilation``);
+    trials it cannot hold are ``misfits``. ``Refused`` for unknown or infeasible tests,
+    and for a test none of whose trials fits."""
     tests = check_tests(test_ids)
-    plan = SuitePlan(fabric, profile, tests)
+    plan = SuitePlan(fabric, profile, tests, min_dilation=min_dilation)
     empty = []
     for test in tests:
         fitted = 0
@@ -213,7 +223,7 @@ def plan_suite(test_ids: Sequence[str], fabric: FabricSpec, profile: str) -> Sui
             except (DoesNotFit, SpecError) as exc:
                 plan.misfits.append(Misfit(test, trial.variant, str(exc)))
                 continue
-            d = planned_dilation(runs[0]) if runs else 1.0  # repetitions: seeds alone
+            d = planned_dilation(runs[0], min_dilation) if runs else 1.0  # seeds alone differ
             plan.trials.append(PlannedTrial(test, trial, spec, tuple(runs), d))
             fitted += 1
         if not fitted:

@@ -46,6 +46,15 @@ def add_parsers(sub: Any) -> None:
         help="run an unfaithful run again (same seed) up to this many times; every "
         "discarded attempt is named in the report's anomalies (default 2, as references)",
     )
+    run.add_argument(
+        "--min-dilation",
+        type=float,
+        default=1.0,
+        metavar="N",
+        help="the smallest time dilation a procedure's time_dilation: auto may choose "
+        "(default 1): run each fabric of a comparison at one d, so a latency ratio does not "
+        "mix the fabrics with the emulator's per-message cost, which d divides",
+    )
     run.add_argument("--dry-run", action="store_true", help="print the plan and exit (no root)")
     run.add_argument("--json", action="store_true", help="with --dry-run: the plan as JSON")
     cmp = bsub.add_parser("compare", help="several fabrics' bmwg results side by side")
@@ -73,10 +82,16 @@ def cmd_bmwg(args: argparse.Namespace) -> int:
 
 def _plan(args: argparse.Namespace) -> Any:
     from experiments.bmwg.suite import Refused, plan_suite, read_fabric
+    from experiments.orchestration.dilation import check_min_dilation
     from experiments.spec.schema import SpecError
 
     try:
-        return plan_suite(args.tests, read_fabric(args.fabric), args.profile)
+        least = check_min_dilation(getattr(args, "min_dilation", 1.0))
+    except ValueError as exc:
+        say(f"refused: {exc}")
+        return None
+    try:
+        return plan_suite(args.tests, read_fabric(args.fabric), args.profile, least)
     except Refused as exc:
         for reason in exc.reasons:
             say(f"refused: {reason}")
@@ -90,6 +105,8 @@ def plan_lines(plan: Any) -> list[str]:
     from experiments.bmwg.catalog import BY_ID
 
     lines = [f"fabric {plan.fabric.name}, profile {plan.profile}: {plan.runs} runs"]
+    if plan.min_dilation > 1:
+        lines.append(f"time dilation: auto chooses {plan.min_dilation:g} or more (--min-dilation)")
     for t in plan.trials:
         lines.append(
             f"  {t.test} {t.trial.variant or '(one)'}: {len(t.runs)} runs × "
@@ -122,6 +139,7 @@ def _run(args: argparse.Namespace) -> int:
             for line in plan_lines(plan):
                 say(line)
         return EXIT_OK
+    import functools
     import time
     from datetime import datetime
     from pathlib import Path
@@ -137,7 +155,8 @@ def _run(args: argparse.Namespace) -> int:
     now = datetime.now()
     suite_dir = Path(args.out) / f"bmwg-{now:%Y%m%d-%H%M%S}"
     try:
-        run_suite(plan, Path(args.out), run_spec, now, time.monotonic, args.retries, say)
+        at_least = functools.partial(run_spec, min_dilation=plan.min_dilation)
+        run_suite(plan, Path(args.out), at_least, now, time.monotonic, args.retries, say)
     except KeyboardInterrupt:
         say(f"interrupted: what was measured is in {suite_dir} (suite.json, report.md)")
         return EXIT_FAILED

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -134,24 +135,46 @@ def _run_options(r: argparse.ArgumentParser) -> None:
     )
     r.add_argument(
         "--max-dilation",
-        type=_max_dilation,
+        type=_dilation("--max-dilation"),
         default=DEFAULT_MAX_DILATION,
         metavar="N",
         help="the largest time dilation scale.time_dilation: auto may choose (default "
         f"{DEFAULT_MAX_DILATION:g}): a run at d takes d times its duration of wall time",
     )
+    r.add_argument(
+        "--min-dilation",
+        type=_dilation("--min-dilation"),
+        default=1.0,
+        metavar="N",
+        help="the smallest time dilation scale.time_dilation: auto may choose (default 1): "
+        "runs compared across fabrics at one d carry the same emulator cost per message",
+    )
 
 
-def _max_dilation(text: str) -> float:
-    """``--max-dilation`` checked, as argparse reports bad input (exit 2)."""
+def _dilation(option: str) -> Callable[[str], float]:
+    """A dilation option's check (1 to ``MAX_TIME_DILATION``), as argparse reports bad
+    input (exit 2)."""
     from experiments.orchestration.dilation import check_max_dilation
 
-    try:
-        return check_max_dilation(float(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not allowed: must be a number from 1 to {MAX_TIME_DILATION:g}"
-        ) from None
+    def checked(text: str) -> float:
+        try:
+            return check_max_dilation(float(text), option)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not allowed: must be a number from 1 to {MAX_TIME_DILATION:g}"
+            ) from None
+
+    return checked
+
+
+def dilation_range(args: argparse.Namespace) -> tuple[float, float] | None:
+    """``(--min-dilation, --max-dilation)``, or None after saying why they do not fit
+    together (the floor above the cap)."""
+    low, high = getattr(args, "min_dilation", 1.0), args.max_dilation
+    if low > high:
+        err.print(f"[red]bad input:[/red] --min-dilation {low:g} is above --max-dilation {high:g}")
+        return None
+    return low, high
 
 
 def _spec_and_runs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
@@ -186,10 +209,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from experiments.output.results import ResultsError
 
     spec, runs = _spec_and_runs(args)
+    dilations = dilation_range(args)
+    if dilations is None:
+        return EXIT_USAGE
     if args.dry_run and args.json:
-        return _dry_run_json(spec, runs, args.force, args.max_dilation)
+        return _dry_run_json(spec, runs, args.force, dilations)
     if args.dry_run:
-        return _dry_run(spec, runs, args.force, args.max_dilation)
+        return _dry_run(spec, runs, args.force, dilations)
     if not _require_engine(runs):
         return EXIT_FAILED
     if args.json:
@@ -240,6 +266,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     force=args.force,
                     max_dilation=args.max_dilation,
                     live=live,
+                    min_dilation=args.min_dilation,
                 )
         else:
             outcomes = run_spec(
@@ -249,6 +276,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 announce=announce,
                 force=args.force,
                 max_dilation=args.max_dilation,
+                min_dilation=args.min_dilation,
             )
     except RunBusy as exc:
         err.print(f"[red]refused:[/red] {escape(str(exc))}", soft_wrap=True)
@@ -314,12 +342,14 @@ def outcomes_json(
     }
 
 
-def _dry_run(spec: Any, runs: list[Any], force: bool, max_dilation: float) -> int:
+def _dry_run(spec: Any, runs: list[Any], force: bool, dilations: tuple[float, float]) -> int:
     """Each run's demand, time dilation and wall time, built nothing; exit 3 when the
-    run itself would be refused (a run over the envelope, without ``--force``)."""
+    run itself would be refused (a run over the envelope, without ``--force``).
+    ``dilations``: ``auto``'s (least, most)."""
     from experiments.orchestration.runner import prepare
 
-    prepared = prepare(spec, runs, force=True, max_dilation=max_dilation)
+    low, high = dilations
+    prepared = prepare(spec, runs, force=True, max_dilation=high, min_dilation=low)
     for p in prepared:
         _print_demand(p, console)
         _print_transport([(p.run.config, p.deployment.scale)], console, p.run.label)
@@ -347,12 +377,13 @@ def _dry_run(spec: Any, runs: list[Any], force: bool, max_dilation: float) -> in
     return EXIT_REFUSED
 
 
-def _dry_run_json(spec: Any, runs: list[Any], force: bool, max_dilation: float) -> int:
+def _dry_run_json(spec: Any, runs: list[Any], force: bool, dilations: tuple[float, float]) -> int:
     """``--dry-run --json``: what ``_dry_run`` prints, as one JSON object on stdout, with
     the exit code it returns (3: the run would be refused)."""
     from experiments.orchestration.runner import prepare
 
-    prepared = prepare(spec, runs, force=True, max_dilation=max_dilation)
+    low, high = dilations
+    prepared = prepare(spec, runs, force=True, max_dilation=high, min_dilation=low)
     plan = dry_run_plan(prepared)
     over = [p.run.label for p in prepared if p.forced]
     code = EXIT_REFUSED if over and not force else EXIT_OK

@@ -3,7 +3,9 @@
 A spec's ``scale.time_dilation`` is a number or ``auto``. A number is kept as given and
 the plan judged at it (over the envelope: refused, unless ``--force``). ``auto`` is the
 smallest ``d`` of ``1, 2, 4, 8, …`` up to ``max_dilation`` (and ``max_dilation`` itself)
-at which the run fits this machine:
+at which the run fits this machine, from ``min_dilation`` on (``--min-dilation``: so
+runs on several fabrics can be compared at one ``d``, where the emulator's per-message
+cost, which ``d`` divides, would otherwise differ between them):
 
 - the plan's figures per wall second (switch-hop Mbit/s, message-hops/s) are the
   real-equivalent ones ÷ ``d`` (``envelope.figures(..., dilation=d)``), so each falls
@@ -47,6 +49,7 @@ class Dilation:
     max_dilation: float = DEFAULT_MAX_DILATION
     exceeded: tuple[str, ...] = ()  # why the plan does not fit at d (empty: it fits)
     needed: float | None = None  # auto, above the cap: the d at which it would fit
+    min_dilation: float = 1.0  # auto: the smallest d it may choose
 
     @property
     def wall_s(self) -> float:
@@ -59,7 +62,8 @@ class Dilation:
 
     def describe(self) -> str:
         """One line for ``--dry-run`` and reports."""
-        how = f" (auto, at most {self.max_dilation:g})" if self.auto else ""
+        least = f"at least {self.min_dilation:g}, " if self.min_dilation > 1 else ""
+        how = f" (auto, {least}at most {self.max_dilation:g})" if self.auto else ""
         return (
             f"time dilation {self.d:g}{how}: {self.duration_s:g} s of real-equivalent "
             f"traffic take {self.wall_s:g} s of wall time"
@@ -71,6 +75,7 @@ class Dilation:
             "d": self.d,
             "auto": self.auto,
             "max_dilation": self.max_dilation,
+            "min_dilation": self.min_dilation,
             "duration_s": self.duration_s,
             "wall_s": self.wall_s,
             "needed": self.needed,
@@ -87,14 +92,28 @@ def check_max_dilation(value: float, key: str = "--max-dilation") -> float:
     return float(value)
 
 
-def ladder(max_dilation: float) -> list[float]:
-    """The dilations ``auto`` tries, smallest first: 1, 2, 4, … up to ``max_dilation``,
-    and ``max_dilation`` itself."""
-    out, d = [], 1.0
+def check_min_dilation(
+    value: float, max_dilation: float = DEFAULT_MAX_DILATION, key: str = "--min-dilation"
+) -> float:
+    """``value`` as a floor on ``auto``: a number from 1 to ``max_dilation``; else
+    ValueError naming ``key``."""
+    if not math.isfinite(value) or not 1 <= value <= max_dilation:
+        raise ValueError(
+            f"{key} {value:g} is not allowed: must be a number from 1 to the largest "
+            f"dilation allowed ({max_dilation:g})"
+        )
+    return float(value)
+
+
+def ladder(max_dilation: float, min_dilation: float = 1.0) -> list[float]:
+    """The dilations ``auto`` tries, smallest first: ``min_dilation``, then the powers
+    of two above it up to ``max_dilation``, and ``max_dilation`` itself."""
+    out, d = [float(min_dilation)], 1.0
     while d < max_dilation:
-        out.append(d)
+        if d > min_dilation:
+            out.append(d)
         d *= 2
-    return [*out, float(max_dilation)]
+    return sorted(set(out) | {float(max_dilation)})
 
 
 def shaped_rates(fabric: Fabric, faults: Iterable[Any] = ()) -> dict[str, float]:
@@ -116,11 +135,14 @@ def choose_dilation(
     duration_s: float,
     max_dilation: float = DEFAULT_MAX_DILATION,
     max_rate_bps: int = MAX_RATE_BPS,
+    min_dilation: float = 1.0,
 ) -> Dilation:
     """The time dilation of a run whose plan asks ``demand`` of ``env``, at ``scale``
-    (its ``time_dilation`` a number, kept, or ``auto``), shaping ``rates_gbps``
-    (``shaped_rates``); see the module docstring."""
+    (its ``time_dilation`` a number, kept, or ``auto`` from ``min_dilation`` up to
+    ``max_dilation``), shaping ``rates_gbps`` (``shaped_rates``); see the module
+    docstring."""
     cap = check_max_dilation(max_dilation)
+    floor = check_min_dilation(min_dilation, cap)
     if not scale.auto:
         over = exceeded(demand, env, scale.d)
         return Dilation(scale.d, False, duration_s, cap, tuple(over))
@@ -135,12 +157,23 @@ def choose_dilation(
             return False
         return all(f.ok for f in figures(demand, env, d) if f.name in _PER_SECOND_JUDGED)
 
-    allowed = [d for d in ladder(cap) if shapeable(d)]  # rates only fall as d grows
+    allowed = [d for d in ladder(cap, floor) if shapeable(d)]  # rates only fall as d grows
+    if not allowed and floor > 1 and shapeable(1.0):
+        assert slowest is not None
+        rate = scale.dilated(floor).link_bps(rates_gbps[slowest])
+        why = (
+            f"time_dilation auto: --min-dilation {floor:g} would run {slowest} "
+            f"({rates_gbps[slowest]:g} Gbit/s at scale {scale.bandwidth:g}) at "
+            f"{rate / 1e6:.3f} Mbit/s, below the {MIN_RATE_BPS / 1e6:g} Mbit/s this emulation "
+            "shapes faithfully: lower --min-dilation or raise scale.bandwidth"
+        )
+        return Dilation(floor, True, duration_s, cap, (why,), min_dilation=floor)
     if not allowed:  # too slow even undilated: the builder's refusal names the link
-        return Dilation(1.0, True, duration_s, cap)
+        return Dilation(floor, True, duration_s, cap, min_dilation=floor)
     d = next((d for d in allowed if carried(d)), None)
     if d is not None:  # what is left over, if anything, no dilation lowers (connections)
-        return Dilation(d, True, duration_s, cap, tuple(exceeded(demand, env, d)))
+        over = tuple(exceeded(demand, env, d))
+        return Dilation(d, True, duration_s, cap, over, min_dilation=floor)
     d = allowed[-1]  # what --force runs
     over = exceeded(demand, env, d)
     needed = _needed(carried)
@@ -163,7 +196,7 @@ def choose_dilation(
             f"take {duration_s * needed:g} s of wall time: pass --max-dilation {needed:g} "
             "to run it so, or lower the load"
         )
-    return Dilation(d, True, duration_s, cap, (why, *over), needed)
+    return Dilation(d, True, duration_s, cap, (why, *over), needed, floor)
 
 
 def _needed(carried: Callable[[float], bool]) -> float | None:

@@ -178,12 +178,14 @@ def prepare(
     force: bool = False,
     envelope: tuple[Envelope, str] | None = None,
     max_dilation: float = DEFAULT_MAX_DILATION,
+    min_dilation: float = 1.0,
 ) -> list[Prepared]:
     """Fabric, traffic, demand and time dilation of every run, so a bad sweep point, or
     one this machine cannot emulate faithfully, fails before any build
     (``EnvelopeExceeded``, unless ``force``: then each such run is marked). A
-    ``time_dilation: auto`` run gets the smallest dilation up to ``max_dilation`` at which
-    it fits (``dilation.choose_dilation``); a number is judged as given. ``envelope``:
+    ``time_dilation: auto`` run gets the smallest dilation from ``min_dilation`` up to
+    ``max_dilation`` at which it fits (``dilation.choose_dilation``); a number is judged
+    as given. ``envelope``:
     (envelope, why) to judge by, default this machine's own or ``envelope.DEFAULT``."""
     out, over = [], []
     for run in runs:
@@ -200,7 +202,14 @@ def prepare(
             raise ValueError(f"run {run.label}: {exc}") from exc
         rates = shaped_rates(fabric, config.faults)
         dilation = choose_dilation(
-            plan.demand, env, config.scale, rates, config.duration_s, max_dilation, max_rate_bps()
+            plan.demand,
+            env,
+            config.scale,
+            rates,
+            config.duration_s,
+            max_dilation,
+            max_rate_bps(),
+            min_dilation,
         )
         plan.exceeded = list(dilation.exceeded)  # judged at the chosen d
         if deployment is None:
@@ -236,13 +245,15 @@ def run_spec(
     force: bool = False,
     max_dilation: float = DEFAULT_MAX_DILATION,
     live: LiveScreen | None = None,
+    min_dilation: float = 1.0,
 ) -> list[Outcome]:
     """Carry out ``runs`` one after the other; returns each run's outcome. Raises
     ``RunBusy`` if another run holds the machine and ``EnvelopeExceeded`` if a run does
-    not fit it (unless ``force``; ``time_dilation: auto`` up to ``max_dilation``), before
+    not fit it (unless ``force``; ``time_dilation: auto`` from ``min_dilation`` up to
+    ``max_dilation``), before
     building anything. ``live``: the screen that shows each run as it stands
     (``kvfabric run --live``; it is then the ``progress`` too)."""
-    prepared = prepare(spec, runs, force, max_dilation=max_dilation)
+    prepared = prepare(spec, runs, force, max_dilation=max_dilation, min_dilation=min_dilation)
     out_root = Path(out_root)
     check_writable(out_root)
     from topologies.machine import preflight

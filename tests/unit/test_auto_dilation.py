@@ -194,3 +194,41 @@ def test_max_dilation_out_of_range_is_bad_input(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["run", "serving-basic", "--dry-run", "--max-dilation", "0.5"])
     assert exit_.value.code == 2 and "--max-dilation" in capsys.readouterr().err
+
+
+# ---- --min-dilation: one d for runs compared across fabrics ---------------------------------
+
+
+def test_a_floor_starts_auto_there_and_the_powers_of_two_above_follow():
+    assert ladder(64, 4) == [4, 8, 16, 32, 64] and ladder(10, 3) == [3, 4, 8, 10]
+    assert ladder(8, 8) == [8] and ladder(64, 1) == ladder(64)
+    chosen = choose(messages(0.5), min_dilation=4)  # fits at 1, runs at 4
+    assert (chosen.d, chosen.fits, chosen.wall_s) == (4, True, 40.0)
+    assert chosen.record()["min_dilation"] == 4
+    assert "(auto, at least 4, at most 64)" in chosen.describe()
+    assert choose(messages(7.9), min_dilation=4).d == 8  # above the floor, as before
+    assert choose(messages(0.5), scale=Scale(1e-4, time_dilation=2), min_dilation=4).d == 2
+
+
+def test_a_floor_that_would_shape_a_link_below_the_minimum_rate_says_so():
+    rates = {**HOSTS, "link h9-leaf1": 2.0}  # 200 kbit/s at d = 1, 50 at d = 4
+    chosen = choose(messages(0.5), rates=rates, min_dilation=4)
+    assert not chosen.fits and chosen.d == 4
+    assert "--min-dilation 4" in chosen.exceeded[0] and "link h9-leaf1" in chosen.exceeded[0]
+
+
+@pytest.mark.parametrize("floor", [0.5, 65.0, float("nan")])
+def test_a_floor_out_of_range_is_refused(floor):
+    with pytest.raises(ValueError, match="--min-dilation"):
+        choose(messages(0.5), min_dilation=floor)
+
+
+def test_dry_run_with_a_floor_runs_auto_there_and_a_floor_above_the_cap_is_bad_input(
+    default_envelope, capsys
+):
+    argv = ["run", "serving-basic", "--dry-run", "--set", "scale.time_dilation=auto"]
+    assert main([*argv, "--min-dilation", "8"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "time dilation 8 (auto, at least 8, at most 64)" in out
+    assert main([*argv, "--min-dilation", "8", "--max-dilation", "4"]) == 2
+    assert "--min-dilation 8 is above --max-dilation 4" in capsys.readouterr().err

@@ -70,6 +70,28 @@ def test_the_plan_estimates_wall_time_at_the_dilation_auto_needs(rail, monkeypat
     assert plan_suite(["5.1"], rail, "quick").wall_s == pytest.approx(12 * (10 + 5))
 
 
+def test_a_floor_plans_every_auto_trial_at_it_or_above_and_is_recorded(rail, monkeypatch):
+    """``--min-dilation 8``: the spine-leaf fabric's 5.1 (auto, d = 1 by its rates) and
+    the rail fabric's (d = 4, NVLink) are then both planned at 8, comparable."""
+    from experiments.bmwg.execute import plan_record
+
+    monkeypatch.delenv("KVFABRIC_MAX_RATE_MBPS", raising=False)
+    for name in ("spine-leaf-1to1", "rail-optimized"):
+        plan = plan_suite(["5.1"], read_fabric(name), "quick", min_dilation=8)
+        assert {t.dilation for t in plan.trials} == {8.0}
+        assert plan_record(plan)["min_dilation"] == 8
+    assert plan_record(plan_suite(["5.1"], rail, "quick"))["min_dilation"] == 1
+
+
+def test_each_qp_of_5_1_is_its_own_persistent_connection(p2p_on_rail):
+    """The draft's QPs: n message streams of one pair, each in its own lane, on
+    connections opened before the traffic (not one connection per message)."""
+    eight = next(t for t in p2p_on_rail.trials if t.trial.variant == "1MBx8qp").runs[0]
+    lanes = [w["lane"] for w in eight.resolved["workloads"]]
+    assert lanes == list(range(8))
+    assert eight.config.agents.connection == "persistent"
+
+
 def test_serving_pools_and_fault_links_follow_the_fabric():
     ref = fabric({"fabric": {"kind": "spine_leaf", "spines": 2, "leaves": 2, "hosts_per_leaf": 4}})
     mine = fabric(
@@ -450,6 +472,10 @@ def test_dry_run_prints_the_plan_without_root_and_refuses_by_name(capsys):
     assert main(bad) == EXIT_USAGE
     refused = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("refused")]
     assert [ln.split()[1] for ln in refused] == ["8.4:", "99.9:"]
+    assert main([*args, "--dry-run", "--min-dilation", "8"]) == EXIT_OK
+    assert "auto chooses 8 or more (--min-dilation)" in capsys.readouterr().out
+    assert main([*args, "--dry-run", "--min-dilation", "0.5"]) == EXIT_USAGE
+    assert "--min-dilation 0.5 is not allowed" in capsys.readouterr().out
 
 
 def test_compare_refuses_a_directory_that_is_no_bmwg_result(tmp_path, capsys):
