@@ -157,15 +157,20 @@ def choose_dilation(
             return False
         return all(f.ok for f in figures(demand, env, d) if f.name in _PER_SECOND_JUDGED)
 
+    def too_slow(d: float) -> str:  # what d does to the slowest link
+        assert slowest is not None
+        rate = scale.dilated(d).link_bps(rates_gbps[slowest])
+        return (
+            f"{slowest} ({rates_gbps[slowest]:g} Gbit/s at scale {scale.bandwidth:g}) would "
+            f"run at {rate / 1e6:.3f} Mbit/s, below the {MIN_RATE_BPS / 1e6:g} Mbit/s this "
+            "emulation shapes faithfully"
+        )
+
     allowed = [d for d in ladder(cap, floor) if shapeable(d)]  # rates only fall as d grows
     if not allowed and floor > 1 and shapeable(1.0):
-        assert slowest is not None
-        rate = scale.dilated(floor).link_bps(rates_gbps[slowest])
         why = (
-            f"time_dilation auto: --min-dilation {floor:g} would run {slowest} "
-            f"({rates_gbps[slowest]:g} Gbit/s at scale {scale.bandwidth:g}) at "
-            f"{rate / 1e6:.3f} Mbit/s, below the {MIN_RATE_BPS / 1e6:g} Mbit/s this emulation "
-            "shapes faithfully: lower --min-dilation or raise scale.bandwidth"
+            f"time_dilation auto: at --min-dilation {floor:g}, {too_slow(floor)}: lower "
+            "--min-dilation or raise scale.bandwidth"
         )
         return Dilation(floor, True, duration_s, cap, (why,), min_dilation=floor)
     if not allowed:  # too slow even undilated: the builder's refusal names the link
@@ -180,14 +185,10 @@ def choose_dilation(
     if needed is None:
         why = "time_dilation auto: no time dilation brings this plan into the envelope"
     elif not shapeable(needed):
-        assert slowest is not None
-        rate = scale.dilated(needed).link_bps(rates_gbps[slowest])
         why = (
             f"time_dilation auto: the plan fits this machine only at time dilation "
-            f"{needed:g}, where {slowest} ({rates_gbps[slowest]:g} Gbit/s at scale "
-            f"{scale.bandwidth:g}) would run at {rate / 1e6:.3f} Mbit/s, below the "
-            f"{MIN_RATE_BPS / 1e6:g} Mbit/s this emulation shapes faithfully: raise "
-            "scale.bandwidth or that rate, or lower the load"
+            f"{needed:g}, where {too_slow(needed)}: raise scale.bandwidth or that rate, or "
+            "lower the load"
         )
     else:
         why = (
