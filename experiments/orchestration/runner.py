@@ -712,11 +712,18 @@ def compute_provenance(config: RunConfig) -> dict[str, Any] | None:
 
 def traffic_window(table: pd.DataFrame, events: dict[str, Any]) -> pd.DataFrame:
     """The rows of a sampled table taken while the traffic ran (t0 to the end of
-    the fleet's run), when both instants are known."""
+    the fleet's run), when both instants are known. A run shorter than the sampling
+    period may fall between two samples: it then gets the first sample after its end,
+    which stands for the interval that holds it (a CPU sample is the share of the time
+    since the one before)."""
     t0, t1 = events.get("t0_ns"), events.get("t_end_ns")
     if t0 is None or t1 is None or "t_ns" not in table:
         return table
-    return table[(table["t_ns"] >= t0) & (table["t_ns"] <= t1)]
+    inside = table[(table["t_ns"] >= t0) & (table["t_ns"] <= t1)]
+    if len(inside):
+        return inside
+    after = table[table["t_ns"] > t1]
+    return after.loc[[after["t_ns"].idxmin()]] if len(after) else inside
 
 
 def _keep_traceback(run_dir: Path, exc: BaseException) -> None:

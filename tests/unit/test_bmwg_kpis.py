@@ -268,6 +268,29 @@ def test_slo_bounded_rate_and_pareto_xpyd():
     assert derived.pareto_xpyd({"1P7D": (900.0, 10.0, 1.0)}) is None
 
 
+def test_a_counter_increase_is_counted_from_the_sample_before_the_measured_part():
+    """8.1's smoke traffic lasted 77 ms between two 10 Hz link samples: its drops are
+    the counters' increase from the sample before it to the one after, not 'none'."""
+    from experiments.analysis.bmwg.fabric import drop_rate_ppm
+    from experiments.analysis.bmwg.window import measured
+
+    links = pd.DataFrame(
+        {
+            "t_ns": [0, 100 * MS, 200 * MS],
+            "node": "leaf0",
+            "port": 1,
+            "tx_packets": [0, 0, 990],
+            "tx_dropped": [0, 0, 10],
+        }
+    )
+    start = 117 * MS  # the traffic: 117 to 194 ms
+    kept = measured(links, "links", start, warmup_s=0.0)
+    assert list(kept["t_ns"]) == [100 * MS, 200 * MS]
+    assert drop_rate_ppm(kept) == pytest.approx(10_000)  # 10 of 1,000 offered
+    tokens = links[["t_ns"]]  # a table of events, not counters: from the start
+    assert list(measured(tokens, "tokens", start, 0.0)["t_ns"]) == [200 * MS]
+
+
 def test_soak_trend_flags_monotonic_growth():
     growing = derived.trend([10.0, 11.0, 12.0, 14.0])
     assert growing["monotonic_growth"] and growing["slope"] > 0

@@ -192,6 +192,20 @@ def test_no_cpu_samples_fails():
     assert not fd.cpu_check(None)["ok"]
 
 
+def test_a_run_between_two_cpu_samples_is_judged_by_the_one_that_covers_it():
+    """A one-shot run of 77 ms falls between two 10 Hz samples (the smoke 8.1 of a root
+    test did): the sample after its end, which stands for the 100 ms that hold it,
+    judges it; a run with samples inside keeps only those."""
+    from experiments.orchestration.runner import traffic_window
+
+    cpu = pd.DataFrame({"t_ns": [0, 100, 200, 300], "cpu_pct": [5.0, 20.0, 97.0, 5.0]})
+    short = traffic_window(cpu, {"t0_ns": 117, "t_end_ns": 194})
+    assert short["t_ns"].tolist() == [200]
+    assert not fd.cpu_check(short, 90)["ok"]  # a busy machine is not ruled out
+    assert traffic_window(cpu, {"t0_ns": 50, "t_end_ns": 250})["t_ns"].tolist() == [100, 200]
+    assert traffic_window(cpu, {"t0_ns": 317, "t_end_ns": 394}).empty  # no sample yet
+
+
 # ----- lateness ------------------------------------------------------------------------
 def test_lateness_p99():
     flows = pd.DataFrame({"lateness_ms": np.arange(1, 101) / 100})  # 0.01 .. 1.00 ms

@@ -20,12 +20,21 @@ TIME_COLUMNS = {
 }
 
 
+COUNTER_TABLES = ("links",)  # cumulative counters: a KPI takes their increase
+
+
 def measured(table: pd.DataFrame, name: str, start_ns: int, warmup_s: float) -> pd.DataFrame:
     """The rows of table ``name`` (flows, requests, tokens, queues, links, cpu) that
-    begin at or after the warm-up."""
+    begin at or after the warm-up; for a table of counters, from the last sample
+    before it on, the baseline their increase is counted from (else the interval
+    across the warm-up's end is lost, and a run shorter than the sampling period, with
+    one sample after it, has no increase at all)."""
     column = TIME_COLUMNS[name]
-    after = table[column].astype(float) >= start_ns + warmup_s * 1e9
-    return table[after]
+    t = table[column].astype(float)
+    cut = start_ns + warmup_s * 1e9
+    if name in COUNTER_TABLES and (t < cut).any():
+        cut = float(t[t < cut].max())
+    return table[t >= cut]
 
 
 def windows(
