@@ -183,12 +183,24 @@ def compare_markdown(suites: Sequence[Suite]) -> str:
             for point, data in st.get(test, {}).items()
             for column in data["kpis"]
         )
+        absent = []
         for point, column in keys:
             data = [st.get(test, {}).get(point) for st in stats]
-            cells = [_cell(d["kpis"].get(column) if d else None) for d in data]
+            kpis = [d["kpis"].get(column) if d else None for d in data]
+            if not any(k and k.get("n") for k in kpis):
+                absent.append(f"{point} {column}")
+                continue
+            cells = [_cell(k) for k in kpis]
             base = per_seed(data[0], column)
             ratios = [ratio_cell(per_seed(d, column), base) for d in data[1:]]
             lines.append("| " + " | ".join([point, column, *cells, *ratios]) + " |")
+        if absent:
+            lines += [
+                "",
+                "Measured by no run of any fabric (the point's traffic has none of it): "
+                + "; ".join(absent)
+                + ".",
+            ]
         mixed = mixed_dilations(suites, test)
         if mixed:
             lines += [

@@ -14,7 +14,15 @@ from typing import Any
 
 from rich.table import Table
 
-from experiments.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, console, say
+from experiments.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    console,
+    dilation_arg,
+    say,
+)
+from topologies.scale import DEFAULT_MAX_DILATION
 
 PROFILE_NAMES = ("quick", "standard", "draft")
 RUN_PROFILES = ("smoke", *PROFILE_NAMES)
@@ -48,12 +56,13 @@ def add_parsers(sub: Any) -> None:
     )
     run.add_argument(
         "--min-dilation",
-        type=float,
+        type=dilation_arg("--min-dilation", DEFAULT_MAX_DILATION),
         default=1.0,
         metavar="N",
         help="the smallest time dilation a procedure's time_dilation: auto may choose "
-        "(default 1): run each fabric of a comparison at one d, so a latency ratio does not "
-        "mix the fabrics with the emulator's per-message cost, which d divides",
+        f"(default 1, at most {DEFAULT_MAX_DILATION:g}): run each fabric of a comparison "
+        "at one d, so a latency ratio does not mix the fabrics with the emulator's "
+        "per-message cost, which d divides",
     )
     run.add_argument("--dry-run", action="store_true", help="print the plan and exit (no root)")
     run.add_argument("--json", action="store_true", help="with --dry-run: the plan as JSON")
@@ -82,16 +91,10 @@ def cmd_bmwg(args: argparse.Namespace) -> int:
 
 def _plan(args: argparse.Namespace) -> Any:
     from experiments.bmwg.suite import Refused, plan_suite, read_fabric
-    from experiments.orchestration.dilation import check_min_dilation
     from experiments.spec.schema import SpecError
 
     try:
-        least = check_min_dilation(getattr(args, "min_dilation", 1.0))
-    except ValueError as exc:
-        say(f"refused: {exc}")
-        return None
-    try:
-        return plan_suite(args.tests, read_fabric(args.fabric), args.profile, least)
+        return plan_suite(args.tests, read_fabric(args.fabric), args.profile, args.min_dilation)
     except Refused as exc:
         for reason in exc.reasons:
             say(f"refused: {reason}")

@@ -3,7 +3,9 @@ error for bad input, and the checks of ``--scale`` the builder would make."""
 
 from __future__ import annotations
 
+import argparse
 import json
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -35,6 +37,21 @@ def print_json(obj: Any) -> None:
     from experiments.analysis.jsonable import to_jsonable
 
     print(json.dumps(to_jsonable(obj), indent=2, ensure_ascii=False, allow_nan=False))
+
+
+def dilation_arg(option: str, high: float | None = None) -> Callable[[str], float]:
+    """An argparse ``type`` for ``--max-dilation``/``--min-dilation``: a number from 1
+    to ``high`` (default ``MAX_TIME_DILATION``), else bad input (exit 2)."""
+    from experiments.orchestration.dilation import check_dilation
+    from topologies.scale import MAX_TIME_DILATION
+
+    def checked(text: str) -> float:
+        try:
+            return check_dilation(float(text), option, high or MAX_TIME_DILATION)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{option} ")) from None
+
+    return checked
 
 
 def scale_arg(text: str, mtu: int = DEFAULT_MTU) -> Scale:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from experiments.cli.common import (
     EXIT_REFUSED,
     EXIT_USAGE,
     console,
+    dilation_arg,
     err,
     print_json,
     say,
@@ -39,7 +39,7 @@ from experiments.spec.load import (
     load_spec,
     locate,
 )
-from topologies.scale import DEFAULT_MAX_DILATION, MAX_TIME_DILATION
+from topologies.scale import DEFAULT_MAX_DILATION
 
 ROOT = SPECS_DIR.parents[1]
 FLAGSHIP = "topology-aware-placement"  # kvfabric demo, make demo
@@ -135,7 +135,7 @@ def _run_options(r: argparse.ArgumentParser) -> None:
     )
     r.add_argument(
         "--max-dilation",
-        type=_dilation("--max-dilation"),
+        type=dilation_arg("--max-dilation"),
         default=DEFAULT_MAX_DILATION,
         metavar="N",
         help="the largest time dilation scale.time_dilation: auto may choose (default "
@@ -143,7 +143,7 @@ def _run_options(r: argparse.ArgumentParser) -> None:
     )
     r.add_argument(
         "--min-dilation",
-        type=_dilation("--min-dilation"),
+        type=dilation_arg("--min-dilation"),
         default=1.0,
         metavar="N",
         help="the smallest time dilation scale.time_dilation: auto may choose (default 1): "
@@ -151,26 +151,10 @@ def _run_options(r: argparse.ArgumentParser) -> None:
     )
 
 
-def _dilation(option: str) -> Callable[[str], float]:
-    """A dilation option's check (1 to ``MAX_TIME_DILATION``), as argparse reports bad
-    input (exit 2)."""
-    from experiments.orchestration.dilation import check_max_dilation
-
-    def checked(text: str) -> float:
-        try:
-            return check_max_dilation(float(text), option)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{text!r} is not allowed: must be a number from 1 to {MAX_TIME_DILATION:g}"
-            ) from None
-
-    return checked
-
-
 def dilation_range(args: argparse.Namespace) -> tuple[float, float] | None:
     """``(--min-dilation, --max-dilation)``, or None after saying why they do not fit
     together (the floor above the cap)."""
-    low, high = getattr(args, "min_dilation", 1.0), args.max_dilation
+    low, high = args.min_dilation, args.max_dilation
     if low > high:
         err.print(f"[red]bad input:[/red] --min-dilation {low:g} is above --max-dilation {high:g}")
         return None

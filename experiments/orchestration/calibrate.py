@@ -508,13 +508,18 @@ def link_factor(fabric: Fabric, pairs: Sequence[tuple[str, str]]) -> float:
     shares = (1.0, 1.0, 0.5, 0.5)
     rate = host_gbps(fabric, pairs)
     demand: dict[tuple[str, str], float] = {}
-    for (a, b), share in zip(pairs, shares, strict=False):
-        hops = {step for path in fabric.shortest_paths(a, b) for step in pairwise(path)}
-        for x, y in hops:
+    for pair, share in zip(pairs, shares, strict=False):
+        for x, y in crossed_hops(fabric, [pair]):
             if not (fabric.node(x).is_host or fabric.node(y).is_host):
                 demand[(x, y)] = demand.get((x, y), 0.0) + share * rate
     over = [v / fabric.link_between(*k).real_gbps for k, v in demand.items()]
     return max([1.0, *over])
+
+
+def crossed_hops(fabric: Fabric, pairs: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Every hop, in its direction, that a stream of ``pairs`` can cross: those of each
+    pair's equal-cost paths."""
+    return {hop for a, b in pairs for path in fabric.shortest_paths(a, b) for hop in pairwise(path)}
 
 
 def host_gbps(fabric: Fabric, pairs: Sequence[tuple[str, str]]) -> float:
@@ -534,12 +539,7 @@ def trial_fabric(fabric: Fabric, pairs: Sequence[tuple[str, str]]) -> Fabric:
     emulated hop for more than it honours (``shaping.max_rate_bps``) at a load far below
     the machine's switching limit, and the search would stop at that ceiling. Rates are
     not part of ``envelope.fabric_key``: the envelope is still the fabric's."""
-    crossed = {
-        frozenset(hop)
-        for a, b in pairs
-        for path in fabric.shortest_paths(a, b)
-        for hop in pairwise(path)
-    }
+    crossed = {frozenset(hop) for hop in crossed_hops(fabric, pairs)}
     used = [lk.real_gbps for lk in fabric.links if frozenset(lk.ends()) in crossed]
     top = max(used, default=HOST_GBPS)
     links = tuple(
@@ -606,10 +606,13 @@ def calibrate(
         where, skipped = fabric_where(fabric_section)
         messages_on = fabric_section
     steps: list[Step] = []
+    ceilings: list[str] = []  # figures whose search a link's rate stopped: lower bounds
     t0 = time.monotonic()
 
     def measured(figure: str, guess: float, run_step: Callable[[float], Step]) -> float:
-        return _search(figure, guess, run_step, mode, say, steps, t0)
+        value, at_ceiling = _search(figure, guess, run_step, mode, say, steps, t0)
+        ceilings.extend([figure] if at_ceiling else [])
+        return value
 
     hop = {}
     for n, (section, pairs) in where.items():
@@ -635,11 +638,6 @@ def calibrate(
     else:
         record["fabric"] = fabric_section
         record["pairs"] = {str(n): pairs for n, (_, pairs) in where.items()}
-    ceilings = [
-        f
-        for f in dict.fromkeys(s.figure for s in steps)
-        if at_link_ceiling([s for s in steps if s.figure == f])
-    ]
     env = Envelope(
         switch_hop_mbps=hop,
         messages_per_s=msgs,
@@ -707,9 +705,10 @@ def _search(
     say: Callable[[str], None],
     steps: list[Step],
     t0: float,
-) -> float:
-    """One figure's search (``search``), each step said; its largest faithful load.
-    Raises ``CalibrationError`` when no step was faithful."""
+) -> tuple[float, bool]:
+    """One figure's search (``search``), each step said: its largest faithful load, and
+    whether a link-rate ceiling stopped it (``at_link_ceiling``, said too). Raises
+    ``CalibrationError`` when no step was faithful."""
 
     def logged(load: float) -> Step:
         s = run_step(load)
@@ -739,9 +738,10 @@ def _search(
             found,
             cause,
         )
-    if at_link_ceiling(found):
+    at_ceiling = at_link_ceiling(found)
+    if at_ceiling:
         say(
             f"{figure}: {value:,.0f} is a ceiling of the emulated links' rate, not of this "
             "machine: the next step up could not be shaped (a lower bound)"
         )
-    return value
+    return value, at_ceiling

@@ -82,26 +82,11 @@ class Dilation:
         }
 
 
-def check_max_dilation(value: float, key: str = "--max-dilation") -> float:
-    """``value`` as a cap on ``auto``: a number from 1 to ``MAX_TIME_DILATION``; else
-    ValueError naming ``key``."""
-    if not math.isfinite(value) or not 1 <= value <= MAX_TIME_DILATION:
-        raise ValueError(
-            f"{key} {value:g} is not allowed: must be a number from 1 to {MAX_TIME_DILATION:g}"
-        )
-    return float(value)
-
-
-def check_min_dilation(
-    value: float, max_dilation: float = DEFAULT_MAX_DILATION, key: str = "--min-dilation"
-) -> float:
-    """``value`` as a floor on ``auto``: a number from 1 to ``max_dilation``; else
-    ValueError naming ``key``."""
-    if not math.isfinite(value) or not 1 <= value <= max_dilation:
-        raise ValueError(
-            f"{key} {value:g} is not allowed: must be a number from 1 to the largest "
-            f"dilation allowed ({max_dilation:g})"
-        )
+def check_dilation(value: float, key: str, high: float = MAX_TIME_DILATION) -> float:
+    """``value`` as a bound on ``auto`` (``--max-dilation``, ``--min-dilation``): a number
+    from 1 to ``high``; else ValueError naming ``key``."""
+    if not math.isfinite(value) or not 1 <= value <= high:
+        raise ValueError(f"{key} {value:g} is not allowed: must be a number from 1 to {high:g}")
     return float(value)
 
 
@@ -141,8 +126,8 @@ def choose_dilation(
     (its ``time_dilation`` a number, kept, or ``auto`` from ``min_dilation`` up to
     ``max_dilation``), shaping ``rates_gbps`` (``shaped_rates``); see the module
     docstring."""
-    cap = check_max_dilation(max_dilation)
-    floor = check_min_dilation(min_dilation, cap)
+    cap = check_dilation(max_dilation, "--max-dilation")
+    floor = check_dilation(min_dilation, "--min-dilation", cap)
     if not scale.auto:
         over = exceeded(demand, env, scale.d)
         return Dilation(scale.d, False, duration_s, cap, tuple(over))

@@ -402,6 +402,19 @@ def test_compare_marks_a_fabric_that_differs(latency_plan, tmp_path):
     assert "differs" in row and row.count("n=2") == 3  # two fabrics and their ratio
 
 
+def test_compare_names_a_kpi_no_run_measured_instead_of_a_row_of_dashes(latency_plan, tmp_path):
+    done = read_suite(run_suite(latency_plan, tmp_path, fake_run_spec(10.0), datetime(2026, 1, 1)))
+    column = "KV_xfer_latency p99 ms"
+    unmeasured = dataclasses.replace(done, rows=[{**r, column: None} for r in done.rows])
+    other = dataclasses.replace(unmeasured, name="rail")
+    text = compare_markdown([unmeasured, other])
+    rows = [ln for ln in text.splitlines() if ln.startswith("| ")]
+    assert not any(column in ln for ln in rows)  # no row of "– [–] n=0"
+    assert any("KV_xfer_latency p50 ms" in ln for ln in rows)  # the measured one stays
+    said = next(ln for ln in text.splitlines() if ln.startswith("Measured by no run"))
+    assert f"1MB@0% {column}" in said
+
+
 def test_compare_pairs_the_ratio_by_seed_and_two_seeds_decide_little():
     # each side's two runs lie apart; the seeds move together
     near = ratio_cell({1: 12.0, 2: 14.0}, {1: 10.0, 2: 11.0})  # ratios 1.2, 1.27
@@ -474,8 +487,11 @@ def test_dry_run_prints_the_plan_without_root_and_refuses_by_name(capsys):
     assert [ln.split()[1] for ln in refused] == ["8.4:", "99.9:"]
     assert main([*args, "--dry-run", "--min-dilation", "8"]) == EXIT_OK
     assert "auto chooses 8 or more (--min-dilation)" in capsys.readouterr().out
-    assert main([*args, "--dry-run", "--min-dilation", "0.5"]) == EXIT_USAGE
-    assert "--min-dilation 0.5 is not allowed" in capsys.readouterr().out
+    for floor in ("0.5", "128"):  # below 1, above the largest auto may choose (64)
+        with pytest.raises(SystemExit) as exit_:
+            main([*args, "--dry-run", "--min-dilation", floor])
+        assert exit_.value.code == EXIT_USAGE
+        assert f"--min-dilation: {floor} is not allowed" in capsys.readouterr().err
 
 
 def test_compare_refuses_a_directory_that_is_no_bmwg_result(tmp_path, capsys):

@@ -309,13 +309,8 @@ def test_a_figure_stopped_by_link_rate_is_said_and_stored_as_a_lower_bound(monke
     said: list[str] = []
     env, record = cal.calibrate(quick=True, say=said.append, fabric_section=section)
     hops = ["switch_hop_mbps:1", "switch_hop_mbps:3"]
-    assert record["link_rate_ceilings"] == hops
+    assert record["link_rate_ceilings"] == hops  # the message figures' searches: not
     assert "lower bounds: switch_hop_mbps:1, switch_hop_mbps:3" in env.source
     assert sum("a lower bound" in line for line in said) == 2
     # 1 switch: three 200 Mbit/s host links' worth is 600; NVLink alone stopped it at 67
     assert 450 <= env.switch_hop_mbps[1] <= 600 * 1.05
-    assert not any(
-        s["failed"] == [cal.BEYOND_LINK_RATE]
-        for s in record["steps"]
-        if s["figure"].startswith("messages")
-    )

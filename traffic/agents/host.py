@@ -424,11 +424,7 @@ class Endpoint:
         if not self.persistent:
             Outgoing(self, row["ip"], row["dscp"], persistent=False).send(out)
             return
-        key = (row["ip"], row["dscp"], row.get("lane", 0))
-        conn = self.outgoing.get(key)
-        if conn is None:
-            conn = self.outgoing[key] = Outgoing(self, row["ip"], row["dscp"], persistent=True)
-        conn.send(out)
+        self._persistent(row["ip"], row["dscp"], row["lane"]).send(out)
 
     def send_udp(self, row: dict, t_sched: int, t_issue: int) -> None:
         if self.stopped:
@@ -462,12 +458,17 @@ class Endpoint:
     def connect(self, ip: str, dscp: int, lane: int = 0) -> Outgoing:
         """Open the persistent connection to ``ip`` with ``dscp`` in ``lane`` ahead of the
         traffic."""
+        conn = self._persistent(ip, dscp, lane)
+        if conn.sock is None:
+            conn.connect()
+        return conn
+
+    def _persistent(self, ip: str, dscp: int, lane: int) -> Outgoing:
+        """The persistent connection of (``ip``, ``dscp``, ``lane``), made on first use."""
         key = (ip, dscp, lane)
         conn = self.outgoing.get(key)
         if conn is None:
             conn = self.outgoing[key] = Outgoing(self, ip, dscp, persistent=True)
-        if conn.sock is None:
-            conn.connect()
         return conn
 
     # ----- lifetime ------------------------------------------------------------------

@@ -122,6 +122,7 @@ def message_row(
         "layer": m.layer,
         "chunk": m.chunk,
         "dscp": m.dscp,
+        "lane": 0,  # a live driver's messages share a pair's one connection per DSCP
         "after": -1,
         "proto": m.proto,
     }
@@ -144,7 +145,7 @@ def agent_rows(planned: pd.DataFrame, hosts: Iterable[str], ips: Mapping[str, st
             "layer": int(r.layer),
             "chunk": int(r.chunk),
             "dscp": int(r.dscp),
-            "lane": int(getattr(r, "lane", 0)),
+            "lane": int(getattr(r, "lane", 0)),  # a live driver's frame has none
             "after": int(r.after),
             "proto": r.proto,
         }

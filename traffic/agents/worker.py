@@ -269,11 +269,7 @@ class Worker:
         if self.connection != "persistent":
             return {}
         keys = sorted(
-            {
-                (r["src"], r["ip"], r["dscp"], r.get("lane", 0))
-                for r in self.rows
-                if r["proto"] == "tcp"
-            }
+            {(r["src"], r["ip"], r["dscp"], r["lane"]) for r in self.rows if r["proto"] == "tcp"}
         )
         failed: dict[str, str] = {}
         for src, *key in keys:
