@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from experiments.bmwg.model import Budget
 from traffic.presets import MODELS
 
 SLO_TTFT_MS, SLO_ITL_MS = 500.0, 50.0  # the draft's Appendix B values (6.2, 11.1 use them)
@@ -69,7 +70,9 @@ def background(load: float, **extra: Any) -> dict[str, Any]:
     return {"kind": "background", "load": float(load), "tenant": "background"} | extra
 
 
-MAX_MESSAGES = 20_000  # per run: the agents' schedule stays small enough to hold
+# per run: the agents' schedule and rows stay small enough to hold; 8.4 s of 1 MB
+# messages at 100 Gbit/s (they run at line rate on persistent connections)
+MAX_MESSAGES = 100_000
 
 
 def rounds_for(size: int, trial_s: float, parallel: int = 1, gbps: float = 100.0) -> int:
@@ -77,6 +80,20 @@ def rounds_for(size: int, trial_s: float, parallel: int = 1, gbps: float = 100.0
     most ``MAX_MESSAGES`` messages in all: small messages then stop early)."""
     per_round_s = parallel * size * 8 / (gbps * 1e9)
     return max(1, min(MAX_MESSAGES // parallel, int(trial_s / per_round_s)))
+
+
+def stream_rounds(
+    size: int, budget: Budget, parallel: int = 1, gbps: float = 100.0
+) -> tuple[int, float | None]:
+    """Rounds that fill the trial at ``gbps`` (the warm-up and the drain are the slack
+    for a slower stream), and the warm-up their point needs: ``None`` (the profile's)
+    unless ``MAX_MESSAGES`` ends them sooner, then the profile's share of their span at
+    ``gbps`` (their shortest), so the measured part still holds the last of them."""
+    rounds = rounds_for(size, budget.trial_s, parallel, gbps)
+    if rounds < MAX_MESSAGES // parallel:
+        return rounds, None
+    span_s = rounds * parallel * size * 8 / (gbps * 1e9)
+    return rounds, round(budget.warmup_s * min(1.0, span_s / budget.duration_s), 3)
 
 
 def serving(

@@ -15,6 +15,7 @@ from experiments.bmwg import (
     scale_tests,
     throughput_tests,
 )
+from experiments.bmwg.bases import MAX_MESSAGES
 from experiments.bmwg.health import HEALTH
 from experiments.bmwg.model import PROFILES, STATUSES, Procedure
 
@@ -114,6 +115,13 @@ def markdown() -> str:
         "where it can (serving pools: those GPUs' servers); a trial the fabric cannot "
         "hold is listed, not run. `--dry-run` prints the plan and its wall-time "
         "estimate without root. "
+        "The KPIs leave out each run's warm-up (the profile's; none for a test whose "
+        "traffic is one finite burst from the start). A run holds at most "
+        f"{MAX_MESSAGES:,} KV messages, so a stream of small messages can end before the "
+        f"run does (at 100 Gbit/s, {MAX_MESSAGES:,} of 1 MB take "
+        f"{MAX_MESSAGES * (1 << 20) * 8 / 100e9:.1f} s): its warm-up is then the "
+        "profile's share of the stream's own span at line rate, so the measured part "
+        "still holds messages. "
         "Every run is judged by the fidelity verdict, and one judged unfaithful is run "
         "again with its seed up to `--retries` times (default 2, as the references are; "
         "each discarded attempt is named in the report's anomalies). The results are "

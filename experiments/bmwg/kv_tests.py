@@ -15,6 +15,7 @@ from experiments.bmwg.bases import (
     rounds_for,
     size_label,
     spine_leaf,
+    stream_rounds,
     streams,
 )
 from experiments.bmwg.model import (
@@ -42,6 +43,14 @@ def _trial(profile: str, table: Mapping[str, Budget] = DEFAULT_BUDGETS) -> float
     return table[profile].trial_s
 
 
+def _qps_point(n: int, size: int, budget: Budget) -> Point:
+    """``n`` QPs of ``size`` messages h0 → h4 for the trial, with the warm-up their
+    span leaves when the message cap ends them sooner."""
+    rounds, warmup_s = stream_rounds(size, budget, n)
+    label = f"{size_label(size)}x{n}qp"
+    return Point(label, {"workloads": streams(n, "h0", "h4", size, rounds)}, warmup_s)
+
+
 def _size_x_qps() -> Axis:
     sizes = {
         "quick": (MB, 16 * MB, 256 * MB),
@@ -50,13 +59,7 @@ def _size_x_qps() -> Axis:
     }
     qps = {"quick": (1, 8), "standard": (1, 4, 16, 64), "draft": (1, 4, 8, 16, 32, 64, 128)}
     points = {
-        p: tuple(
-            Point(
-                f"{size_label(s)}x{n}qp",
-                {"workloads": streams(n, "h0", "h4", s, rounds_for(s, _trial(p), n))},
-            )
-            for n, s in product(qps[p], sizes[p])
-        )
+        p: tuple(_qps_point(n, s, DEFAULT_BUDGETS[p]) for n, s in product(qps[p], sizes[p]))
         for p in PROFILES
     }
     return Axis("message size (64 KB–1 GB) × concurrent QPs (1–128)", points)
@@ -90,9 +93,9 @@ def _size_x_load() -> Axis:
     for p in PROFILES:
         pts = []
         for s, load in product(sizes[p], loads[p]):
-            work = [message("h0", "h4", s, rounds_for(s, _trial(p, LATENCY_BUDGETS)))]
-            work += [background(load)] if load else []
-            pts.append(Point(f"{size_label(s)}@{load:.0%}", {"workloads": work}))
+            rounds, warmup_s = stream_rounds(s, LATENCY_BUDGETS[p])
+            work = [message("h0", "h4", s, rounds)] + ([background(load)] if load else [])
+            pts.append(Point(f"{size_label(s)}@{load:.0%}", {"workloads": work}, warmup_s))
         points[p] = tuple(pts)
     return Axis("message size × background load (unloaded, 25–90% of capacity)", points)
 

@@ -29,10 +29,13 @@ RUNNABLE = ("implemented", "substitute")
 
 @dataclass(frozen=True)
 class Point:
-    """One value of an axis: a label and the spec keys it sets (key path → value)."""
+    """One value of an axis: a label and the spec keys it sets (key path → value);
+    ``warmup_s``: a shorter warm-up for this point (traffic that ends sooner than the
+    run, whose measured part must still hold some of it), else the profile's."""
 
     label: str
     values: Mapping[str, Any]
+    warmup_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ Axes the spec's ``sweep:`` grid can hold (one key, scalar values) become
 sweep's; the others (several keys moving together, or a whole workload list) are
 enumerated here as variants, one ``load_spec`` each. Every trial's spec is named
 ``bmwg-<id>`` (``bmwg-5-1``), its bundled sweep cleared, and its ``duration_s`` is
-the profile's warm-up + trial: the KPIs discard the first ``warmup_s``.
+the profile's warm-up + trial: the KPIs discard the first ``warmup_s`` (the
+profile's, or a shorter one a point asks for: traffic that ends sooner than the run).
 """
 
 from __future__ import annotations
@@ -69,13 +70,18 @@ def _smoke(axis: Axis, factor: float) -> Axis:
             f | {"at_s": round(f["at_s"] * factor, 3)} if isinstance(f, dict) and "at_s" in f else f
             for f in values["faults"]
         ]
-    return Axis(axis.name, {SMOKE: (Point(first.label, values),), **axis.points})
+    return Axis(axis.name, {SMOKE: (Point(first.label, values, first.warmup_s),), **axis.points})
 
 
 def smoke_budget(quick: Budget) -> Budget:
     """One run of at most ``SMOKE_S`` (warm-up included), quick's fixed keys."""
     trial_s = min(quick.trial_s, SMOKE_S - SMOKE_WARMUP_S)
     return Budget(1, trial_s, min(quick.warmup_s, SMOKE_WARMUP_S), quick.fixed)
+
+
+def _warmup(budget: Budget, points: list[Point]) -> float:
+    """The profile's warm-up, or the shortest a point of the trial asks for."""
+    return min([budget.warmup_s, *(p.warmup_s for p in points if p.warmup_s is not None)])
 
 
 def trials(procedure: Procedure, profile: str) -> list[Trial]:
@@ -117,7 +123,7 @@ def trials(procedure: Procedure, profile: str) -> list[Trial]:
                 sweep.base,
                 tuple(common + sets + grid_sets),
                 budget.repetitions,
-                budget.warmup_s,
+                _warmup(budget, [*points, *(p for a in grid for p in a.points[profile])]),
             )
         )
     return out

@@ -282,9 +282,10 @@ def report_markdown(
 
 
 def _samples(
-    rows: Sequence[Mapping[str, Any]], test: str, warm: float
+    rows: Sequence[Mapping[str, Any]], test: str, warmups: Mapping[tuple[str, str], float]
 ) -> dict[str, dict[str, list[float]]]:
-    """point → {"TTFT": […], "KV_xfer_latency": […]} pooled over the counted runs."""
+    """point → {"TTFT": […], "KV_xfer_latency": […]} pooled over the counted runs, each
+    after its trial's warm-up (``warmups``: by test and variant)."""
     from experiments.analysis.bmwg.throughput import KV_KINDS
     from experiments.analysis.bmwg.window import measured
     from experiments.output.results import load_run
@@ -298,6 +299,7 @@ def _samples(
         except Exception:
             continue
         start = int(run.events.get("t0_ns") or 0)
+        warm = warmups.get((test, r["variant"]), 0.0)
         got = out.setdefault(r["point"], {"TTFT": [], "KV_xfer_latency": []})
         if run.requests is not None and len(run.requests):
             got["TTFT"] += (
@@ -325,9 +327,12 @@ def _plots(
     folder.mkdir(exist_ok=True)
     figures = []
     points = by_point(rows)
-    warmups = {t["test"]: measured_after_s(t["test"], t["warmup_s"]) for t in plan["trials"]}
+    warmups = {
+        (t["test"], t["variant"]): measured_after_s(t["test"], t["warmup_s"])
+        for t in plan["trials"]
+    }
     for test in plan["tests"]:
-        samples = _samples(rows, test, warmups.get(test, 0.0))
+        samples = _samples(rows, test, warmups)
         for metric in ("TTFT", "KV_xfer_latency"):
             series = {p: np.sort(np.asarray(s[metric])) for p, s in samples.items() if s[metric]}
             if not series:

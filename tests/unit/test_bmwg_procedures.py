@@ -91,6 +91,51 @@ def test_the_draft_profile_keeps_the_drafts_counts_where_the_machine_can():
     assert p2p.wall_s("draft") > 20 * 3600  # hours: the data says so
 
 
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("test", ["5.1", "5.2"])
+def test_every_kv_message_stream_outlasts_its_warm_up(test, profile):
+    """A stream of back-to-back KV messages (n QPs of one pair) must still be sending
+    when the KPIs start counting: at 100 Gbit/s, its shortest, it lasts longer than its
+    trial's warm-up, and fits the trial. Where the message cap ends small messages
+    early, the warm-up is shortened to the profile's share of the stream, no more."""
+    budget = procedure(test).sweep.budgets[profile]
+    for trial in trials(procedure(test), profile):
+        work = next(
+            json.loads(o.split("=", 1)[1]) for o in trial.overrides if o.startswith("workloads=")
+        )
+        kv = [w for w in work if w["kind"] == "incast"]
+        span_s = sum(w["rounds"] * w["sru_bytes"] for w in kv) * 8 / 100e9
+        assert trial.warmup_s < span_s <= budget.trial_s, trial.variant
+        if trial.warmup_s < budget.warmup_s:  # shortened only in proportion
+            assert trial.warmup_s / span_s == pytest.approx(
+                budget.warmup_s / budget.duration_s, rel=1e-2
+            )
+
+
+def test_a_points_shorter_warm_up_is_its_trials_own():
+    """Off the grid, each point is a trial with its own warm-up; on the spec's grid,
+    the points share one trial, which takes the shortest."""
+    from dataclasses import replace
+
+    from experiments.bmwg.model import Axis, Point
+
+    proc = procedure("5.1")
+    profile = proc.sweep.budgets["quick"].warmup_s
+
+    def axis(a: dict, b: dict) -> Axis:
+        return Axis("x", {p: (Point("a", a, 0.5), Point("b", b)) for p in PROFILES})
+
+    def warmups(ax: Axis) -> list[float]:
+        mine = replace(proc, sweep=replace(proc.sweep, axes=(ax,)))
+        return [t.warmup_s for t in trials(mine, "quick")]
+
+    assert warmups(axis({"seed": 2, "duration_s": 3}, {"seed": 3, "duration_s": 4})) == [
+        0.5,
+        profile,
+    ]
+    assert warmups(axis({"seed": 2}, {"seed": 3})) == [0.5]
+
+
 def test_a_trial_is_load_spec_of_the_base_with_its_overrides():
     (trial, *_) = trials(procedure("8.1"), "quick")
     spec = load_trial(trial)
