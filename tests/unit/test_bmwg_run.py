@@ -298,6 +298,16 @@ def test_a_suite_writes_kpis_with_intervals_and_the_section_14_report(latency_pl
     assert (suite / "plots" / "5-2-KV_xfer_latency-cdf.png").is_file()
 
 
+def test_a_latency_cdf_spanning_decades_is_drawn_on_a_log_axis():
+    """5.1's 1 MB messages (0.07 ms) and 256 MB ones (190 ms) share one CDF: on a linear
+    axis the small ones are a line at 0; from two decades on the axis is logarithmic."""
+    from experiments.bmwg.report import _decades
+
+    assert _decades([np.array([0.07, 0.08]), np.array([22.0, 190.0])]) >= 2
+    assert _decades([np.array([10.0, 40.0])]) < 2
+    assert _decades([np.array([0.0])]) == 0.0  # nothing positive: no axis to choose
+
+
 def test_an_unfaithful_run_is_an_anomaly_and_left_out(latency_plan, tmp_path):
     suite = run_suite(latency_plan, tmp_path, fake_run_spec(10.0, 2), datetime(2026, 12, 3))
     points = json.loads((suite / "5.2" / "kpis.json").read_text())["points"]
